@@ -1,0 +1,170 @@
+// Clocks: the source of time and the timer service of the engines.
+//
+// Every engine is given a Clock and never reads the time any other way. Two clocks:
+//  - VirtualClock: a discrete-event simulator. Time jumps from event to event; nothing
+//    sleeps. Timers due at the same instant run in an order drawn from the clock's seed,
+//    so a whole run (workload, faults, power cuts) replays exactly from its seed, and
+//    different seeds explore different interleavings. Posted tasks run FIFO before time
+//    advances. One thread drives it; all engines of a simulation share one VirtualClock.
+//  - RealClock: monotonic wall time (CLOCK_MONOTONIC via steady_clock, ns since the
+//    clock was made); timers sleep until due. One RealClock per engine thread; other
+//    threads hand it work through Submit (a lock-free MPSC ring) and wake it.
+//
+// Thread rules: At/After/Post/Cancel and the Run* calls belong to the owning thread;
+// Now() may be called anywhere; RealClock::Submit and Stop may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <unordered_set>
+#include <vector>
+
+#include "vsl/core/function.h"
+#include "vsl/core/random.h"
+#include "vsl/core/ring.h"
+#include "vsl/core/time.h"
+
+namespace vsl {
+
+using TimerId = uint64_t;  // 0 is never a valid id
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual TimeNs Now() const = 0;
+  virtual bool is_virtual() const = 0;
+
+  // Runs `task` at `when` (as soon as possible if `when` <= Now()). Returns an id for Cancel.
+  virtual TimerId At(TimeNs when, Task task) = 0;
+  TimerId After(DurNs delay, Task task) { return At(Now() + delay, std::move(task)); }
+  // Runs `task` after the current task, before any timer, in FIFO order with other posts.
+  virtual void Post(Task task) = 0;
+  // True when the timer was pending and is now cancelled; false if it ran or is unknown.
+  virtual bool Cancel(TimerId id) = 0;
+};
+
+// The timer heap and post queue both clocks share. Not thread-safe.
+class TimerQueue {
+ public:
+  explicit TimerQueue(uint64_t tie_seed) : tie_rng_(tie_seed) {}
+
+  TimerId Add(TimeNs when, Task task);
+  void Post(Task task) { ready_.push_back(std::move(task)); }
+  bool Cancel(TimerId id);
+
+  bool HasReady() const { return !ready_.empty(); }
+  // Earliest live timer's time, or kTimeNever.
+  TimeNs NextTime();
+  // Pops the earliest live timer due at or before `limit` into *task; returns its time.
+  bool PopDue(TimeNs limit, Task* task, TimeNs* when);
+  Task PopReady() {
+    Task t = std::move(ready_.front());
+    ready_.pop_front();
+    return t;
+  }
+  std::size_t size() const { return heap_.size() - cancelled_.size() + ready_.size(); }
+
+ private:
+  struct Entry {
+    TimeNs when;
+    uint64_t tie;  // random tie-break among equal times, from the seed
+    TimerId id;
+    Task task;
+  };
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const {
+      if (a.when != b.when) return a.when > b.when;
+      if (a.tie != b.tie) return a.tie > b.tie;
+      return a.id > b.id;
+    }
+  };
+  void DropCancelledTop();
+
+  std::vector<Entry> heap_;
+  std::deque<Task> ready_;
+  std::unordered_set<TimerId> cancelled_;  // ids in heap_ that must not run
+  std::unordered_set<TimerId> live_;       // ids in heap_ not yet run or cancelled
+  TimerId next_id_ = 1;
+  Rng tie_rng_;
+};
+
+class VirtualClock final : public Clock {
+ public:
+  // `seed` decides the order of timers due at the same instant.
+  explicit VirtualClock(uint64_t seed = 1, TimeNs start = 0) : now_(start), q_(seed) {}
+
+  TimeNs Now() const override { return now_; }
+  bool is_virtual() const override { return true; }
+  TimerId At(TimeNs when, Task task) override { return q_.Add(when, std::move(task)); }
+  void Post(Task task) override { q_.Post(std::move(task)); }
+  bool Cancel(TimerId id) override { return q_.Cancel(id); }
+
+  // Runs one posted task or the next timer (advancing time to it). False if idle.
+  bool Step();
+  // Runs until nothing is pending or `max_events` ran; returns events run.
+  uint64_t RunUntilIdle(uint64_t max_events = UINT64_MAX);
+  // Runs everything due at or before `t`, then sets the time to `t` (if later).
+  void RunUntil(TimeNs t);
+  void RunFor(DurNs d) { RunUntil(now_ + d); }
+  // Runs until pred() is true (checked before each event) or idle; true if pred held.
+  template <typename Pred>
+  bool RunUntilTrue(Pred pred, uint64_t max_events = UINT64_MAX) {
+    for (uint64_t n = 0; n < max_events; ++n) {
+      if (pred()) return true;
+      if (!Step()) return pred();
+    }
+    return pred();
+  }
+
+  std::size_t pending() const { return q_.size(); }
+  uint64_t events_run() const { return events_run_; }
+
+ private:
+  TimeNs now_;
+  TimerQueue q_;
+  uint64_t events_run_ = 0;
+};
+
+class RealClock final : public Clock {
+ public:
+  explicit RealClock(std::size_t inbox_capacity = 1 << 14);
+
+  TimeNs Now() const override;
+  bool is_virtual() const override { return false; }
+  TimerId At(TimeNs when, Task task) override { return q_.Add(when, std::move(task)); }
+  void Post(Task task) override { q_.Post(std::move(task)); }
+  bool Cancel(TimerId id) override { return q_.Cancel(id); }
+
+  // Any thread: queue `task` to run on the owning thread. False when the inbox is full
+  // (the task is then destroyed without running; callers apply backpressure).
+  bool Submit(Task task);
+  // Any thread: make Run() return after the task it is running.
+  void Stop();
+
+  // Owner thread: serve inbox, posts and timers until Stop(). Sleeps when idle.
+  void Run();
+  // Owner thread: serve until `deadline` (wall ns on this clock) or Stop().
+  void RunUntil(TimeNs deadline);
+  // Owner thread: run what is ready or due now without sleeping; returns tasks run.
+  uint64_t Poll();
+
+ private:
+  bool DrainInbox();
+  void WaitUntil(TimeNs deadline);
+
+  int64_t epoch_ns_;
+  TimerQueue q_;
+  MpscRing<Task> inbox_;
+  std::atomic<uint64_t> submitted_{0};
+  uint64_t drained_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wake_ = false;  // guarded by mu_
+};
+
+}  // namespace vsl

@@ -1,0 +1,43 @@
+#include "vsl/core/engine.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+
+namespace vsl {
+
+void Engine::OnWrongThread() const {
+  std::fprintf(stderr, "vsl: engine '%s' used from a thread that does not own it\n",
+               name_.c_str());
+  std::abort();
+}
+
+EngineThread::EngineThread(std::string name) : engine_(std::move(name), clock_) {
+  std::promise<void> started;
+  auto f = started.get_future();
+  thread_ = std::thread([this, &started] {
+    engine_.BindToCurrentThread();
+    started.set_value();
+    clock_.Run();
+  });
+  f.wait();
+}
+
+EngineThread::~EngineThread() {
+  clock_.Stop();
+  thread_.join();
+}
+
+void EngineThread::RunSync(Task task) {
+  std::promise<void> done;
+  auto f = done.get_future();
+  while (!engine_.Submit([&task, &done] {
+    task();
+    done.set_value();
+  })) {
+    std::this_thread::yield();
+  }
+  f.wait();
+}
+
+}  // namespace vsl

@@ -1,0 +1,92 @@
+// Engine: the single-threaded, run-to-completion reactor that serves one pipe.
+//
+// An engine owns its pipe's state outright: only tasks running on the engine touch it, so
+// the hot path takes no locks. Each task runs to completion; work that must wait (a flash
+// completion, a timer) is a new task. Time comes only from the engine's Clock, so the same
+// code runs deterministically on a VirtualClock and in wall time on a RealClock.
+//
+// Thread rules: At/After/Post/Cancel only from the engine's own thread (checked in debug
+// builds once the engine is bound, see BindToCurrentThread). Submit may be called from any
+// thread when the clock is a RealClock; on a VirtualClock everything is one thread and
+// Submit is Post.
+#pragma once
+
+#include <string>
+#include <thread>
+
+#include "vsl/core/clock.h"
+
+namespace vsl {
+
+class Engine {
+ public:
+  Engine(std::string name, Clock& clock) : name_(std::move(name)), clock_(clock) {}
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const std::string& name() const { return name_; }
+  Clock& clock() { return clock_; }
+  TimeNs Now() const { return clock_.Now(); }
+
+  TimerId At(TimeNs when, Task task) {
+    AssertOnEngineThread();
+    return clock_.At(when, std::move(task));
+  }
+  TimerId After(DurNs delay, Task task) {
+    AssertOnEngineThread();
+    return clock_.After(delay, std::move(task));
+  }
+  void Post(Task task) {
+    AssertOnEngineThread();
+    clock_.Post(std::move(task));
+  }
+  bool Cancel(TimerId id) {
+    AssertOnEngineThread();
+    return clock_.Cancel(id);
+  }
+  // Any thread (RealClock). False when the engine's inbox is full: the caller must retry.
+  bool Submit(Task task) {
+    if (clock_.is_virtual()) {
+      clock_.Post(std::move(task));
+      return true;
+    }
+    return static_cast<RealClock&>(clock_).Submit(std::move(task));
+  }
+
+  // Declares the calling thread the engine's thread (done by whoever runs the engine).
+  void BindToCurrentThread() { owner_ = std::this_thread::get_id(); }
+  void AssertOnEngineThread() const {
+#ifndef NDEBUG
+    if (owner_ != std::thread::id() && owner_ != std::this_thread::get_id()) {
+      OnWrongThread();
+    }
+#endif
+  }
+
+ private:
+  [[noreturn]] void OnWrongThread() const;
+
+  const std::string name_;  // constant after construction
+  Clock& clock_;
+  std::thread::id owner_;
+};
+
+// Runs an engine on its own thread with its own RealClock until destroyed.
+class EngineThread {
+ public:
+  explicit EngineThread(std::string name);
+  ~EngineThread();
+  EngineThread(const EngineThread&) = delete;
+  EngineThread& operator=(const EngineThread&) = delete;
+
+  Engine& engine() { return engine_; }
+  // Runs `task` on the engine thread and waits for it. Not from the engine thread.
+  void RunSync(Task task);
+
+ private:
+  RealClock clock_;
+  Engine engine_;
+  std::thread thread_;
+};
+
+}  // namespace vsl

@@ -1,0 +1,114 @@
+// The raw-flash contract: the one seam between the card's controllers and the host VSL.
+//
+// A FlashPipe is one pipe of one controller: its own command and completion path and its
+// own dies. Commands are asynchronous; each completes exactly once through its callback
+// with a Completion. Callbacks run on the backend's engine (the thread that owns the
+// card); a caller on another engine hops back with Engine::Submit. All FlashPipe calls
+// must be made on the backend's engine.
+//
+// Ordering: commands to one die execute in submission order. Commands to different dies
+// run in parallel, sharing the channel bus (one per channel) and the controller's host
+// link. Reset is out of band: it aborts what is queued or running on its die.
+//
+// Buffers: a read's data/meta buffers must stay valid until `done`; a program's buffers
+// must stay valid until `accepted` (or, when the program is rejected before reaching the
+// controller, until `done`). The controller copies program data into its write buffer.
+//
+// Programs complete twice. `accepted` fires when the data is in the controller's protected
+// write buffer: from then on, while power-loss protection (PLP) is healthy, the page will
+// reach flash even across a power cut, so a host write may be acknowledged. `done` fires
+// when the page is on flash (ok) or has failed. `accepted` fires at most once and always
+// before `done`; a program rejected up front (bad address, powered off) gets only `done`.
+// With PLP failed or absent, `accepted` only means "in a volatile buffer".
+// Header shared with the testbench: keep it C++17-clean.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "vsl/core/function.h"
+#include "vsl/core/time.h"
+#include "vsl/nand/geometry.h"
+
+namespace vsl::nand {
+
+enum class FlashStatus : uint8_t {
+  kOk = 0,          // done; for reads, corrected_bits tells how hard ECC worked
+  kUncorrectable,   // read: a codeword had more bit errors than ECC corrects
+  kProgramFail,     // program: status FAIL; the page (and block) must not be trusted
+  kEraseFail,       // erase: status FAIL; the block is bad
+  kDieTimeout,      // the die did not answer (a dead die)
+  kAborted,         // aborted by reset or power loss before it finished
+  kInvalidAddress,  // die/block/page/sector range outside the geometry: a host bug
+  kRuleViolation,   // NAND rule broken (program of a non-erased page, out of page order):
+                    // a host bug; counted by the backend
+};
+std::string_view FlashStatusName(FlashStatus s);
+
+struct Completion {
+  FlashStatus status = FlashStatus::kOk;
+  uint32_t corrected_bits = 0;  // reads: bits ECC corrected over the codewords read
+  TimeNs submit_ns = 0;
+  TimeNs complete_ns = 0;
+  bool ok() const { return status == FlashStatus::kOk; }
+};
+using FlashCallback = Function<void(const Completion&)>;
+
+// Read page `ppa`: `sector_count` ECC codewords from `first_sector` (0 = the whole page)
+// into `data` (sector_count * codeword bytes, may be null), and the page's host metadata
+// into `meta` (meta_bytes_per_page, may be null). An erased page reads as all 0xFF.
+struct ReadRequest {
+  Ppa ppa;
+  uint32_t first_sector = 0;
+  uint32_t sector_count = 0;
+  uint8_t* data = nullptr;
+  uint8_t* meta = nullptr;
+};
+
+// Program page `ppa` with a whole page of `data` and `meta` (meta_bytes_per_page; null
+// programs 0xFF). Pages of a block must be programmed in order, each once per erase.
+struct ProgramRequest {
+  Ppa ppa;
+  const uint8_t* data = nullptr;
+  const uint8_t* meta = nullptr;
+};
+
+enum class PlpState : uint8_t { kHealthy = 0, kFailed, kAbsent };
+std::string_view PlpStateName(PlpState s);
+
+// What the controller's registers say about a pipe (the page format comes from the dies'
+// parameter pages, see DiscoverPipe).
+struct PipeTopology {
+  uint32_t controller = 0;
+  uint32_t pipe = 0;  // within the controller
+  uint32_t controllers = 1;
+  uint32_t pipes_per_controller = 1;
+  uint32_t channels = 1;
+  uint32_t luns_per_channel = 1;
+  uint32_t ecc_codeword_bytes = 512;
+  uint32_t ecc_parity_bytes = 13;
+  uint32_t ecc_t = 8;
+  uint32_t dies() const { return channels * luns_per_channel; }
+};
+
+class FlashPipe {
+ public:
+  virtual ~FlashPipe() = default;
+  virtual const PipeTopology& topology() const = 0;
+  virtual PlpState plp_state() const = 0;
+
+  virtual void Read(const ReadRequest& req, FlashCallback done) = 0;
+  virtual void Program(const ProgramRequest& req, FlashCallback accepted, FlashCallback done) = 0;
+  virtual void Erase(uint32_t die, uint32_t block, FlashCallback done) = 0;
+  // Aborts everything queued or running on `die` (each gets kAborted), then resets it.
+  virtual void Reset(uint32_t die, FlashCallback done) = 0;
+  // READ ID at `address` (00h: JEDEC bytes, 20h: "ONFI"): `len` bytes into `out`.
+  virtual void ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len,
+                      FlashCallback done) = 0;
+  // READ PARAMETER PAGE: `len` bytes (copies of 256 bytes back to back) into `out`.
+  virtual void ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len,
+                                 FlashCallback done) = 0;
+};
+
+}  // namespace vsl::nand

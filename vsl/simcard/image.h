@@ -1,0 +1,109 @@
+// ControllerImage: one controller's persistent flash, in a sparse file (image_format.h).
+//
+// Metadata (header, state, die/block/page tables) is mapped shared, so updates reach the
+// file through the page cache and survive the process being killed; page data moves with
+// pread/pwrite. Not thread-safe: owned by the card's engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "vsl/core/random.h"
+#include "vsl/core/status.h"
+#include "vsl/nand/geometry.h"
+#include "vsl/simcard/image_format.h"
+#include "vsl/simcard/profile.h"
+
+namespace vsl::simcard {
+
+struct ImageIdentity {
+  uint64_t card_id = 0;
+  uint32_t controller_index = 0;
+  std::string serial;
+  std::string profile;
+  std::string firmware_version;
+  std::string model;
+};
+
+class ControllerImage {
+ public:
+  // Creates `path` (must not exist) for controller `index` of a card of `profile`, draws
+  // factory bad blocks from `seed` and writes their markers. Stores null on error.
+  static Result<std::unique_ptr<ControllerImage>> Create(const std::string& path,
+                                                         const Profile& profile,
+                                                         uint32_t index, uint64_t card_id,
+                                                         const std::string& serial,
+                                                         uint64_t seed);
+  // Opens and validates an existing image. Corruption (with the reason) for a foreign,
+  // truncated or damaged file, never a crash; NotSupported for another major version.
+  static Result<std::unique_ptr<ControllerImage>> Open(const std::string& path);
+  ~ControllerImage();
+  ControllerImage(const ControllerImage&) = delete;
+  ControllerImage& operator=(const ControllerImage&) = delete;
+
+  const nand::Geometry& geometry() const { return geometry_; }
+  const ImageIdentity& identity() const { return identity_; }
+  const std::string& path() const { return path_; }
+  const format::ImageHeader& header() const { return *header_; }
+  uint32_t dies() const { return geometry_.dies_per_controller(); }
+
+  format::DieRecord& die(uint32_t d) { return die_table_[d]; }
+  format::BlockRecord& block(uint32_t d, uint32_t b) {
+    return block_table_[uint64_t{d} * geometry_.blocks_per_lun + b];
+  }
+  format::PageState page_state(uint32_t d, uint32_t b, uint32_t p) const {
+    return static_cast<format::PageState>(page_table_[PageIndex(d, b, p)]);
+  }
+  void set_page_state(uint32_t d, uint32_t b, uint32_t p, format::PageState s) {
+    page_table_[PageIndex(d, b, p)] = static_cast<uint8_t>(s);
+  }
+
+  // Whole slot I/O: data (page_data_bytes) then raw spare (page_spare_bytes).
+  Status WriteSlot(uint32_t d, uint32_t b, uint32_t p, const uint8_t* slot);
+  Status ReadSlot(uint32_t d, uint32_t b, uint32_t p, uint8_t* slot) const;
+  // Reads `len` bytes at `offset` inside the slot.
+  Status ReadSlotRange(uint32_t d, uint32_t b, uint32_t p, uint64_t offset, uint64_t len,
+                       uint8_t* out) const;
+  // Erases a block's pages: page states to kErased, slots punched out of the file.
+  void EraseBlockPages(uint32_t d, uint32_t b);
+
+  format::ImageState& state() { return *state_; }
+  // Recomputes the state record's CRC and flushes metadata to the file (msync).
+  Status SyncState();
+  // Flushes all mapped metadata (msync); page data is already in the file.
+  Status Sync();
+  // Bytes the file occupies on disk (it is sparse).
+  uint64_t AllocatedBytes() const;
+
+ private:
+  ControllerImage() = default;
+  static Result<std::unique_ptr<ControllerImage>> Map(int fd, const std::string& path);
+  uint64_t PageIndex(uint32_t d, uint32_t b, uint32_t p) const {
+    return (uint64_t{d} * geometry_.blocks_per_lun + b) * geometry_.pages_per_block + p;
+  }
+  uint64_t SlotOffset(uint32_t d, uint32_t b, uint32_t p) const {
+    return header_->data_offset + PageIndex(d, b, p) * header_->page_slot_bytes;
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  uint8_t* map_ = nullptr;  // header .. end of page table
+  uint64_t map_bytes_ = 0;
+  const format::ImageHeader* header_ = nullptr;
+  format::ImageState* state_ = nullptr;
+  format::DieRecord* die_table_ = nullptr;
+  format::BlockRecord* block_table_ = nullptr;
+  uint8_t* page_table_ = nullptr;
+  nand::Geometry geometry_;
+  ImageIdentity identity_;
+};
+
+// The file layout for a controller of `g`: offsets and total size.
+struct ImageLayout {
+  uint64_t die_table_offset, block_table_offset, page_table_offset, data_offset;
+  uint64_t page_slot_bytes, file_bytes;
+};
+ImageLayout ComputeLayout(const nand::Geometry& g);
+
+}  // namespace vsl::simcard

@@ -1,0 +1,217 @@
+#include "vsl/simcard/sim_card.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "vsl/core/log.h"
+#include "vsl/core/random.h"
+#include "vsl/simcard/sim_pipe.h"
+
+namespace vsl::simcard {
+namespace fs = std::filesystem;
+
+namespace {
+std::string ImagePath(const std::string& dir, uint32_t c) {
+  return (fs::path(dir) / fmt::format("ctrl{}.img", c)).string();
+}
+}  // namespace
+
+Status SimCard::Create(const std::string& dir, const Profile& profile_in,
+                       const CreateOptions& opts) {
+  Profile profile = profile_in;
+  if (opts.blocks_per_lun != 0) profile.geometry.blocks_per_lun = opts.blocks_per_lun;
+  VSL_RETURN_IF_ERROR(profile.geometry.Validate());
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IOError(fmt::format("cannot create card directory {}: {}", dir, ec.message()));
+  for (uint32_t c = 0; c < profile.geometry.controllers; ++c) {
+    if (fs::exists(ImagePath(dir, c))) {
+      return Status::AlreadyExists(
+          fmt::format("card directory {} already holds {}", dir, ImagePath(dir, c)));
+    }
+  }
+  Rng rng(opts.seed);
+  const uint64_t card_id = rng.Next();
+  const std::string serial =
+      opts.serial.empty() ? fmt::format("OV{:010d}", rng.Below(10'000'000'000ULL)) : opts.serial;
+  for (uint32_t c = 0; c < profile.geometry.controllers; ++c) {
+    auto img = ControllerImage::Create(ImagePath(dir, c), profile, c, card_id,
+                                       fmt::format("{}-{}", serial, c), opts.seed);
+    if (!img.ok()) return img.status();
+  }
+  Logger("simcard")->info("created card dir={} profile={} serial={} geometry=[{}]", dir,
+                          profile.name, serial, profile.geometry.ToString());
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& clock,
+                                               const SimCardOptions& opts) {
+  if (!fs::is_directory(dir)) {
+    return Status::NotFound(fmt::format("card directory {} does not exist", dir));
+  }
+  auto card = std::unique_ptr<SimCard>(new SimCard(clock, opts));
+  VSL_ASSIGN_OR_RETURN(auto first, ControllerImage::Open(ImagePath(dir, 0)));
+  const ImageIdentity id0 = first->identity();
+  card->geometry_ = first->geometry();
+  if (id0.controller_index != 0) {
+    return Status::Corruption(fmt::format("{} claims to be controller {}", ImagePath(dir, 0),
+                                          id0.controller_index));
+  }
+  VSL_ASSIGN_OR_RETURN(card->profile_, FindProfile(id0.profile));
+  card->profile_.geometry = card->geometry_;  // the image's shape wins (blocks override)
+  card->images_.push_back(std::move(first));
+  for (uint32_t c = 1; c < card->geometry_.controllers; ++c) {
+    VSL_ASSIGN_OR_RETURN(auto img, ControllerImage::Open(ImagePath(dir, c)));
+    const ImageIdentity& id = img->identity();
+    if (id.card_id != id0.card_id || id.controller_index != c ||
+        !(img->geometry() == card->geometry_) || id.profile != id0.profile) {
+      return Status::Corruption(fmt::format(
+          "{} does not belong with {} (card id, controller index, geometry or profile differ)",
+          ImagePath(dir, c), ImagePath(dir, 0)));
+    }
+    card->images_.push_back(std::move(img));
+  }
+  card->timing_ = opts.null_timing ? Timing::Null() : card->profile_.timing;
+  card->link_free_.assign(card->geometry_.controllers, clock.Now());
+  for (auto& img : card->images_) {
+    auto& st = img->state();
+    if (st.attached != 0) ++st.unsafe_power_offs;
+    ++st.power_on_count;
+    st.attached = 1;
+    VSL_RETURN_IF_ERROR(img->SyncState());
+  }
+  Rng rng(opts.seed);
+  for (uint32_t c = 0; c < card->geometry_.controllers; ++c) {
+    for (uint32_t p = 0; p < card->geometry_.pipes_per_controller; ++p) {
+      card->pipes_.push_back(std::make_unique<SimPipe>(*card, c, p, rng.Fork(c * 2 + p).Next()));
+    }
+  }
+  return card;
+}
+
+SimCard::~SimCard() {
+  pipes_.clear();
+  for (auto& img : images_) {
+    if (powered_) img->state().attached = 0;
+    (void)img->Sync();
+  }
+}
+
+nand::FlashPipe& SimCard::pipe(uint32_t index) { return *pipes_.at(index); }
+const PipeStats& SimCard::stats(uint32_t pipe) const { return pipes_.at(pipe)->stats(); }
+
+nand::PlpState SimCard::plp_state() const {
+  return static_cast<nand::PlpState>(images_[0]->state().plp_state);
+}
+
+void SimCard::SetPlpState(nand::PlpState state) {
+  for (auto& img : images_) {
+    img->state().plp_state = static_cast<uint8_t>(state);
+    (void)img->SyncState();
+  }
+}
+
+void SimCard::PowerCut() {
+  if (!powered_) return;
+  const DurNs budget =
+      plp_state() == nand::PlpState::kHealthy ? profile_.plp.holdup_ns : 0;
+  Logger("simcard")->info("power cut at t={}ns holdup_budget={}ns", clock_.Now(), budget);
+  for (auto& p : pipes_) p->PowerCut(budget);
+  powered_ = false;
+  for (auto& img : images_) (void)img->Sync();
+}
+
+void SimCard::PowerOn() {
+  if (powered_) return;
+  powered_ = true;
+  for (auto& img : images_) {
+    auto& st = img->state();
+    ++st.unsafe_power_offs;
+    ++st.power_on_count;
+    (void)img->SyncState();
+  }
+  for (auto& l : link_free_) l = clock_.Now();
+  for (auto& p : pipes_) p->PowerOn();
+}
+
+void SimCard::InjectDieFailure(uint32_t pipe, uint32_t die) {
+  Logger("simcard")->info("inject die failure pipe={} die={}", pipe, die);
+  pipes_.at(pipe)->InjectDieFailure(die);
+}
+void SimCard::InjectProgramFail(uint32_t pipe, nand::Ppa ppa) {
+  pipes_.at(pipe)->InjectProgramFail(ppa);
+}
+void SimCard::InjectEraseFail(uint32_t pipe, uint32_t die, uint32_t block) {
+  pipes_.at(pipe)->InjectEraseFail(die, block);
+}
+void SimCard::CorruptParameterPage(uint32_t pipe, uint32_t die, uint32_t copy_mask) {
+  const uint32_t c = pipe / geometry_.pipes_per_controller;
+  images_[c]->die(pipes_.at(pipe)->image_die(die)).param_page_bad_mask = copy_mask;
+}
+void SimCard::TEST_SetEraseCount(uint32_t pipe, uint32_t die, uint32_t block, uint32_t pe) {
+  const uint32_t c = pipe / geometry_.pipes_per_controller;
+  images_[c]->block(pipes_.at(pipe)->image_die(die), block).erase_count = pe;
+}
+
+BlockInfo SimCard::block_info(uint32_t pipe, uint32_t die, uint32_t block) const {
+  const uint32_t c = pipe / geometry_.pipes_per_controller;
+  const auto& rec = images_[c]->block(pipes_.at(pipe)->image_die(die), block);
+  return BlockInfo{rec.erase_count, rec.reads_since_erase, rec.next_page,
+                   (rec.flags & format::kBlockFactoryBad) != 0,
+                   (rec.flags & format::kBlockGrownBad) != 0};
+}
+
+bool SimCard::die_failed(uint32_t pipe, uint32_t die) const {
+  const uint32_t c = pipe / geometry_.pipes_per_controller;
+  return (images_[c]->die(pipes_.at(pipe)->image_die(die)).flags & format::kDieFailed) != 0;
+}
+
+ControllerHealth SimCard::Health(uint32_t controller) const {
+  ControllerImage& img = *images_.at(controller);
+  const auto& g = geometry_;
+  ControllerHealth h;
+  h.controller = controller;
+  h.serial = img.identity().serial;
+  h.model = img.identity().model;
+  h.profile = img.identity().profile;
+  h.firmware_version = img.identity().firmware_version;
+  h.dies = g.dies_per_controller();
+  h.min_erase_count = UINT32_MAX;
+  uint64_t pe_sum = 0;
+  for (uint32_t d = 0; d < h.dies; ++d) {
+    if (img.die(d).flags & format::kDieFailed) ++h.failed_dies;
+    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+      const auto& rec = img.block(d, b);
+      ++h.blocks;
+      if (rec.flags & format::kBlockFactoryBad) {
+        ++h.factory_bad_blocks;
+        continue;
+      }
+      if (rec.flags & format::kBlockGrownBad) ++h.grown_bad_blocks;
+      h.min_erase_count = std::min(h.min_erase_count, rec.erase_count);
+      h.max_erase_count = std::max(h.max_erase_count, rec.erase_count);
+      pe_sum += rec.erase_count;
+      for (uint32_t p = 0; p < rec.next_page && p < g.pages_per_block; ++p) {
+        const auto s = img.page_state(d, b, p);
+        if (s == format::PageState::kProgrammed) ++h.programmed_pages;
+        else if (s != format::PageState::kErased) ++h.torn_pages;
+      }
+    }
+  }
+  const uint64_t good = h.blocks - h.factory_bad_blocks;
+  if (good == 0) h.min_erase_count = 0;
+  h.mean_erase_count = good ? static_cast<double>(pe_sum) / static_cast<double>(good) : 0;
+  h.rated_pe_used_percent = 100.0 * h.mean_erase_count / profile_.reliability.endurance_cycles;
+  h.power_on_count = img.state().power_on_count;
+  h.unsafe_power_offs = img.state().unsafe_power_offs;
+  h.plp = static_cast<nand::PlpState>(img.state().plp_state);
+  h.image_bytes = img.header().file_bytes;
+  h.image_allocated_bytes = img.AllocatedBytes();
+  return h;
+}
+
+}  // namespace vsl::simcard

@@ -1,0 +1,140 @@
+// SimCard: the software flash card, the embedded default backend of the raw-flash contract.
+//
+// A card is a directory holding one sparse image per controller (ctrl0.img, ctrl1.img...,
+// see image_format.h). It models, per pipe: dies that execute their commands in order and
+// are busy for tR / tPROG / tBERS; one shared bus per channel; the controller's host link
+// (shared by its pipes); the protected write buffer with its hold-up budget; raw bit
+// errors against the ECC's strength; factory and grown bad blocks; dead dies; resets; and
+// power cuts at any instant. NAND rule violations by the host are refused and counted.
+//
+// Time: everything is scheduled on the Clock the card is given. With a VirtualClock the
+// card runs in virtual time (deterministic from the clock's and the card's seeds); with a
+// RealClock it is paced in real time; with null timing every operation completes at once
+// (for measuring the host's CPU cost). All calls must be made on the clock's thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vsl/core/clock.h"
+#include "vsl/core/status.h"
+#include "vsl/nand/flash.h"
+#include "vsl/simcard/image.h"
+#include "vsl/simcard/profile.h"
+
+namespace vsl::simcard {
+
+struct SimCardOptions {
+  bool null_timing = false;
+  uint64_t seed = 1;  // draws bit errors, wear failures and torn-page outcomes
+};
+
+struct CreateOptions {
+  std::string serial;      // empty: derived from the seed
+  uint64_t seed = 1;       // draws the card id, serial and factory bad blocks
+  uint32_t blocks_per_lun = 0;  // 0: the profile's; otherwise overrides it (smaller cards)
+};
+
+// Counters per pipe since the card was opened.
+struct PipeStats {
+  uint64_t reads = 0, programs = 0, erases = 0, resets = 0;
+  uint64_t bytes_read = 0, bytes_programmed = 0;
+  uint64_t corrected_bits = 0, uncorrectable_reads = 0;
+  uint64_t program_fails = 0, erase_fails = 0, die_timeouts = 0, aborted = 0;
+  uint64_t invalid_address = 0, violation_not_erased = 0, violation_out_of_order = 0;
+  uint64_t admission_waits = 0;  // programs that waited for write-buffer room
+  uint64_t rule_violations() const { return violation_not_erased + violation_out_of_order; }
+};
+
+// Ground truth about one block, for tests and health summaries (not part of the contract).
+struct BlockInfo {
+  uint32_t erase_count = 0;
+  uint32_t reads_since_erase = 0;
+  uint32_t next_page = 0;
+  bool factory_bad = false;
+  bool grown_bad = false;
+};
+
+struct ControllerHealth {
+  uint32_t controller = 0;
+  std::string serial, model, profile, firmware_version;
+  uint32_t dies = 0, failed_dies = 0;
+  uint64_t blocks = 0, factory_bad_blocks = 0, grown_bad_blocks = 0;
+  uint32_t min_erase_count = 0, max_erase_count = 0;
+  double mean_erase_count = 0;
+  uint64_t programmed_pages = 0, torn_pages = 0;
+  uint64_t power_on_count = 0, unsafe_power_offs = 0;
+  nand::PlpState plp = nand::PlpState::kHealthy;
+  uint64_t image_bytes = 0, image_allocated_bytes = 0;
+  double rated_pe_used_percent = 0;  // mean erase count / endurance
+};
+
+class SimPipe;
+
+class SimCard {
+ public:
+  // Creates a new card directory `dir` (created if missing; must hold no images) from
+  // `profile`. Does not open it.
+  static Status Create(const std::string& dir, const Profile& profile, const CreateOptions& opts);
+  // Opens the card in `dir` on `clock`. Stores null and returns an error for a missing,
+  // foreign, damaged or inconsistent card, with the reason.
+  static Result<std::unique_ptr<SimCard>> Open(const std::string& dir, Clock& clock,
+                                               const SimCardOptions& opts = {});
+  // A clean close: the images are marked closed and synced. (After PowerCut they are left
+  // marked open, so the next Open counts an unsafe power-off.)
+  ~SimCard();
+  SimCard(const SimCard&) = delete;
+  SimCard& operator=(const SimCard&) = delete;
+
+  const Profile& profile() const { return profile_; }
+  const nand::Geometry& geometry() const { return geometry_; }
+  const Timing& timing() const { return timing_; }
+  uint32_t pipe_count() const { return static_cast<uint32_t>(pipes_.size()); }
+  // Pipe `index` = controller * pipes_per_controller + pipe-in-controller.
+  nand::FlashPipe& pipe(uint32_t index);
+  const PipeStats& stats(uint32_t pipe) const;
+  ControllerImage& image(uint32_t controller) { return *images_[controller]; }
+  uint64_t card_id() const { return images_[0]->identity().card_id; }
+  bool powered() const { return powered_; }
+
+  // --- Power ---
+  // Cuts power now. Programs and erases running on a die finish if they end within the
+  // hold-up budget (PLP healthy) and are torn otherwise; the protected buffer's accepted
+  // programs are flushed in order within the budget; everything else is dropped. Every
+  // outstanding command then completes with kAborted and the card stays off.
+  void PowerCut();
+  // Powers the card back on (as after a power cycle); counts an unsafe power-off.
+  void PowerOn();
+  void SetPlpState(nand::PlpState state);
+  nand::PlpState plp_state() const;
+
+  // --- Fault injection (persistent where the real fault would be) ---
+  void InjectDieFailure(uint32_t pipe, uint32_t die);
+  void InjectProgramFail(uint32_t pipe, nand::Ppa ppa);            // next program there fails
+  void InjectEraseFail(uint32_t pipe, uint32_t die, uint32_t block);  // next erase fails
+  void CorruptParameterPage(uint32_t pipe, uint32_t die, uint32_t copy_mask);
+  void TEST_SetEraseCount(uint32_t pipe, uint32_t die, uint32_t block, uint32_t pe);
+
+  // --- Ground truth ---
+  BlockInfo block_info(uint32_t pipe, uint32_t die, uint32_t block) const;
+  bool die_failed(uint32_t pipe, uint32_t die) const;
+  ControllerHealth Health(uint32_t controller) const;
+
+ private:
+  friend class SimPipe;
+  SimCard(Clock& clock, const SimCardOptions& opts) : clock_(clock), opts_(opts) {}
+
+  Clock& clock_;
+  SimCardOptions opts_;
+  Profile profile_;
+  nand::Geometry geometry_;
+  Timing timing_;
+  std::vector<std::unique_ptr<ControllerImage>> images_;
+  std::vector<std::unique_ptr<SimPipe>> pipes_;
+  std::vector<TimeNs> link_free_;  // per controller: when its host link is next free
+  bool powered_ = true;
+};
+
+}  // namespace vsl::simcard

@@ -1,0 +1,145 @@
+// SimPipe: one pipe of the simulated card (internal to the simcard module).
+// Owned by the card's engine (its clock's thread); see sim_card.h for the model.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include <boost/intrusive/list.hpp>
+
+#include "vsl/core/random.h"
+#include "vsl/nand/flash.h"
+#include "vsl/simcard/sim_card.h"
+
+namespace vsl::simcard {
+
+namespace bi = boost::intrusive;
+struct QueueTag;
+struct AllTag;
+using QueueHook = bi::list_base_hook<bi::tag<QueueTag>, bi::link_mode<bi::safe_link>>;
+using AllHook = bi::list_base_hook<bi::tag<AllTag>, bi::link_mode<bi::safe_link>>;
+
+// One command in flight. Lives on the pipe's list of outstanding ops from submission to
+// completion and, while it waits for or holds its die, on that die's FIFO queue.
+struct Op : QueueHook, AllHook {
+  enum class Kind : uint8_t { kRead, kProgram, kErase };
+  Kind kind = Kind::kRead;
+  uint64_t serial = 0;  // changes every time the Op is reused: stale events compare it
+  nand::Ppa ppa;
+  uint32_t first_sector = 0, sector_count = 0;
+  uint8_t* data = nullptr;  // read destination
+  uint8_t* meta = nullptr;
+  const uint8_t* src_data = nullptr;  // program source, valid until accepted
+  const uint8_t* src_meta = nullptr;
+  std::unique_ptr<uint8_t[]> slot;    // controller buffer copy of a program (data + spare)
+  bool admitted = false, data_ready = false, started = false;
+  TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
+  DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
+  nand::FlashCallback accepted, done;
+};
+
+using OpQueue = bi::list<Op, bi::base_hook<QueueHook>, bi::constant_time_size<true>>;
+using OpList = bi::list<Op, bi::base_hook<AllHook>, bi::constant_time_size<true>>;
+
+class SimPipe final : public nand::FlashPipe {
+ public:
+  SimPipe(SimCard& card, uint32_t controller, uint32_t pipe_in_ctrl, uint64_t seed);
+  ~SimPipe() override;
+
+  const nand::PipeTopology& topology() const override { return topology_; }
+  nand::PlpState plp_state() const override;
+  void Read(const nand::ReadRequest& req, nand::FlashCallback done) override;
+  void Program(const nand::ProgramRequest& req, nand::FlashCallback accepted,
+               nand::FlashCallback done) override;
+  void Erase(uint32_t die, uint32_t block, nand::FlashCallback done) override;
+  void Reset(uint32_t die, nand::FlashCallback done) override;
+  void ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len,
+              nand::FlashCallback done) override;
+  void ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len,
+                         nand::FlashCallback done) override;
+
+  const PipeStats& stats() const { return stats_; }
+  // Power cut at Now() with `budget_ns` of hold-up: see SimCard::PowerCut.
+  void PowerCut(DurNs budget_ns);
+  void PowerOn();
+  void InjectDieFailure(uint32_t die);
+  void InjectProgramFail(nand::Ppa ppa) { inject_program_fail_.insert(Key(ppa)); }
+  void InjectEraseFail(uint32_t die, uint32_t block) {
+    inject_erase_fail_.insert(Key({die, block, 0}));
+  }
+  uint32_t image_die(uint32_t die) const { return first_die_ + die; }
+
+ private:
+  struct Die {
+    OpQueue queue;                 // FIFO; front() is running when busy
+    bool busy = false;
+    TimeNs busy_until = 0;
+    DurNs flush_work_ns = 0;       // queued, unstarted programs and erases
+    std::deque<Op*> admit_wait;    // programs waiting for write-buffer room
+    uint64_t reset_serial = 0;     // current reset in progress (stale-event guard)
+  };
+  struct Channel {
+    TimeNs bus_free = 0;
+    DurNs flush_xfer_ns = 0;       // bus time of queued, unstarted programs
+  };
+
+  Op* NewOp(Op::Kind kind, nand::FlashCallback done);
+  void FreeOp(Op* op);
+  // Completes `op` (removes it from every list) and delivers `done` on the clock.
+  void Complete(Op* op, nand::FlashStatus status, uint32_t corrected = 0);
+  void Reject(nand::FlashCallback done, nand::FlashStatus status);
+  bool ValidPpa(const nand::Ppa& ppa) const;
+  void Enqueue(Op* op);
+  bool TryAdmit(Op* op);
+  void RetryAdmission(uint32_t channel);
+  void TryStartDie(uint32_t die);
+  void StartRead(Op* op);
+  void ReadDataOut(Op* op, uint64_t serial);
+  void ReadFinish(Op* op, uint64_t serial);
+  void StartProgram(Op* op);
+  void ProgramFinish(Op* op, uint64_t serial);
+  void StartErase(Op* op);
+  void EraseFinish(Op* op, uint64_t serial);
+  void ReleaseBudget(Op* op);
+  // Effects on the image. Each returns the status the die would report.
+  nand::FlashStatus ApplyProgram(Op* op);
+  nand::FlashStatus ApplyErase(uint32_t die, uint32_t block);
+  void ApplyTornProgram(const nand::Ppa& ppa);
+  void ApplyTornErase(uint32_t die, uint32_t block);
+  nand::FlashStatus DoRead(Op* op, uint32_t* corrected);
+  void AbortDie(uint32_t die);
+  bool DieFailed(uint32_t die) const;
+  TimeNs Now() const { return card_.clock_.Now(); }
+  ControllerImage& image() { return *card_.images_[controller_]; }
+  const ControllerImage& image() const { return *card_.images_[controller_]; }
+  static std::tuple<uint32_t, uint32_t, uint32_t> Key(const nand::Ppa& p) {
+    return {p.die, p.block, p.page};
+  }
+  DurNs ProgramXferNs() const;
+  DurNs ProgramCostNs() const;
+  DurNs EraseCostNs() const;
+
+  SimCard& card_;
+  const uint32_t controller_;
+  const uint32_t first_die_;  // this pipe's first die in the controller image
+  nand::PipeTopology topology_;
+  const nand::Geometry& g_;
+  const Timing& t_;
+  const Reliability& rel_;
+  std::vector<Die> dies_;
+  std::vector<Channel> channels_;
+  std::vector<Rng> die_rng_;
+  OpList all_;                         // every outstanding op
+  std::vector<std::unique_ptr<Op>> pool_;  // free ops for reuse
+  uint64_t next_serial_ = 1;
+  uint64_t buffer_used_bytes_ = 0;     // accepted or in-DMA programs in the write buffer
+  std::set<std::tuple<uint32_t, uint32_t, uint32_t>> inject_program_fail_, inject_erase_fail_;
+  std::vector<uint8_t> scratch_;       // one slot
+  PipeStats stats_;
+};
+
+}  // namespace vsl::simcard
