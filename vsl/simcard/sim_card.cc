@@ -20,6 +20,8 @@ std::string ImagePath(const std::string& dir, uint32_t c) {
 }
 }  // namespace
 
+SimCard::SimCard(Clock& clock, const SimCardOptions& opts) : clock_(clock), opts_(opts) {}
+
 Status SimCard::Create(const std::string& dir, const Profile& profile_in,
                        const CreateOptions& opts) {
   Profile profile = profile_in;
@@ -63,6 +65,7 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   }
   VSL_ASSIGN_OR_RETURN(card->profile_, FindProfile(id0.profile));
   card->profile_.geometry = card->geometry_;  // the image's shape wins (blocks override)
+  if (opts.plp) card->profile_.plp = *opts.plp;
   card->images_.push_back(std::move(first));
   for (uint32_t c = 1; c < card->geometry_.controllers; ++c) {
     VSL_ASSIGN_OR_RETURN(auto img, ControllerImage::Open(ImagePath(dir, c)));

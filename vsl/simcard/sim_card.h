@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ namespace vsl::simcard {
 struct SimCardOptions {
   bool null_timing = false;
   uint64_t seed = 1;  // draws bit errors, wear failures and torn-page outcomes
+  // Replaces the profile's power-loss protection (hold-up budget, buffer size), e.g. to
+  // model a card with smaller capacitors.
+  std::optional<Plp> plp;
 };
 
 struct CreateOptions {
@@ -124,7 +128,7 @@ class SimCard {
 
  private:
   friend class SimPipe;
-  SimCard(Clock& clock, const SimCardOptions& opts) : clock_(clock), opts_(opts) {}
+  SimCard(Clock& clock, const SimCardOptions& opts);
 
   Clock& clock_;
   SimCardOptions opts_;
