@@ -166,3 +166,36 @@ TEST_F(RulesTest, PoweredOffCardAbortsEverything) {
 
 }  // namespace
 }  // namespace vsl::testing
+
+namespace vsl::testing {
+namespace {
+
+class BufferTest : public CardFixture {};
+
+// A program waiting only for write-buffer room must be admitted when room is freed by
+// dies on another channel, even if its own channel is idle.
+TEST_F(BufferTest, BufferRoomFreedOnOneChannelAdmitsWaitersOnAnother) {
+  simcard::Plp plp;
+  plp.holdup_ns = 1 * kSec;                  // the budget never limits here
+  plp.buffer_bytes_per_pipe = 8 * (4096 + 128);  // eight pages
+  Make("test-small", {}, {.null_timing = false, .seed = 1, .plp = plp});
+  const uint32_t b2 = GoodBlock(0, 2, 1), b0 = GoodBlock(0, 0, 1);  // die 2: channel 1
+  ASSERT_TRUE(Erase(0, 2, b2).ok());
+  ASSERT_TRUE(Erase(0, 0, b0).ok());
+  auto d = Pattern(1, page_bytes());
+  int done = 0;
+  for (uint32_t pg = 0; pg < 16; ++pg) {
+    pipe(0).Program({{2, b2, pg}, d.data(), nullptr}, nullptr,
+                    [&](const Completion& c) { EXPECT_TRUE(c.ok()); ++done; });
+  }
+  std::optional<Completion> c0;
+  pipe(0).Program({{0, b0, 0}, d.data(), nullptr}, nullptr, [&](const Completion& c) { c0 = c; });
+  clock_.RunUntilIdle();
+  EXPECT_EQ(done, 16);
+  ASSERT_TRUE(c0.has_value()) << "the channel-0 program stalled";
+  EXPECT_TRUE(c0->ok());
+  EXPECT_GT(card_->stats(0).admission_waits, 0u);
+}
+
+}  // namespace
+}  // namespace vsl::testing

@@ -53,7 +53,15 @@ struct Geometry {
   // OK, or InvalidArgument naming the first field that is out of range.
   Status Validate() const;
   std::string ToString() const;
-  bool operator==(const Geometry&) const = default;
+  bool operator==(const Geometry& o) const {
+    return controllers == o.controllers && pipes_per_controller == o.pipes_per_controller &&
+           channels_per_pipe == o.channels_per_pipe && luns_per_channel == o.luns_per_channel &&
+           planes_per_lun == o.planes_per_lun && blocks_per_lun == o.blocks_per_lun &&
+           pages_per_block == o.pages_per_block && page_data_bytes == o.page_data_bytes &&
+           page_spare_bytes == o.page_spare_bytes && ecc_codeword_bytes == o.ecc_codeword_bytes &&
+           ecc_parity_bytes == o.ecc_parity_bytes && ecc_t == o.ecc_t;
+  }
+  bool operator!=(const Geometry& o) const { return !(*this == o); }
 };
 
 // Address of a page inside one pipe.
@@ -61,7 +69,8 @@ struct Ppa {
   uint32_t die = 0;
   uint32_t block = 0;
   uint32_t page = 0;
-  bool operator==(const Ppa&) const = default;
+  bool operator==(const Ppa& o) const { return die == o.die && block == o.block && page == o.page; }
+  bool operator!=(const Ppa& o) const { return !(*this == o); }
 };
 
 }  // namespace vsl::nand

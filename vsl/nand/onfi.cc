@@ -36,6 +36,11 @@ std::string GetText(const uint8_t* p, std::size_t at, std::size_t width) {
 
 }  // namespace
 
+bool operator==(const ParameterPage& a, const ParameterPage& b) {
+  // Equal when they encode to the same bytes: the page is the source of truth.
+  return Encode(a) == Encode(b);
+}
+
 PageBytes Encode(const ParameterPage& pp) {
   PageBytes b{};
   uint8_t* p = b.data();

@@ -72,8 +72,9 @@ struct ParameterPage {
   uint16_t tbers_max_us = 0;
   uint16_t tr_max_us = 0;
   uint16_t tccs_min_ns = 500;
-  bool operator==(const ParameterPage&) const = default;
 };
+bool operator==(const ParameterPage& a, const ParameterPage& b);
+inline bool operator!=(const ParameterPage& a, const ParameterPage& b) { return !(a == b); }
 
 using PageBytes = std::array<uint8_t, kParamPageBytes>;
 

@@ -224,9 +224,10 @@ bool SimPipe::TryAdmit(Op* op) {
   return true;
 }
 
-void SimPipe::RetryAdmission(uint32_t channel) {
-  for (uint32_t l = 0; l < g_.luns_per_channel; ++l) {
-    Die& d = dies_[channel * g_.luns_per_channel + l];
+// Retries waiting programs on every die: room freed on one channel also frees write-buffer
+// bytes that a die on another channel may be waiting for. Each die keeps its FIFO order.
+void SimPipe::RetryAdmission() {
+  for (Die& d : dies_) {
     while (!d.admit_wait.empty() && TryAdmit(d.admit_wait.front())) d.admit_wait.pop_front();
   }
 }
@@ -344,7 +345,7 @@ void SimPipe::ProgramFinish(Op* op, uint64_t serial) {
   const uint32_t die = op->ppa.die;
   Complete(op, st);
   TryStartDie(die);
-  RetryAdmission(g_.ChannelOf(die));
+  RetryAdmission();
 }
 
 void SimPipe::StartErase(Op* op) {
@@ -368,7 +369,7 @@ void SimPipe::EraseFinish(Op* op, uint64_t serial) {
   const uint32_t die = op->ppa.die;
   Complete(op, st);
   TryStartDie(die);
-  RetryAdmission(g_.ChannelOf(die));
+  RetryAdmission();
 }
 
 // ---- Effects on the image ----
@@ -561,6 +562,7 @@ void SimPipe::Reset(uint32_t die, FlashCallback done) {
     return;
   }
   AbortDie(die);
+  RetryAdmission();
   Die& d = dies_[die];
   d.busy = true;
   d.busy_until = Now() + t_.t_reset_ns;
@@ -651,6 +653,7 @@ void SimPipe::InjectDieFailure(uint32_t die) {
   d.busy = false;
   d.admit_wait.clear();
   TryStartDie(die);
+  RetryAdmission();
 }
 
 void SimPipe::PowerCut(DurNs budget_ns) {

@@ -95,7 +95,7 @@ class SimPipe final : public nand::FlashPipe {
   bool ValidPpa(const nand::Ppa& ppa) const;
   void Enqueue(Op* op);
   bool TryAdmit(Op* op);
-  void RetryAdmission(uint32_t channel);
+  void RetryAdmission();
   void TryStartDie(uint32_t die);
   void StartRead(Op* op);
   void ReadDataOut(Op* op, uint64_t serial);
