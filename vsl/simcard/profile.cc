@@ -87,7 +87,7 @@ Profile TestSmall() {
   g.blocks_per_lun = 32;
   g.pages_per_block = 16;
   g.page_data_bytes = 4096;
-  g.page_spare_bytes = 128;
+  g.page_spare_bytes = 224;  // typical for 4 KiB-page SLC; 120 B host metadata
   g.ecc_codeword_bytes = 512;
   g.ecc_parity_bytes = 13;
   g.ecc_t = 8;

@@ -1,0 +1,103 @@
+// The FTL's basic contract: format, write/read, overwrite, trim, flush, checkpoint and
+// scan recovery, grooming, and bad input.
+#include <gtest/gtest.h>
+
+#include "tests/ftl/ftl_fixture.h"
+
+namespace vsl::testing {
+namespace {
+
+class FtlBasicTest : public FtlFixture {
+ protected:
+  void SetUp() override {
+    MakeCard();
+    ASSERT_TRUE(Format().ok());
+    ASSERT_TRUE(Attach().ok());
+  }
+};
+
+TEST_F(FtlBasicTest, FreshDeviceReadsZeroesAndHasStockCapacity) {
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(Read(0, 4, &out).ok());
+  EXPECT_EQ(out, std::vector<uint8_t>(4 * 4096, 0));
+  // test-small pipe: 30 data LEBs x 4 dies x 16 pages x 1 sector, 8 LEBs reserved for the
+  // groomer, / 1.28 for stock spare; factory bad blocks take a little off.
+  const auto ideal = static_cast<uint64_t>((30 - 8) * 4 * 16 / 1.28);
+  EXPECT_LE(ftl_->sectors(), ideal);
+  EXPECT_GE(ftl_->sectors(), ideal * 95 / 100);
+  EXPECT_FALSE(ftl_->attach_info().from_checkpoint);
+}
+
+TEST_F(FtlBasicTest, WriteReadOverwrite) {
+  ASSERT_TRUE(Write(10, Sector(10, 1, 3)).ok());
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(Read(10, 3, &out).ok());
+  EXPECT_EQ(out, Sector(10, 1, 3));
+  ASSERT_TRUE(Write(11, Sector(11, 2)).ok());
+  ASSERT_TRUE(Read(10, 3, &out).ok());
+  auto want = Sector(10, 1, 3);
+  auto mid = Sector(11, 2);
+  std::copy(mid.begin(), mid.end(), want.begin() + 4096);
+  EXPECT_EQ(out, want);
+  EXPECT_TRUE(ftl_->Exists(11));
+  EXPECT_FALSE(ftl_->Exists(13));
+}
+
+TEST_F(FtlBasicTest, TrimReadsZeroesAndSurvivesCheckpointAndScan) {
+  ASSERT_TRUE(Write(0, Sector(0, 1, 8)).ok());
+  ASSERT_TRUE(Trim(2, 3).ok());
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(Read(2, 3, &out).ok());
+  EXPECT_EQ(out, std::vector<uint8_t>(3 * 4096, 0));
+  { Status s = Shutdown(); ASSERT_TRUE(s.ok()) << s.ToString(); }
+  ASSERT_TRUE(Attach().ok());
+  EXPECT_TRUE(ftl_->attach_info().from_checkpoint);
+  ASSERT_TRUE(Read(0, 8, &out).ok());
+  auto want = Sector(0, 1, 8);
+  std::fill(want.begin() + 2 * 4096, want.begin() + 5 * 4096, 0);
+  EXPECT_EQ(out, want);
+  PowerCycle();  // unclean: the next attach scans
+  ASSERT_TRUE(Attach().ok());
+  EXPECT_FALSE(ftl_->attach_info().from_checkpoint);
+  EXPECT_GT(ftl_->attach_info().pages_scanned, 0u);
+  ASSERT_TRUE(Read(0, 8, &out).ok());
+  EXPECT_EQ(out, want);
+}
+
+TEST_F(FtlBasicTest, OutOfRangeIsInvalidArgument) {
+  std::vector<uint8_t> out;
+  EXPECT_EQ(Read(ftl_->sectors(), 1, &out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Write(ftl_->sectors() - 1, Sector(0, 1, 2)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Trim(0, ftl_->sectors() + 1).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(FtlBasicTest, FillingTheDeviceManyTimesGroomsAndKeepsData) {
+  const uint64_t n = ftl_->sectors();
+  for (uint64_t round = 1; round <= 4; ++round) {
+    for (uint64_t lba = 0; lba < n; ++lba) { Status s = Write(lba, Sector(lba, round)); ASSERT_TRUE(s.ok()) << lba << " round " << round << " " << s.ToString(); }
+  }
+  EXPECT_GT(ftl_->stats().victims, 0u);
+  std::vector<uint8_t> out;
+  for (uint64_t lba = 0; lba < n; ++lba) {
+    ASSERT_TRUE(Read(lba, 1, &out).ok());
+    ASSERT_EQ(out, Sector(lba, 4)) << lba;
+  }
+  { Status s = Shutdown(); ASSERT_TRUE(s.ok()) << s.ToString(); }
+  ASSERT_TRUE(Attach().ok());
+  for (uint64_t lba = 0; lba < n; lba += 7) {
+    ASSERT_TRUE(Read(lba, 1, &out).ok());
+    ASSERT_EQ(out, Sector(lba, 4)) << lba;
+  }
+}
+
+TEST_F(FtlBasicTest, UnformattedPipeIsNotFound) {
+  ftl_.reset();
+  std::optional<Result<std::unique_ptr<ftl::Ftl>>> r;
+  ftl::Ftl::Open(card_->pipe(1), clock_, {}, [&](Result<std::unique_ptr<ftl::Ftl>> x) { r = std::move(x); });
+  clock_.RunUntilTrue([&] { return r.has_value(); });
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status().code(), StatusCode::kNotFound) << r->status().ToString();
+}
+
+}  // namespace
+}  // namespace vsl::testing

@@ -1,0 +1,186 @@
+#include "vsl/ftl/ftl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "vsl/core/crc.h"
+#include "vsl/core/log.h"
+#include "vsl/ftl/ftl_format.h"
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+
+
+// ---------------------------------------------------------------------------------------
+
+Ftl::Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand::Geometry& g,
+         uint64_t sectors, uint32_t sector_bytes)
+    : pipe_(pipe),
+      clock_(clock),
+      opts_(opts),
+      geo_(g),
+      sector_bytes_(sector_bytes),
+      spp_(g.page_data_bytes / sector_bytes),
+      map_(sectors),
+      lebs_(g.blocks_per_lun, g.dies_per_pipe(), g.dies_per_pipe() * g.pages_per_block * spp_,
+            g.dies_per_pipe() * g.pages_per_block * spp_),
+      impl_(std::make_unique<Impl>(*this)) {
+  for (uint32_t i = 0; i < kMetaLebs; ++i) lebs_.SetState(lebs_.leb(i), LebState::kMeta);
+}
+
+Ftl::~Ftl() = default;
+
+bool Ftl::idle() const {
+  return impl_->pages.empty() && impl_->victim == nullptr && impl_->pending.empty();
+}
+
+uint64_t Ftl::memory_bytes() const {
+  uint64_t leb_bytes = 0;
+  for (uint32_t i = 0; i < lebs_.size(); ++i) {
+    const Leb& l = lebs_.leb(i);
+    leb_bytes += sizeof(Leb) + l.good.size() + l.valid_bits.size() * 8 + l.trim_pages.size() * 4;
+  }
+  return map_.memory_bytes() + leb_bytes;
+}
+
+void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Done done) {
+  if (impl_->shutting_down) {
+    return clock_.Post([d = std::move(done)]() mutable { d(Status::FailedPrecondition("shut down")); });
+  }
+  if (count == 0 || lba >= sectors() || count > sectors() - lba) {
+    return clock_.Post([d = std::move(done), lba, count, n = sectors()]() mutable {
+      d(Status::InvalidArgument(fmt::format("write of {} sectors at {} is outside the {} sectors of the device", count, lba, n)));
+    });
+  }
+  if (sparse_ && map_.mapped() + count > PhysicalUserSectors()) {
+    uint64_t fresh = 0;  // only sectors not yet mapped need new room
+    for (uint32_t i = 0; i < count; ++i) fresh += map_.Get(lba + i) == kUnmapped;
+    if (map_.mapped() + fresh > PhysicalUserSectors()) {
+      return clock_.Post([d = std::move(done)]() mutable {
+        d(Status::NoSpace("the sparse device's physical space is full"));
+      });
+    }
+  }
+  stats_.host_write_sectors += count;
+  auto* ctx = new WriteCtx();
+  ctx->fua = fua;
+  ctx->done = std::move(done);
+  const bool queued = !impl_->pending.empty();
+  impl_->pending.push_back({Impl::Pending::kWrite, lba, count, data, 0, ctx, nullptr});
+  if (queued) ++stats_.write_stalls;
+  impl_->RunPending();
+  if (!impl_->pending.empty() && !queued) ++stats_.write_stalls;
+}
+
+void Ftl::Trim(uint64_t lba, uint64_t count, Done done) {
+  if (count == 0 || lba >= sectors() || count > sectors() - lba) {
+    return clock_.Post([d = std::move(done)]() mutable {
+      d(Status::InvalidArgument("trim range is outside the device"));
+    });
+  }
+  impl_->pending.push_back({Impl::Pending::kTrim, lba, count, nullptr, 0, nullptr, std::move(done)});
+  impl_->RunPending();
+}
+
+void Ftl::Flush(Done done) {
+  // Everything acknowledged so far was in a page submitted before now.
+  const uint64_t watermark = next_seq_ - 1;
+  impl_->flush_waiters.push_back({watermark, std::move(done)});
+  clock_.Post([this] { impl_->CheckFlushWaiters(); });
+}
+
+void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
+  if (count == 0 || lba >= sectors() || count > sectors() - lba) {
+    return clock_.Post([d = std::move(done)]() mutable {
+      d(Status::InvalidArgument("read range is outside the device"));
+    });
+  }
+  stats_.host_read_sectors += count;
+  struct ReadCtx {
+    uint32_t remaining = 1;
+    Status status;
+    Done done;
+  };
+  auto* rc = new ReadCtx();
+  rc->done = std::move(done);
+  auto finish = [rc]() {
+    if (--rc->remaining == 0) {
+      Done d = std::move(rc->done);
+      Status s = rc->status;
+      delete rc;
+      d(s);
+    }
+  };
+  Impl& im = *impl_;
+  const uint32_t sb = sector_bytes_;
+  const uint32_t cw_per_sector = sb / geo_.ecc_codeword_bytes;
+  uint32_t i = 0;
+  while (i < count) {
+    const uint64_t l = lba + i;
+    uint8_t* dst = out + uint64_t{i} * sb;
+    const Psa p = map_.Get(l);
+    if (p == kUnmapped) {
+      std::memset(dst, 0, sb);
+      ++i;
+      continue;
+    }
+    // Still in an open page buffer: serve from host memory.
+    bool served = false;
+    for (AppendPoint* ap : {&im.host, &im.gcap}) {
+      PageBuf* b = ap->open;
+      if (b && b->leb == im.LebOf(p) && b->die == im.DieOf(p) && b->page == im.PageOf(p)) {
+        std::memcpy(dst, b->data.data() + uint64_t{im.SlotOf(p)} * sb, sb);
+        served = true;
+      }
+    }
+    if (served) {
+      ++i;
+      continue;
+    }
+    // A run of sectors stored contiguously in one page: one flash read.
+    uint32_t n = 1;
+    while (i + n < count && im.SlotOf(p) + n < spp_ && map_.Get(l + n) == p + n) ++n;
+    auto meta = std::make_shared<std::vector<uint8_t>>(geo_.meta_bytes_per_page());
+    ++rc->remaining;
+    const uint32_t slot = im.SlotOf(p);
+    pipe_.Read({{im.DieOf(p), im.LebOf(p), im.PageOf(p)}, slot * cw_per_sector, n * cw_per_sector,
+                dst, meta->data()},
+               [this, rc, finish, meta, dst, l, n, slot, sb](const Completion& c) mutable {
+                 if (!c.ok()) {
+                   ++stats_.read_errors;
+                   rc->status = Status::IOError(fmt::format(
+                       "read of sectors {}..{} failed: {}", l, l + n - 1, nand::FlashStatusName(c.status)));
+                 } else {
+                   const auto* e = reinterpret_cast<const f::SectorEntry*>(meta->data() + sizeof(f::PageHeader));
+                   for (uint32_t k = 0; k < n; ++k) {
+                     if (e[slot + k].lba != l + k || Crc32c(dst + uint64_t{k} * sb, sb) != e[slot + k].crc) {
+                       ++stats_.read_errors;
+                       rc->status = Status::IOError(fmt::format("sector {} failed its check on read", l + k));
+                     }
+                   }
+                 }
+                 finish();
+               });
+    i += n;
+  }
+  clock_.Post(finish);
+}
+
+void Ftl::Shutdown(Done done) {
+  impl_->shutting_down = true;
+  impl_->SubmitOpen(impl_->host);
+  impl_->SubmitOpen(impl_->gcap);
+  impl_->shutdown_done = std::move(done);
+  clock_.Post([this] { impl_->CheckShutdown(); });
+}
+
+void Ftl::TEST_ForceGroom(Done done) {
+  impl_->groom_waiters.push_back(std::move(done));
+  impl_->MaybeGroom();
+}
+
+}  // namespace vsl::ftl

@@ -1,0 +1,166 @@
+// Ftl: the log-structured flash translation layer of one pipe.
+//
+// Owned by the pipe's engine: every call, and every callback, runs on the thread of the
+// clock the backend was given. Writes append to the open page of the host append point;
+// pages stream across the dies of the open LEB (page row r on die 0, 1, ... then row
+// r+1), so all dies program in parallel. Relocated (groomed) data goes to its own append
+// point. Every page carries a header (format: ftl_format.h) with the LBA, sequence number
+// and CRC of each sector, so the map can be rebuilt from flash alone.
+//
+// Acknowledgement: a write completes when every page holding it has been accepted by the
+// controller's protected buffer while PLP is healthy, or is done (on flash) otherwise. A
+// partly filled page is padded and programmed as soon as the engine has nothing more to
+// add to it, so a lone write at queue depth 1 waits for one DMA, not for a page to fill.
+// FLUSH completes once everything acknowledged before it is durable; FUA writes complete
+// only when durable.
+//
+// Trim: trimmed sectors read as zeroes; trims are logged as trim records so they survive
+// power cuts, and the groomer carries a record forward while older data it hides may
+// still be on flash.
+//
+// Recovery: a clean Shutdown writes a checkpoint (LEB table + map) so Open is fast. After
+// an unclean shutdown Open rebuilds everything by reading the page headers of every LEB
+// and replaying pages and trim records in sequence order; torn pages fail their CRC and
+// are ignored.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vsl/core/clock.h"
+#include "vsl/core/function.h"
+#include "vsl/core/status.h"
+#include "vsl/ftl/leb.h"
+#include "vsl/ftl/map.h"
+#include "vsl/nand/discover.h"
+#include "vsl/nand/flash.h"
+
+namespace vsl::ftl {
+
+enum class ReserveMode : uint8_t {
+  kStock,            // ~28% spare over user capacity, as the reference card ships
+  kHighPerformance,  // 20% less user capacity than stock
+  kCustom,           // spare_percent over user capacity
+  kUnderProvision,   // spare_percent below 7%: more capacity, less speed and endurance
+};
+
+struct FormatOptions {
+  uint32_t sector_bytes = 4096;  // 512 or 4096
+  ReserveMode reserve = ReserveMode::kStock;
+  double spare_percent = 28.0;   // for kCustom and kUnderProvision
+  bool sparse = false;           // sparse address space of sparse_sectors
+  uint64_t sparse_sectors = 0;
+  uint32_t epoch = 0;            // 0: derived from the clock
+};
+
+struct FtlOptions {
+  VictimPolicy victim_policy = VictimPolicy::kCostBenefit;
+  bool separate_gc_stream = true;  // relocated data to its own append point
+  uint32_t gc_start_free_lebs = 4;  // groom when free LEBs drop to this
+  uint32_t gc_reserve_lebs = 2;     // host writes wait when only this many are free
+  uint32_t gc_max_reads = 8;        // relocation page reads in flight
+};
+
+struct FtlStats {
+  uint64_t host_write_sectors = 0, host_read_sectors = 0, trim_sectors = 0;
+  uint64_t gc_write_sectors = 0, pad_sectors = 0;
+  uint64_t pages_programmed = 0, trim_pages = 0, meta_pages = 0;
+  uint64_t lebs_erased = 0, victims = 0;
+  uint64_t program_failures = 0, erase_failures = 0, read_errors = 0;
+  uint64_t write_stalls = 0;  // host writes that waited for the groomer
+  double Waf() const {
+    return host_write_sectors ? static_cast<double>(host_write_sectors + gc_write_sectors +
+                                                    pad_sectors) / host_write_sectors
+                              : 0;
+  }
+};
+
+struct AttachInfo {
+  bool from_checkpoint = false;
+  uint64_t pages_scanned = 0;
+  uint64_t torn_pages = 0;
+  DurNs attach_ns = 0;
+};
+
+class Ftl {
+ public:
+  using Done = Function<void(Status)>;
+
+  // Formats the pipe: discovers geometry, scans factory bad-block markers, writes the
+  // metadata record. All data becomes unreachable (LEBs are erased lazily on reuse).
+  static void Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts, Done done);
+  // Attaches a formatted pipe: from the checkpoint after a clean shutdown, otherwise by
+  // scanning. `done` receives the FTL or why it could not attach (NotFound: never
+  // formatted; Corruption: metadata unreadable).
+  static void Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
+                   Function<void(Result<std::unique_ptr<Ftl>>)> done);
+  ~Ftl();
+
+  // Logical capacity in sectors and the sector size.
+  uint64_t sectors() const { return map_.sectors(); }
+  uint32_t sector_bytes() const { return sector_bytes_; }
+
+  // `data` must stay valid until `done`. InvalidArgument for a range outside the device;
+  // NoSpace when a sparse device has no physical room; IOError if the data cannot be
+  // stored. `fua`: complete only when on flash.
+  void Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Done done);
+  // Unmapped sectors read as zeroes. IOError when a sector cannot be read back intact
+  // (never stale or foreign data).
+  void Read(uint64_t lba, uint32_t count, uint8_t* out, Done done);
+  void Trim(uint64_t lba, uint64_t count, Done done);
+  void Flush(Done done);
+  // Completes outstanding work and writes a checkpoint. The Ftl accepts nothing after.
+  void Shutdown(Done done);
+
+  // True when `lba` is mapped (the SDK's "exists").
+  bool Exists(uint64_t lba) const { return lba < sectors() && map_.Get(lba) != kUnmapped; }
+  const FtlStats& stats() const { return stats_; }
+  const AttachInfo& attach_info() const { return attach_; }
+  uint64_t mapped_sectors() const { return map_.mapped(); }
+  // Host RAM of the map and LEB table, in bytes.
+  uint64_t memory_bytes() const;
+  uint32_t free_lebs() const { return lebs_.free_count(); }
+  const nand::Geometry& geometry() const { return geo_; }
+  bool idle() const;
+
+  // Test hooks.
+  void TEST_ForceGroom(Done done);
+
+ private:
+  struct PageBuf;
+  struct AppendPoint;
+  struct WriteCtx;
+  struct Impl;
+  Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand::Geometry& g,
+      uint64_t sectors, uint32_t sector_bytes);
+  // Writes a metadata record (mount or checkpoint) to the metadata LEB not holding the
+  // newest one. NoSpace when a checkpoint does not fit in one metadata LEB.
+  void WriteMetaRecord(uint32_t kind, Done done);
+  std::vector<uint8_t> BuildMetaPayload(uint32_t kind, uint64_t record_seq) const;
+  Status LoadMetaPayload(const std::vector<uint8_t>& payload, bool with_map);
+  void Scan(Function<void(Status)> done);
+  // Physical room for user data, in sectors (the limit of a sparse device).
+  uint64_t PhysicalUserSectors() const;
+
+  nand::FlashPipe& pipe_;
+  Clock& clock_;
+  FtlOptions opts_;
+  nand::Geometry geo_;
+  uint32_t sector_bytes_ = 4096;
+  uint32_t spp_ = 2;  // sectors per page
+  uint32_t epoch_ = 0;
+  bool sparse_ = false;
+  uint32_t reserve_ppm_ = 0;
+  uint64_t next_seq_ = 1;
+  ForwardMap map_;
+  LebTable lebs_;
+  FtlStats stats_;
+  AttachInfo attach_;
+  uint32_t meta_leb_ = 1;  // the metadata LEB holding the newest record
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vsl::ftl

@@ -1,0 +1,651 @@
+// Format, metadata records (mount and checkpoint), attach and scan recovery.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "vsl/ftl/ftl.h"
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+namespace {
+
+double SpareFraction(const FormatOptions& o) {
+  switch (o.reserve) {
+    case ReserveMode::kStock: return 0.28;
+    case ReserveMode::kHighPerformance: return 1.28 / 0.8 - 1.0;  // 20% less user space
+    case ReserveMode::kCustom:
+    case ReserveMode::kUnderProvision: return std::max(0.0, o.spare_percent / 100.0);
+  }
+  return 0.28;
+}
+
+// LEBs kept out of user capacity so grooming always has room: the groomer's reserve,
+// its start threshold and the two open LEBs.
+uint32_t ReservedLebs() {
+  const FtlOptions d;
+  return d.gc_reserve_lebs + d.gc_start_free_lebs + 2;
+}
+
+template <typename T>
+void Append(std::vector<uint8_t>& out, const T& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+template <typename T>
+bool Take(const std::vector<uint8_t>& in, std::size_t& off, T* v) {
+  if (off + sizeof(T) > in.size()) return false;
+  std::memcpy(v, in.data() + off, sizeof(T));
+  off += sizeof(T);
+  return true;
+}
+
+bool HeaderValid(const uint8_t* meta, uint32_t spp) {
+  const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
+  if (h->type == static_cast<uint8_t>(f::PageType::kErased)) return false;
+  if (h->version_major != f::kVersionMajor || h->sectors != spp) return false;
+  const std::size_t n = f::MetaBytes(spp) - 4;
+  uint32_t crc;
+  std::memcpy(&crc, meta + n, 4);
+  return Crc32c(meta, n) == crc;
+}
+
+bool AllOnes(const std::vector<uint8_t>& v) {
+  return std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == 0xFF; });
+}
+
+}  // namespace
+
+uint64_t Ftl::PhysicalUserSectors() const {
+  uint64_t phys = 0;
+  for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
+    phys += uint64_t{lebs_.leb(i).good_dies()} * geo_.pages_per_block * spp_;
+  }
+  const uint64_t per_leb = uint64_t{geo_.dies_per_pipe()} * geo_.pages_per_block * spp_;
+  const uint64_t reserved = uint64_t{ReservedLebs()} * per_leb;
+  if (phys <= reserved) return 0;
+  return static_cast<uint64_t>(static_cast<double>(phys - reserved) /
+                               (1.0 + reserve_ppm_ / 1e6));
+}
+
+// ---- metadata records ----
+
+std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) const {
+  std::vector<uint8_t> out;
+  f::MetaHeader h{};
+  h.magic = f::kMetaMagic;
+  h.kind = kind;
+  h.version_major = f::kVersionMajor;
+  h.epoch = epoch_;
+  h.sector_bytes = sector_bytes_;
+  h.user_sectors = map_.sectors();
+  h.seq = record_seq;
+  h.next_seq = next_seq_;
+  h.lebs = lebs_.size();
+  h.dies = geo_.dies_per_pipe();
+  h.sparse = sparse_ ? 1 : 0;
+  h.reserve_ppm = reserve_ppm_;
+  const bool with_map = kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint);
+  h.map_entries = with_map ? map_.sectors() : 0;
+  Append(out, h);
+  const std::size_t table_start = out.size();
+  for (uint32_t i = 0; i < lebs_.size(); ++i) {
+    const Leb& l = lebs_.leb(i);
+    f::MetaLeb m{};
+    m.state = static_cast<uint8_t>(l.state);
+    m.erase_count = l.erase_count;
+    m.open_seq = with_map ? l.open_seq : 0;
+    m.trim_pages = with_map ? static_cast<uint32_t>(l.trim_pages.size()) : 0;
+    Append(out, m);
+    out.insert(out.end(), l.good.begin(), l.good.end());
+    if (with_map) {
+      for (uint32_t t : l.trim_pages) Append(out, t);
+    }
+  }
+  reinterpret_cast<f::MetaHeader*>(out.data())->leb_table_bytes = out.size() - table_start;
+  if (with_map) {
+    out.reserve(out.size() + map_.sectors() * sizeof(Psa));
+    for (uint64_t l = 0; l < map_.sectors(); ++l) Append(out, map_.Get(l));
+  }
+  return out;
+}
+
+Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
+  std::size_t off = 0;
+  f::MetaHeader h;
+  if (!Take(in, off, &h)) return Status::Corruption("metadata record too short");
+  for (uint32_t i = 0; i < h.lebs; ++i) {
+    f::MetaLeb m;
+    if (!Take(in, off, &m) || off + h.dies > in.size()) {
+      return Status::Corruption("metadata record: LEB table truncated");
+    }
+    Leb& l = lebs_.leb(i);
+    std::copy(in.begin() + static_cast<std::ptrdiff_t>(off),
+              in.begin() + static_cast<std::ptrdiff_t>(off + h.dies), l.good.begin());
+    off += h.dies;
+    l.erase_count = m.erase_count;
+    l.trim_pages.clear();
+    for (uint32_t t = 0; t < m.trim_pages; ++t) {
+      uint32_t v;
+      if (!Take(in, off, &v)) return Status::Corruption("metadata record: trim list truncated");
+      l.trim_pages.push_back(v);
+    }
+    if (i < kMetaLebs) continue;
+    l.capacity = l.good_dies() * geo_.pages_per_block * spp_;
+    if (with_map) {
+      l.open_seq = m.open_seq;
+      l.close_seq = m.open_seq;
+      const auto st = static_cast<LebState>(m.state);
+      // An LEB open or being groomed at shutdown is simply closed now.
+      const bool holds = st == LebState::kOpen || st == LebState::kClosed || st == LebState::kVictim;
+      l.needs_erase = true;
+      lebs_.SetState(l, holds ? LebState::kClosed : LebState::kFree);
+    }
+  }
+  if (with_map) {
+    if (h.map_entries != map_.sectors() || off + h.map_entries * sizeof(Psa) > in.size()) {
+      return Status::Corruption("checkpoint map truncated");
+    }
+    const uint64_t max_psa = uint64_t{lebs_.size()} * geo_.dies_per_pipe() * geo_.pages_per_block * spp_;
+    for (uint64_t lba = 0; lba < h.map_entries; ++lba) {
+      Psa p;
+      std::memcpy(&p, in.data() + off + lba * sizeof(Psa), sizeof(Psa));
+      if (p == kUnmapped) continue;
+      if (p >= max_psa || p / (geo_.dies_per_pipe() * geo_.pages_per_block * spp_) < kMetaLebs) {
+        return Status::Corruption(fmt::format("checkpoint maps sector {} outside the data area", lba));
+      }
+      impl_->Remap(lba, p);
+    }
+  }
+  return Status::Ok();
+}
+
+void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
+  const uint32_t target = meta_leb_ == 0 ? 1 : 0;
+  Leb& l = lebs_.leb(target);
+  const uint64_t seq = next_seq_++;
+  auto payload = std::make_shared<std::vector<uint8_t>>(BuildMetaPayload(kind, seq));
+  const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
+  const uint64_t page_bytes = geo_.page_data_bytes;
+  const uint64_t pages = (payload->size() + page_bytes - 1) / page_bytes;
+  if (pages > uint64_t{l.good_dies()} * P) {
+    return clock_.Post([d = std::move(done), pages]() mutable {
+      d(Status::NoSpace(fmt::format("metadata record of {} pages does not fit a metadata LEB", pages)));
+    });
+  }
+  payload->resize(pages * page_bytes, 0);
+  struct Ctx {
+    uint32_t remaining = 1;
+    Status status;
+    Done done;
+    std::vector<std::vector<uint8_t>> metas;
+  };
+  auto ctx = std::make_shared<Ctx>();
+  ctx->done = std::move(done);
+  auto finish = [this, ctx, target]() {
+    if (--ctx->remaining != 0) return;
+    if (ctx->status.ok()) meta_leb_ = target;
+    Done d = std::move(ctx->done);
+    d(ctx->status);
+  };
+  for (uint32_t d = 0; d < D; ++d) {
+    if (!l.good[d]) continue;
+    ++ctx->remaining;
+    pipe_.Erase(d, target, [ctx, finish, d](const Completion& c) mutable {
+      if (!c.ok()) ctx->status = Status::IOError(fmt::format("metadata erase failed on die {}", d));
+      finish();
+    });
+  }
+  ++l.erase_count;
+  ctx->metas.resize(pages);
+  uint64_t idx = 0;
+  for (uint32_t row = 0; row < P && idx < pages; ++row) {
+    for (uint32_t d = 0; d < D && idx < pages; ++d) {
+      if (!l.good[d]) continue;
+      auto& meta = ctx->metas[idx];
+      meta.assign(geo_.meta_bytes_per_page(), 0xFF);
+      auto* h = reinterpret_cast<f::PageHeader*>(meta.data());
+      h->bad_block_marker = 0xFF;
+      h->type = static_cast<uint8_t>(f::PageType::kMeta);
+      h->version_major = f::kVersionMajor;
+      h->sectors = static_cast<uint8_t>(spp_);
+      h->epoch = epoch_;
+      h->seq = seq;
+      auto* e = reinterpret_cast<f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
+      const uint8_t* data = payload->data() + idx * page_bytes;
+      for (uint32_t s = 0; s < spp_; ++s) e[s] = {f::kNoLba, 0};
+      e[0] = {idx | (pages << 32), Crc32c(data, page_bytes)};
+      const std::size_t n = f::MetaBytes(spp_) - 4;
+      const uint32_t crc = Crc32c(meta.data(), n);
+      std::memcpy(meta.data() + n, &crc, 4);
+      ++ctx->remaining;
+      ++stats_.meta_pages;
+      pipe_.Program({{d, target, row}, data, meta.data()}, nullptr,
+                    [ctx, finish, payload](const Completion& c) mutable {
+                      if (!c.ok()) ctx->status = Status::IOError("metadata program failed");
+                      finish();
+                    });
+      ++idx;
+    }
+  }
+  clock_.Post(finish);
+}
+
+// Reads the newest complete metadata record of metadata LEB `leb`.
+namespace {
+struct MetaRead {
+  uint64_t seq = 0;
+  std::vector<uint8_t> payload;
+};
+
+void ReadMetaLeb(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t spp, uint32_t leb,
+                 const std::vector<uint32_t>& silent,
+                 Function<void(std::optional<MetaRead>)> done) {
+  const uint32_t D = g.dies_per_pipe(), P = g.pages_per_block;
+  struct Ctx {
+    uint32_t remaining = 1;
+    std::vector<std::vector<uint8_t>> data, meta;
+    std::vector<bool> ok;
+    Function<void(std::optional<MetaRead>)> done;
+  };
+  auto ctx = std::make_shared<Ctx>();
+  ctx->done = std::move(done);
+  ctx->data.resize(uint64_t{D} * P);
+  ctx->meta.resize(uint64_t{D} * P);
+  ctx->ok.assign(uint64_t{D} * P, false);
+  auto finish = [ctx, spp, D, P]() {
+    if (--ctx->remaining != 0) return;
+    // Group pages by record seq; take the newest record whose pages are all present.
+    std::map<uint64_t, std::map<uint64_t, uint64_t>> by_seq;  // seq -> page index -> slot
+    std::map<uint64_t, uint64_t> counts;
+    for (uint64_t i = 0; i < uint64_t{D} * P; ++i) {
+      if (!ctx->ok[i] || !HeaderValid(ctx->meta[i].data(), spp)) continue;
+      const auto* h = reinterpret_cast<const f::PageHeader*>(ctx->meta[i].data());
+      if (h->type != static_cast<uint8_t>(f::PageType::kMeta)) continue;
+      const auto* e = reinterpret_cast<const f::SectorEntry*>(ctx->meta[i].data() + sizeof(f::PageHeader));
+      if (Crc32c(ctx->data[i].data(), ctx->data[i].size()) != e[0].crc) continue;
+      by_seq[h->seq][e[0].lba & 0xFFFFFFFF] = i;
+      counts[h->seq] = e[0].lba >> 32;
+    }
+    std::optional<MetaRead> best;
+    for (auto it = by_seq.rbegin(); it != by_seq.rend(); ++it) {
+      const uint64_t n = counts[it->first];
+      if (it->second.size() != n) continue;
+      MetaRead r;
+      r.seq = it->first;
+      bool complete = true;
+      for (uint64_t k = 0; k < n; ++k) {
+        auto f2 = it->second.find(k);
+        if (f2 == it->second.end()) {
+          complete = false;
+          break;
+        }
+        r.payload.insert(r.payload.end(), ctx->data[f2->second].begin(), ctx->data[f2->second].end());
+      }
+      if (complete) {
+        best = std::move(r);
+        break;
+      }
+    }
+
+    auto d = std::move(ctx->done);
+    d(std::move(best));
+  };
+  for (uint32_t d = 0; d < D; ++d) {
+    if (std::find(silent.begin(), silent.end(), d) != silent.end()) continue;
+    for (uint32_t p = 0; p < P; ++p) {
+      const uint64_t i = uint64_t{p} * D + d;
+      ctx->data[i].resize(g.page_data_bytes);
+      ctx->meta[i].resize(g.meta_bytes_per_page());
+      ++ctx->remaining;
+      pipe.Read({{d, leb, p}, 0, 0, ctx->data[i].data(), ctx->meta[i].data()},
+                [ctx, finish, i](const Completion& c) mutable {
+                  ctx->ok[i] = c.ok();
+                  finish();
+                });
+    }
+  }
+  finish();
+}
+}  // namespace
+
+// ---- format ----
+
+void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts, Done done) {
+  auto shared_done = std::make_shared<Done>(std::move(done));
+  nand::DiscoverPipe(pipe, [&pipe, &clock, opts, shared_done](Result<nand::DiscoveredPipe> r) {
+    auto fail = [&](Status s) { (*shared_done)(s); };
+    if (!r.ok()) return fail(r.status());
+    const nand::Geometry g = r->geometry;
+    if (opts.sector_bytes != 512 && opts.sector_bytes != 4096) {
+      return fail(Status::InvalidArgument("sector size must be 512 or 4096 bytes"));
+    }
+    if (opts.sector_bytes > g.page_data_bytes || g.page_data_bytes % opts.sector_bytes != 0) {
+      return fail(Status::NotSupported("sector size does not divide the page"));
+    }
+    const uint32_t spp = g.page_data_bytes / opts.sector_bytes;
+    if (f::MetaBytes(spp) > g.meta_bytes_per_page() || spp > 255) {
+      return fail(Status::NotSupported(fmt::format(
+          "{} sectors per page need {} bytes of page metadata; the device has {}", spp,
+          f::MetaBytes(spp), g.meta_bytes_per_page())));
+    }
+    if (g.blocks_per_lun < kMetaLebs + ReservedLebs() + 2) {
+      return fail(Status::NotSupported("too few blocks per die for the FTL"));
+    }
+    const double rho = SpareFraction(opts);
+    if (opts.reserve == ReserveMode::kUnderProvision || rho < 0.07) {
+      Logger("ftl")->warn("under-provisioned format: spare {:.1f}% of user capacity; expect "
+                          "lower write speed and endurance", rho * 100);
+    }
+    // A provisional FTL to hold the geometry and bad-block table while formatting.
+    auto ftl = std::unique_ptr<Ftl>(new Ftl(pipe, clock, FtlOptions{}, g, 1, opts.sector_bytes));
+    ftl->reserve_ppm_ = static_cast<uint32_t>(rho * 1e6);
+    ftl->epoch_ = opts.epoch != 0 ? opts.epoch
+                                  : static_cast<uint32_t>(Rng(clock.Now() ^ 0x5EED).Next() | 1);
+    for (uint32_t d : r->silent_dies) {
+      for (uint32_t b = 0; b < g.blocks_per_lun; ++b) ftl->lebs_.leb(b).good[d] = 0;
+    }
+    // Factory bad-block scan: byte 0 of the first page's metadata.
+    struct Scan {
+      uint32_t remaining = 1;
+      std::vector<std::vector<uint8_t>> meta;
+    };
+    auto scan = std::make_shared<Scan>();
+    scan->meta.resize(uint64_t{g.blocks_per_lun} * g.dies_per_pipe());
+    Ftl* raw = ftl.release();
+    auto after_scan = [raw, scan, opts, shared_done, g]() {
+      if (--scan->remaining != 0) return;
+      std::unique_ptr<Ftl> prov(raw);
+      for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+        for (uint32_t d = 0; d < g.dies_per_pipe(); ++d) {
+          const auto& m = scan->meta[uint64_t{b} * g.dies_per_pipe() + d];
+          if (m.empty() || m[0] != 0xFF) prov->lebs_.leb(b).good[d] = 0;
+        }
+      }
+      for (uint32_t i = 0; i < kMetaLebs; ++i) {
+        if (prov->lebs_.leb(i).good_dies() == 0) {
+          return (*shared_done)(Status::IOError("both metadata blocks are bad on every die"));
+        }
+      }
+      const uint64_t user =
+          opts.sparse ? opts.sparse_sectors : prov->PhysicalUserSectors();
+      if (user == 0) return (*shared_done)(Status::NoSpace("no room for user data"));
+      // Rebuild with the real capacity, keeping the bad-block table.
+      auto real = std::unique_ptr<Ftl>(new Ftl(prov->pipe_, prov->clock_, FtlOptions{}, g, user,
+                                               opts.sector_bytes));
+      real->reserve_ppm_ = prov->reserve_ppm_;
+      real->epoch_ = prov->epoch_;
+      real->sparse_ = opts.sparse;
+      for (uint32_t b = 0; b < g.blocks_per_lun; ++b) real->lebs_.leb(b).good = prov->lebs_.leb(b).good;
+      Ftl* rp = real.release();
+      rp->WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount), [rp, shared_done](Status s) {
+        std::unique_ptr<Ftl> owner(rp);
+        Logger("ftl")->info("formatted: {} sectors of {} B, status {}", rp->sectors(),
+                            rp->sector_bytes(), s.ToString());
+        (*shared_done)(s);
+      });
+    };
+    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+      for (uint32_t d = 0; d < g.dies_per_pipe(); ++d) {
+        if (!raw->lebs_.leb(b).good[d]) continue;
+        auto& m = scan->meta[uint64_t{b} * g.dies_per_pipe() + d];
+        m.resize(g.meta_bytes_per_page());
+        ++scan->remaining;
+        pipe.Read({{d, b, 0}, g.codewords_per_page() - 1, 1, nullptr, m.data()},
+                  [scan, after_scan, &m](const Completion& c) mutable {
+                    if (!c.ok()) m.clear();
+                    after_scan();
+                  });
+      }
+    }
+    after_scan();
+  });
+}
+
+// ---- open ----
+
+void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
+               Function<void(Result<std::unique_ptr<Ftl>>)> done) {
+  using OpenDone = Function<void(Result<std::unique_ptr<Ftl>>)>;
+  auto shared_done = std::make_shared<OpenDone>(std::move(done));
+  const TimeNs t0 = clock.Now();
+  nand::DiscoverPipe(pipe, [&pipe, &clock, opts, shared_done, t0](Result<nand::DiscoveredPipe> r) {
+    if (!r.ok()) return (*shared_done)(r.status());
+    const nand::Geometry g = r->geometry;
+    auto silent = r->silent_dies;
+    // The sectors-per-page of the format is not known yet; try both sector sizes'
+    // layouts (the metadata header is checked against its own sector count).
+    struct State {
+      std::optional<MetaRead> best;
+      uint32_t spp = 0;
+      uint32_t best_leb = 0;
+      int remaining = 0;
+    };
+    auto st = std::make_shared<State>();
+    std::vector<uint32_t> spps;
+    for (uint32_t sb : {4096u, 512u}) {
+      if (g.page_data_bytes % sb == 0 && f::MetaBytes(g.page_data_bytes / sb) <= g.meta_bytes_per_page()) {
+        spps.push_back(g.page_data_bytes / sb);
+      }
+    }
+    st->remaining = static_cast<int>(spps.size() * kMetaLebs);
+    auto decide = [&pipe, &clock, opts, shared_done, t0, st, g]() {
+      if (--st->remaining != 0) return;
+      if (!st->best) {
+        return (*shared_done)(Status::NotFound(
+            "no valid FTL metadata record: the pipe is not formatted (or its metadata is lost)"));
+      }
+      f::MetaHeader h;
+      std::memcpy(&h, st->best->payload.data(), std::min(sizeof(h), st->best->payload.size()));
+      if (st->best->payload.size() < sizeof(h) || h.magic != f::kMetaMagic ||
+          h.version_major != f::kVersionMajor || h.lebs != g.blocks_per_lun ||
+          h.dies != g.dies_per_pipe() || (h.sector_bytes != 512 && h.sector_bytes != 4096)) {
+        return (*shared_done)(Status::Corruption("FTL metadata record does not match this pipe"));
+      }
+      auto ftl = std::unique_ptr<Ftl>(new Ftl(pipe, clock, opts, g, h.user_sectors, h.sector_bytes));
+      ftl->epoch_ = h.epoch;
+      ftl->sparse_ = h.sparse != 0;
+      ftl->reserve_ppm_ = h.reserve_ppm;
+      ftl->meta_leb_ = st->best_leb;
+      ftl->next_seq_ = std::max(h.next_seq, st->best->seq + 1);
+      const bool checkpoint = h.kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint);
+      if (Status s = ftl->LoadMetaPayload(st->best->payload, checkpoint); !s.ok()) {
+        return (*shared_done)(s);
+      }
+      Ftl* raw = ftl.release();
+      auto finish = [raw, shared_done, t0](Status s) {
+        std::unique_ptr<Ftl> owner(raw);
+        if (!s.ok()) return (*shared_done)(s);
+        // A mount record marks the FTL in use: a crash before the next checkpoint makes
+        // the next attach scan.
+        raw->WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount),
+                             [raw, shared_done, t0](Status s2) {
+                               std::unique_ptr<Ftl> owner2(raw);
+                               if (!s2.ok()) return (*shared_done)(s2);
+                               raw->attach_.attach_ns = raw->clock_.Now() - t0;
+                               (*shared_done)(std::move(owner2));
+                             });
+        owner.release();
+      };
+      if (checkpoint) {
+        raw->attach_.from_checkpoint = true;
+        finish(Status::Ok());
+      } else {
+        raw->Scan(std::move(finish));
+      }
+    };
+    for (uint32_t spp : spps) {
+      for (uint32_t leb = 0; leb < kMetaLebs; ++leb) {
+        ReadMetaLeb(pipe, g, spp, leb, silent, [st, decide, leb, spp](std::optional<MetaRead> m) mutable {
+          if (m && (!st->best || m->seq > st->best->seq)) {
+            st->best = std::move(m);
+            st->best_leb = leb;
+            st->spp = spp;
+          }
+          decide();
+        });
+      }
+    }
+  });
+}
+
+// ---- scan recovery ----
+
+void Ftl::Scan(Function<void(Status)> done) {
+  struct PageRec {
+    uint64_t seq;
+    uint32_t leb, die, page;
+  };
+  struct Ctx {
+    uint32_t remaining = 1;
+    std::vector<std::vector<uint8_t>> meta;  // per (leb, die, page)
+    std::vector<uint8_t> ok;
+    std::vector<std::vector<uint8_t>> trim_data;
+    Function<void(Status)> done;
+  };
+  auto ctx = std::make_shared<Ctx>();
+  ctx->done = std::move(done);
+  const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block, L = lebs_.size();
+  auto idx = [D, P](uint32_t leb, uint32_t die, uint32_t page) {
+    return (uint64_t{leb} * D + die) * P + page;
+  };
+  ctx->meta.resize(uint64_t{L} * D * P);
+  ctx->ok.assign(uint64_t{L} * D * P, 0);
+  auto replay = [this, ctx, D, P, L, idx]() {
+    if (--ctx->remaining != 0) return;
+    // Trim pages need their data area: read those now, then replay.
+    std::vector<PageRec> data_pages, trim_pages;
+    uint64_t max_seq = next_seq_ - 1;
+    for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
+      for (uint32_t d = 0; d < D; ++d) {
+        for (uint32_t p = 0; p < P; ++p) {
+          const uint64_t i = idx(leb, d, p);
+          if (ctx->meta[i].empty()) continue;
+          ++attach_.pages_scanned;
+          const uint8_t* m = ctx->meta[i].data();
+          if (!ctx->ok[i] || !HeaderValid(m, spp_)) {
+            if (!(ctx->ok[i] && AllOnes(ctx->meta[i]))) ++attach_.torn_pages;
+            continue;
+          }
+          const auto* h = reinterpret_cast<const f::PageHeader*>(m);
+          if (h->epoch != epoch_) continue;
+          max_seq = std::max(max_seq, h->seq);
+          if (h->type == static_cast<uint8_t>(f::PageType::kData)) {
+            data_pages.push_back({h->seq, leb, d, p});
+          } else if (h->type == static_cast<uint8_t>(f::PageType::kTrim)) {
+            trim_pages.push_back({h->seq, leb, d, p});
+          }
+        }
+      }
+    }
+    next_seq_ = max_seq + 1;
+    auto apply = [this, ctx, data_pages, trim_pages, idx, D]() mutable {
+      struct Event {
+        uint64_t seq;
+        int kind;  // 0 data page, 1 trim
+        uint64_t a, b;
+      };
+      std::vector<Event> ev;
+      for (std::size_t k = 0; k < data_pages.size(); ++k) ev.push_back({data_pages[k].seq, 0, k, 0});
+      for (std::size_t k = 0; k < trim_pages.size(); ++k) {
+        const auto& td = ctx->trim_data[k];
+        if (td.empty()) continue;
+        const uint64_t i = idx(trim_pages[k].leb, trim_pages[k].die, trim_pages[k].page);
+        const auto* e = reinterpret_cast<const f::SectorEntry*>(ctx->meta[i].data() + sizeof(f::PageHeader));
+        if (Crc32c(td.data(), td.size()) != e[0].crc) {
+          ++attach_.torn_pages;
+          continue;
+        }
+        const auto* recs = reinterpret_cast<const f::TrimRecord*>(td.data());
+        const uint64_t n = std::min<uint64_t>(e[0].lba, td.size() / sizeof(f::TrimRecord));
+        for (uint64_t r = 0; r < n; ++r) ev.push_back({recs[r].seq, 1, recs[r].lba, recs[r].count});
+        lebs_.leb(trim_pages[k].leb).trim_pages.push_back(trim_pages[k].page * D + trim_pages[k].die);
+      }
+      std::stable_sort(ev.begin(), ev.end(), [](const Event& x, const Event& y) {
+        return x.seq < y.seq || (x.seq == y.seq && x.kind < y.kind);
+      });
+      for (const Event& e : ev) {
+        if (e.kind == 0) {
+          const PageRec& pr = data_pages[e.a];
+          const auto* se = reinterpret_cast<const f::SectorEntry*>(
+              ctx->meta[idx(pr.leb, pr.die, pr.page)].data() + sizeof(f::PageHeader));
+          for (uint32_t s = 0; s < spp_; ++s) {
+            if (se[s].lba == f::kNoLba || se[s].lba >= map_.sectors()) continue;
+            impl_->Remap(se[s].lba, impl_->MakePsa(pr.leb, pr.die, pr.page, s));
+          }
+        } else {
+          std::vector<uint64_t> mapped;
+          map_.ForEachMappedIn(e.a, e.b, [&](uint64_t l, Psa) { mapped.push_back(l); });
+          for (uint64_t l : mapped) impl_->Remap(l, kUnmapped);
+        }
+      }
+      // LEB states from what was found.
+      std::vector<uint64_t> first(lebs_.size(), 0), last(lebs_.size(), 0);
+      std::vector<bool> seen(lebs_.size(), false);
+      for (const auto& pr : data_pages) {
+        if (!seen[pr.leb] || pr.seq < first[pr.leb]) first[pr.leb] = pr.seq;
+        last[pr.leb] = std::max(last[pr.leb], pr.seq);
+        seen[pr.leb] = true;
+      }
+      for (const auto& pr : trim_pages) {
+        if (!seen[pr.leb] || pr.seq < first[pr.leb]) first[pr.leb] = pr.seq;
+        last[pr.leb] = std::max(last[pr.leb], pr.seq);
+        seen[pr.leb] = true;
+      }
+      for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
+        Leb& l = lebs_.leb(i);
+        l.capacity = l.good_dies() * geo_.pages_per_block * spp_;
+        l.needs_erase = true;
+        if (seen[i]) {
+          l.open_seq = first[i];
+          l.close_seq = last[i];
+          lebs_.SetState(l, LebState::kClosed);
+        } else {
+          l.open_seq = 0;
+          lebs_.SetState(l, LebState::kFree);
+        }
+      }
+      auto d = std::move(ctx->done);
+      d(Status::Ok());
+    };
+    if (trim_pages.empty()) return apply();
+    ctx->trim_data.resize(trim_pages.size());
+    auto pending = std::make_shared<uint32_t>(1);
+    auto after = [pending, apply]() mutable {
+      if (--*pending == 0) apply();
+    };
+    for (std::size_t k = 0; k < trim_pages.size(); ++k) {
+      ctx->trim_data[k].resize(geo_.page_data_bytes);
+      ++*pending;
+      pipe_.Read({{trim_pages[k].die, trim_pages[k].leb, trim_pages[k].page}, 0, 0,
+                  ctx->trim_data[k].data(), nullptr},
+                 [ctx, k, after](const Completion& c) mutable {
+                   if (!c.ok()) ctx->trim_data[k].clear();
+                   after();
+                 });
+    }
+    after();
+  };
+  const uint32_t last_cw = geo_.codewords_per_page() - 1;
+  for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
+    for (uint32_t d = 0; d < D; ++d) {
+      if (!lebs_.leb(leb).good[d]) continue;
+      for (uint32_t p = 0; p < P; ++p) {
+        const uint64_t i = idx(leb, d, p);
+        ctx->meta[i].resize(geo_.meta_bytes_per_page());
+        ++ctx->remaining;
+        pipe_.Read({{d, leb, p}, last_cw, 1, nullptr, ctx->meta[i].data()},
+                   [ctx, replay, i](const Completion& c) mutable {
+                     ctx->ok[i] = c.ok();
+                     replay();
+                   });
+      }
+    }
+  }
+  replay();
+}
+
+}  // namespace vsl::ftl

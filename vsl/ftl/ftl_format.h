@@ -1,0 +1,102 @@
+// On-flash formats written by the FTL. See docs/formats/ftl.md for the prose.
+//
+// Every page the FTL programs carries a PageHeader in its host metadata (the page's spare
+// bytes after ECC parity), so the forward map can be rebuilt from flash alone:
+//
+//   PageHeader (16 B) | SectorEntry[sectors_per_page] (12 B each) | header CRC32C (4 B)
+//
+// - Data pages: entry i names the LBA held in sector slot i (kNoLba for padding) and the
+//   CRC32C of that sector's data, checked on every read.
+// - Trim pages: the data area holds TrimRecord[] (lba, count, seq); entry 0 holds the
+//   record count (as lba) and the CRC32C of the data area.
+// - Meta pages (in the metadata LEBs): a record split over pages; entry 0 holds the page
+//   index in the record (low 32 bits) and the record's page count (high 32 bits) as its
+//   lba, and the page data's CRC.
+// Byte 0 stays 0xFF: it is the factory bad-block marker position.
+//
+// Versioning: kVersionMajor changes when an older reader would misread the layout; pages
+// of another major version are treated as foreign (their LEB is reclaimed as free).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vsl::ftl::format {
+
+inline constexpr uint8_t kVersionMajor = 1;
+inline constexpr uint8_t kVersionMinor = 0;
+inline constexpr uint64_t kNoLba = UINT64_MAX;
+
+enum class PageType : uint8_t {
+  kErased = 0xFF,  // what an erased page's metadata reads as
+  kData = 1,
+  kTrim = 2,
+  kMeta = 3,
+};
+
+#pragma pack(push, 1)
+struct PageHeader {
+  uint8_t bad_block_marker;  // always 0xFF
+  uint8_t type;              // PageType
+  uint8_t version_major;
+  uint8_t sectors;           // sector entries that follow
+  uint32_t epoch;            // format epoch: pages of an older format are ignored
+  uint64_t seq;              // write sequence number, strictly increasing per pipe
+};
+struct SectorEntry {
+  uint64_t lba;
+  uint32_t crc;  // CRC32C of the sector's data
+};
+struct TrimRecord {
+  uint64_t lba;
+  uint64_t count;
+  uint64_t seq;  // the trim's own sequence number (kept when the record is carried forward)
+};
+#pragma pack(pop)
+static_assert(sizeof(PageHeader) == 16, "PageHeader size is part of the format");
+static_assert(sizeof(SectorEntry) == 12, "SectorEntry size is part of the format");
+static_assert(sizeof(TrimRecord) == 24, "TrimRecord size is part of the format");
+
+// Bytes of host metadata a page with `sectors` entries needs.
+constexpr std::size_t MetaBytes(uint32_t sectors) {
+  return sizeof(PageHeader) + sectors * sizeof(SectorEntry) + 4;
+}
+
+// The metadata record (superblock + optional checkpoint), written to one of the two
+// metadata LEBs (blocks 0 and 1 of every die), alternately.
+inline constexpr uint64_t kMetaMagic = 0x314C5446'4C53564FULL;  // "OVSLFTL1"
+enum class MetaKind : uint32_t {
+  kMount = 1,       // written at format and at every attach: config, no map
+  kCheckpoint = 2,  // written at clean shutdown: config, LEB table, forward map
+};
+
+#pragma pack(push, 1)
+struct MetaHeader {
+  uint64_t magic;
+  uint32_t kind;           // MetaKind
+  uint32_t version_major;
+  uint32_t epoch;
+  uint32_t sector_bytes;
+  uint64_t user_sectors;   // logical capacity
+  uint64_t seq;            // this record's sequence number (shared with data pages)
+  uint64_t next_seq;       // first sequence number not used at the time of the record
+  uint32_t lebs;           // LEB count (blocks per die)
+  uint32_t dies;
+  uint32_t sparse;         // 1: sparse address space
+  uint32_t reserve_ppm;    // spare over user capacity, parts per million
+  uint64_t leb_table_bytes;
+  uint64_t map_entries;    // 0 in a mount record
+};
+struct MetaLeb {
+  uint8_t state;           // LebState
+  uint8_t reserved[3];
+  uint32_t erase_count;
+  uint64_t open_seq;       // seq of its first page (0 if free)
+  uint32_t trim_pages;     // count of page indices that follow (uint32_t each)
+  // followed by: uint8_t good[dies], uint32_t trim_page_index[trim_pages]
+};
+#pragma pack(pop)
+static_assert(sizeof(MetaHeader) == 80, "MetaHeader size is part of the format");
+static_assert(sizeof(MetaLeb) == 20, "MetaLeb size is part of the format");
+
+}  // namespace vsl::ftl::format

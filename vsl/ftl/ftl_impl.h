@@ -1,0 +1,606 @@
+// Internal state of the FTL, shared by ftl.cc (I/O paths, groomer) and ftl_attach.cc
+// (format, metadata records, recovery). Not part of the public surface.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "vsl/core/crc.h"
+#include "vsl/core/log.h"
+#include "vsl/ftl/ftl.h"
+#include "vsl/ftl/ftl_format.h"
+
+namespace vsl::ftl {
+
+inline constexpr uint32_t kMetaLebs = 2;  // blocks 0 and 1 of every die
+
+using nand::Completion;
+using nand::FlashStatus;
+namespace f = format;
+
+// ---------------------------------------------------------------------------------------
+// Internal state.
+
+struct Ftl::WriteCtx {
+  uint32_t remaining = 1;  // +1 while the request is still being appended
+  bool fua = false;
+  Status status;
+  Done done;
+};
+
+struct Ftl::PageBuf {
+  uint32_t leb = 0, die = 0, page = 0;
+  f::PageType type = f::PageType::kData;
+  std::vector<uint8_t> data, meta;
+  std::vector<uint64_t> lbas;  // per slot; kNoLba for padding or killed copies
+  std::vector<f::TrimRecord> trims;
+  uint32_t used = 0;
+  uint64_t seq = 0;
+  bool submitted = false, durable = false;
+  // Write requests waiting on this page: (ctx, acknowledged already).
+  std::vector<WriteCtx*> waiters;
+  Leb* victim = nullptr;  // the LEB whose data this GC page relocates (holds a reference)
+};
+
+struct Ftl::AppendPoint {
+  bool gc = false;
+  Leb* leb = nullptr;
+  uint32_t row = 0, die = 0;  // next position to hand out
+  PageBuf* open = nullptr;    // page being filled, not yet submitted
+};
+
+struct Ftl::Impl {
+  Ftl& f;
+  AppendPoint host{false}, gcap{true};
+  std::unordered_map<PageBuf*, std::unique_ptr<PageBuf>> pages;  // every live page buffer
+  std::set<uint64_t> inflight_seqs;  // submitted, not yet durable
+  struct Pending {
+    enum Kind { kWrite, kTrim } kind;
+    uint64_t lba;
+    uint64_t count;
+    const uint8_t* data;
+    uint64_t done_sectors;
+    WriteCtx* ctx;
+    Done trim_done;
+  };
+  std::deque<Pending> pending;  // host work waiting for a free LEB
+  struct FlushWaiter {
+    uint64_t watermark;
+    Done done;
+  };
+  std::vector<FlushWaiter> flush_waiters;
+  // Groomer state.
+  Leb* victim = nullptr;
+  uint32_t victim_cursor = 0;  // next page slot (row * dies + die) to look at
+  uint32_t victim_reads = 0;   // page reads in flight
+  uint32_t victim_refs = 0;    // GC pages holding its relocated data, not yet durable
+  bool shutting_down = false;
+  std::vector<Done> groom_waiters;
+
+  explicit Impl(Ftl& ftl) : f(ftl) {}
+
+  // --- addressing ---
+  uint32_t D() const { return f.geo_.dies_per_pipe(); }
+  uint32_t P() const { return f.geo_.pages_per_block; }
+  uint32_t S() const { return f.spp_; }
+  Psa MakePsa(uint32_t leb, uint32_t die, uint32_t page, uint32_t slot) const {
+    return ((leb * D() + die) * P() + page) * S() + slot;
+  }
+  uint32_t LebOf(Psa p) const { return p / (D() * P() * S()); }
+  uint32_t SlotInLeb(Psa p) const { return p % (D() * P() * S()); }
+  uint32_t DieOf(Psa p) const { return (p / (P() * S())) % D(); }
+  uint32_t PageOf(Psa p) const { return (p / S()) % P(); }
+  uint32_t SlotOf(Psa p) const { return p % S(); }
+  bool PlpDurableOnAccept() const { return f.pipe_.plp_state() == nand::PlpState::kHealthy; }
+
+  // --- validity ---
+  void SetValid(Psa p) {
+    Leb& l = f.lebs_.leb(LebOf(p));
+    const uint32_t s = SlotInLeb(p);
+    l.valid_bits[s / 64] |= uint64_t{1} << (s % 64);
+    ++l.valid;
+    f.lebs_.OnValidChanged(l);
+  }
+  void ClearValid(Psa p) {
+    Leb& l = f.lebs_.leb(LebOf(p));
+    const uint32_t s = SlotInLeb(p);
+    const uint64_t bit = uint64_t{1} << (s % 64);
+    if ((l.valid_bits[s / 64] & bit) == 0) return;
+    l.valid_bits[s / 64] &= ~bit;
+    --l.valid;
+    f.lebs_.OnValidChanged(l);
+    KillInOpenBuffer(host, p);
+    KillInOpenBuffer(gcap, p);
+  }
+  // A stale copy still in an unsubmitted buffer would get a newer sequence number than
+  // the write that replaced it; turn it into padding so replay can never resurrect it.
+  void KillInOpenBuffer(AppendPoint& ap, Psa p) {
+    PageBuf* b = ap.open;
+    if (b && b->leb == LebOf(p) && b->die == DieOf(p) && b->page == PageOf(p)) {
+      b->lbas[SlotOf(p)] = f::kNoLba;
+    }
+  }
+  void Remap(uint64_t lba, Psa p) {
+    const Psa old = f.map_.Set(lba, p);
+    if (old != kUnmapped) ClearValid(old);
+    if (p != kUnmapped) SetValid(p);
+  }
+
+  // --- append points ---
+  // Hands out the next page position of `ap`, opening a new LEB when needed. False when no
+  // LEB may be taken (host writes leave the last gc_reserve_lebs to the groomer).
+  bool NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint32_t* page) {
+    for (;;) {
+      if (ap.leb == nullptr) {
+        if (!ap.gc && f.lebs_.free_count() <= f.opts_.gc_reserve_lebs) return false;
+        Leb* l = f.lebs_.PickFree();
+        if (l == nullptr) return false;
+        OpenLeb(ap, *l);
+      }
+      Leb& l = *ap.leb;
+      while (ap.row < P()) {
+        while (ap.die < D() && !l.good[ap.die]) ++ap.die;
+        if (ap.die < D()) break;
+        ap.die = 0;
+        ++ap.row;
+      }
+      if (ap.row >= P()) {
+        CloseLeb(ap);
+        continue;
+      }
+      *leb = l.index;
+      *die = ap.die;
+      *page = ap.row;
+      ++ap.die;
+      return true;
+    }
+  }
+  void OpenLeb(AppendPoint& ap, Leb& l) {
+    f.lebs_.SetState(l, LebState::kOpen);
+    ap.leb = &l;
+    ap.row = ap.die = 0;
+    l.open_seq = 0;
+    l.close_seq = 0;
+    l.trim_pages.clear();
+    std::fill(l.valid_bits.begin(), l.valid_bits.end(), 0);
+    l.valid = 0;
+    l.capacity = l.good_dies() * P() * S();
+    if (l.needs_erase) {
+      // Erases queue ahead of this LEB's programs on each die (dies run commands in order).
+      for (uint32_t d = 0; d < D(); ++d) {
+        if (!l.good[d]) continue;
+        ++l.inflight;
+        f.pipe_.Erase(d, l.index, [this, &l, d](const Completion& c) {
+          --l.inflight;
+          if (!c.ok()) {
+            ++f.stats_.erase_failures;
+            l.good[d] = 0;  // its programs fail too and are rewritten elsewhere
+          }
+        });
+      }
+      ++l.erase_count;
+      ++f.stats_.lebs_erased;
+      l.needs_erase = false;
+    }
+    MaybeGroom();
+  }
+  void CloseLeb(AppendPoint& ap) {
+    Leb& l = *ap.leb;
+    l.close_seq = f.next_seq_;
+    l.needs_erase = true;
+    f.lebs_.SetState(l, LebState::kClosed);
+    ap.leb = nullptr;
+  }
+
+  PageBuf* NewPage(AppendPoint& ap, f::PageType type) {
+    uint32_t leb, die, page;
+    if (!NextPosition(ap, &leb, &die, &page)) return nullptr;
+    auto owned = std::make_unique<PageBuf>();
+    PageBuf* b = owned.get();
+    pages.emplace(b, std::move(owned));
+    b->leb = leb;
+    b->die = die;
+    b->page = page;
+    b->type = type;
+    b->data.assign(f.geo_.page_data_bytes, 0);
+    b->meta.assign(f.geo_.meta_bytes_per_page(), 0xFF);
+    b->lbas.assign(S(), f::kNoLba);
+    return b;
+  }
+
+  // Appends one sector to `ap`. False when no page position could be had.
+  bool AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
+                    Leb* src_victim) {
+    if (ap.open == nullptr) {
+      ap.open = NewPage(ap, f::PageType::kData);
+      if (ap.open == nullptr) return false;
+      PageBuf* b = ap.open;
+      f.clock_.Post([this, &ap, b] {
+        if (ap.open == b) SubmitOpen(ap);  // nothing more arrived: pad and program now
+      });
+    }
+    PageBuf* b = ap.open;
+    const uint32_t slot = b->used++;
+    std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
+    b->lbas[slot] = lba;
+    if (ctx != nullptr) {
+      ++ctx->remaining;
+      b->waiters.push_back(ctx);
+    }
+    if (src_victim != nullptr && b->victim == nullptr) {
+      b->victim = src_victim;
+      ++victim_refs;
+    }
+    Remap(lba, MakePsa(b->leb, b->die, b->page, slot));
+    if (b->used == S()) SubmitOpen(ap);
+    return true;
+  }
+
+  void SubmitOpen(AppendPoint& ap) {
+    PageBuf* b = ap.open;
+    ap.open = nullptr;
+    if (b == nullptr) return;
+    for (uint32_t s = b->used; s < S(); ++s) b->lbas[s] = f::kNoLba;
+    f.stats_.pad_sectors += S() - b->used;
+    if (ap.gc) {
+      f.stats_.gc_write_sectors += b->used;
+    }
+    Submit(b);
+  }
+
+  void Submit(PageBuf* b) {
+    b->seq = f.next_seq_++;
+    b->submitted = true;
+    Leb& l = f.lebs_.leb(b->leb);
+    if (l.open_seq == 0) l.open_seq = b->seq;
+    // Header.
+    auto* h = reinterpret_cast<f::PageHeader*>(b->meta.data());
+    h->bad_block_marker = 0xFF;
+    h->type = static_cast<uint8_t>(b->type);
+    h->version_major = f::kVersionMajor;
+    h->sectors = static_cast<uint8_t>(S());
+    h->epoch = f.epoch_;
+    h->seq = b->seq;
+    auto* e = reinterpret_cast<f::SectorEntry*>(b->meta.data() + sizeof(f::PageHeader));
+    if (b->type == f::PageType::kData) {
+      for (uint32_t s = 0; s < S(); ++s) {
+        e[s].lba = b->lbas[s];
+        e[s].crc = Crc32c(b->data.data() + uint64_t{s} * f.sector_bytes_, f.sector_bytes_);
+      }
+    } else if (b->type == f::PageType::kTrim) {
+      std::memcpy(b->data.data(), b->trims.data(), b->trims.size() * sizeof(f::TrimRecord));
+      for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, 0};
+      e[0].lba = b->trims.size();
+      e[0].crc = Crc32c(b->data.data(), b->data.size());
+      l.trim_pages.push_back(b->page * D() + b->die);
+      ++f.stats_.trim_pages;
+    }
+    const std::size_t hdr = f::MetaBytes(S()) - 4;
+    const uint32_t crc = Crc32c(b->meta.data(), hdr);
+    std::memcpy(b->meta.data() + hdr, &crc, 4);
+    ++l.inflight;
+    inflight_seqs.insert(b->seq);
+    ++f.stats_.pages_programmed;
+    f.pipe_.Program({{b->die, b->leb, b->page}, b->data.data(), b->meta.data()},
+                    [this, b](const Completion&) { OnAccepted(b); },
+                    [this, b](const Completion& c) { OnDone(b, c); });
+  }
+
+  void Ack(WriteCtx* ctx) {
+    if (--ctx->remaining == 0) {
+      Done d = std::move(ctx->done);
+      Status s = ctx->status;
+      delete ctx;
+      d(s);
+    }
+  }
+
+  void OnAccepted(PageBuf* b) {
+    if (!PlpDurableOnAccept()) return;
+    MarkDurable(b);
+    // Acknowledge non-FUA writes now: the page is in the protected buffer. FUA waits for
+    // done (the page is on flash).
+    std::vector<WriteCtx*> keep;
+    for (WriteCtx* c : b->waiters) {
+      if (c->fua) keep.push_back(c);
+      else Ack(c);
+    }
+    b->waiters.swap(keep);
+  }
+
+  void MarkDurable(PageBuf* b) {
+    if (b->durable) return;
+    b->durable = true;
+    inflight_seqs.erase(b->seq);
+    if (b->victim != nullptr) {
+      --victim_refs;
+      b->victim = nullptr;
+      MaybeFinishVictim();
+    }
+    CheckFlushWaiters();
+  }
+
+  void OnDone(PageBuf* b, const Completion& c) {
+    Leb& l = f.lebs_.leb(b->leb);
+    --l.inflight;
+    if (!c.ok()) {
+      ++f.stats_.program_failures;
+      l.good[b->die] = 0;
+      Logger("ftl")->warn("program failed leb={} die={} page={} status={}; rewriting", b->leb,
+                          b->die, b->page, nand::FlashStatusName(c.status));
+      Rewrite(b);
+    } else {
+      MarkDurable(b);
+      for (WriteCtx* ctx : b->waiters) Ack(ctx);
+      b->waiters.clear();
+    }
+    pages.erase(b);
+    MaybeGroom();
+    if (shutting_down) CheckShutdown();
+  }
+
+  // A failed page: its live sectors (and trim records) go to a new page. Writes not yet
+  // acknowledged follow them.
+  void Rewrite(PageBuf* b) {
+    if (b->type == f::PageType::kTrim) {
+      auto& tp = f.lebs_.leb(b->leb).trim_pages;
+      tp.erase(std::remove(tp.begin(), tp.end(), b->page * D() + b->die), tp.end());
+      PageBuf* nb = NewPage(host, f::PageType::kTrim);
+      if (nb == nullptr) nb = NewPage(gcap, f::PageType::kTrim);
+      if (nb == nullptr) return FailWaiters(b);
+      nb->trims = b->trims;
+      nb->waiters = std::move(b->waiters);
+      b->waiters.clear();
+      Submit(nb);
+      MarkDurable(b);
+      return;
+    }
+    AppendPoint& ap = b->victim != nullptr ? gcap : host;
+    std::vector<WriteCtx*> waiters = std::move(b->waiters);
+    b->waiters.clear();
+    for (uint32_t s = 0; s < S(); ++s) {
+      const uint64_t lba = b->lbas[s];
+      if (lba == f::kNoLba || f.map_.Get(lba) != MakePsa(b->leb, b->die, b->page, s)) continue;
+      if (!AppendSector(ap, lba, b->data.data() + uint64_t{s} * f.sector_bytes_, nullptr,
+                        b->victim)) {
+        Logger("ftl")->error("no room to rewrite lba={} after a program failure", lba);
+      }
+    }
+    // The waiters now wait for the page that holds the rewritten sectors.
+    if (ap.open != nullptr) {
+      for (WriteCtx* w : waiters) ap.open->waiters.push_back(w);
+      SubmitOpen(ap);
+    } else {
+      for (WriteCtx* w : waiters) Ack(w);
+    }
+    MarkDurable(b);
+  }
+
+  void FailWaiters(PageBuf* b) {
+    for (WriteCtx* c : b->waiters) {
+      c->status = Status::IOError("write could not be stored");
+      Ack(c);
+    }
+    b->waiters.clear();
+    MarkDurable(b);
+  }
+
+  // --- host work ---
+  void RunPending() {
+    while (!pending.empty()) {
+      Pending& p = pending.front();
+      if (p.kind == Pending::kWrite) {
+        while (p.done_sectors < p.count) {
+          if (!AppendSector(host, p.lba + p.done_sectors,
+                            p.data + p.done_sectors * f.sector_bytes_, p.ctx, nullptr)) {
+            MaybeGroom();
+            return;
+          }
+          ++p.done_sectors;
+        }
+        WriteCtx* ctx = p.ctx;
+        pending.pop_front();
+        Ack(ctx);  // drop the "still appending" reference
+      } else {
+        if (!DoTrim(p.lba, p.count, p.trim_done)) {
+          MaybeGroom();
+          return;
+        }
+        pending.pop_front();
+      }
+    }
+  }
+
+  bool DoTrim(uint64_t lba, uint64_t count, Done& done) {
+    // The trim page must follow every page already holding data for these sectors, so
+    // the open pages go first.
+    SubmitOpen(host);
+    SubmitOpen(gcap);
+    PageBuf* b = NewPage(host, f::PageType::kTrim);
+    if (b == nullptr) return false;
+    std::vector<uint64_t> mapped;
+    f.map_.ForEachMappedIn(lba, count, [&](uint64_t l, Psa) { mapped.push_back(l); });
+    for (uint64_t l : mapped) Remap(l, kUnmapped);
+    f.stats_.trim_sectors += count;
+    auto* ctx = new WriteCtx();
+    ctx->remaining = 1;
+    ctx->done = std::move(done);
+    b->waiters.push_back(ctx);
+    // The record's own seq is the page's: assigned in Submit.
+    b->trims.push_back({lba, count, f.next_seq_});
+    Submit(b);
+    return true;
+  }
+
+  // --- flush ---
+  void CheckFlushWaiters() {
+    const uint64_t oldest = inflight_seqs.empty() ? UINT64_MAX : *inflight_seqs.begin();
+    for (std::size_t i = 0; i < flush_waiters.size();) {
+      if (oldest > flush_waiters[i].watermark) {
+        Done d = std::move(flush_waiters[i].done);
+        flush_waiters.erase(flush_waiters.begin() + static_cast<std::ptrdiff_t>(i));
+        d(Status::Ok());
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  // --- groomer ---
+  void MaybeGroom() {
+    if (victim != nullptr || shutting_down) return;
+    const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
+    if (!need && groom_waiters.empty()) return;
+    Leb* v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_);
+    if (v == nullptr) {
+      for (auto& w : groom_waiters) w(Status::Ok());
+      groom_waiters.clear();
+      return;
+    }
+    victim = v;
+    victim_cursor = 0;
+    victim_reads = 0;
+    victim_refs = 0;
+    f.lebs_.SetState(*v, LebState::kVictim);
+    ++f.stats_.victims;
+    GroomStep();
+  }
+
+  // Issues relocation reads, a few pages at a time, so host I/O interleaves with grooming.
+  void GroomStep() {
+    Leb* v = victim;
+    if (v == nullptr) return;
+    const uint32_t total = P() * D();
+    while (victim_reads < f.opts_.gc_max_reads && victim_cursor < total) {
+      const uint32_t ps = victim_cursor++;
+      const uint32_t page = ps / D(), die = ps % D();
+      const bool is_trim =
+          std::find(v->trim_pages.begin(), v->trim_pages.end(), ps) != v->trim_pages.end();
+      bool any_valid = false;
+      for (uint32_t s = 0; s < S() && !any_valid; ++s) {
+        const uint32_t slot = (die * P() + page) * S() + s;
+        any_valid = (v->valid_bits[slot / 64] >> (slot % 64)) & 1;
+      }
+      if (!any_valid && !is_trim) continue;
+      ++victim_reads;
+      auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+      buf->first.resize(f.geo_.page_data_bytes);
+      buf->second.resize(f.geo_.meta_bytes_per_page());
+      f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
+                   [this, v, die, page, buf, is_trim](const Completion& c) {
+                     --victim_reads;
+                     if (victim == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
+                     GroomStep();
+                   });
+    }
+    // A victim with nothing (left) to read is finished here, not by a read callback.
+    if (victim_reads == 0) MaybeFinishVictim();
+  }
+
+  void Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
+                const std::vector<uint8_t>& data, const std::vector<uint8_t>& meta, bool is_trim) {
+    if (!c.ok()) {
+      ++f.stats_.read_errors;
+      Logger("ftl")->error("groomer read failed leb={} die={} page={}: {}", v.index, die, page,
+                           nand::FlashStatusName(c.status));
+      return;  // FlashBack (issue 4) rebuilds such pages; until then they stay mapped
+    }
+    const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
+    if (is_trim) {
+      const uint64_t n = e[0].lba;
+      const auto* recs = reinterpret_cast<const f::TrimRecord*>(data.data());
+      // Carry a record forward while data older than it may still be on flash.
+      const uint64_t oldest = OldestDataSeqExcept(v);
+      std::vector<f::TrimRecord> keep;
+      for (uint64_t i = 0; i < n && i < data.size() / sizeof(f::TrimRecord); ++i) {
+        if (recs[i].seq > oldest) keep.push_back(recs[i]);
+      }
+      if (!keep.empty()) {
+        SubmitOpen(gcap);
+        PageBuf* b = NewPage(gcap, f::PageType::kTrim);
+        if (b != nullptr) {
+          b->trims = std::move(keep);
+          b->victim = &v;
+          ++victim_refs;
+          Submit(b);
+        }
+      }
+      return;
+    }
+    for (uint32_t s = 0; s < S(); ++s) {
+      const Psa p = MakePsa(v.index, die, page, s);
+      const uint64_t lba = e[s].lba;
+      if (lba == f::kNoLba || lba >= f.map_.sectors() || f.map_.Get(lba) != p) continue;
+      const uint8_t* src = data.data() + uint64_t{s} * f.sector_bytes_;
+      if (Crc32c(src, f.sector_bytes_) != e[s].crc) {
+        ++f.stats_.read_errors;
+        continue;
+      }
+      AppendPoint& ap = f.opts_.separate_gc_stream ? gcap : host;
+      if (!AppendSector(ap, lba, src, nullptr, &v)) {
+        Logger("ftl")->error("groomer has no free LEB to relocate into");
+        return;
+      }
+    }
+  }
+
+  uint64_t OldestDataSeqExcept(const Leb& v) const {
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+      const Leb& l = f.lebs_.leb(i);
+      if (&l == &v || l.open_seq == 0) continue;
+      if (l.state == LebState::kOpen || l.state == LebState::kClosed ||
+          l.state == LebState::kVictim) {
+        oldest = std::min(oldest, l.open_seq);
+      }
+    }
+    return oldest;
+  }
+
+  void MaybeFinishVictim() {
+    Leb* v = victim;
+    if (v == nullptr) return;
+    if (victim_cursor < P() * D() || victim_reads > 0) return;
+    if (victim_refs > 0) {
+      // Relocated data must be durable before the victim may be erased: push it out.
+      if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
+      return;
+    }
+    if (v->valid != 0) {
+      // Sectors that could not be read stay where they are; try again later.
+      Logger("ftl")->warn("victim leb={} keeps {} unreadable sectors", v->index, v->valid);
+      f.lebs_.SetState(*v, LebState::kClosed);
+    } else {
+      v->needs_erase = true;
+      v->open_seq = 0;
+      v->trim_pages.clear();
+      f.lebs_.SetState(*v, LebState::kFree);
+    }
+    victim = nullptr;
+    f.clock_.Post([this] {
+      RunPending();
+      MaybeGroom();
+      if (victim == nullptr && !groom_waiters.empty()) {
+        for (auto& w : groom_waiters) w(Status::Ok());
+        groom_waiters.clear();
+      }
+      if (shutting_down) CheckShutdown();
+    });
+  }
+
+  // --- shutdown ---
+  Done shutdown_done;
+  void CheckShutdown() {
+    if (!shutting_down || !shutdown_done) return;
+    if (!pages.empty() || victim != nullptr || !pending.empty()) return;
+    Done d = std::move(shutdown_done);
+    f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kCheckpoint), std::move(d));
+  }
+};
+
+}  // namespace vsl::ftl

@@ -1,0 +1,78 @@
+// Logical erase blocks (LEBs): LEB i is block i on every die of the pipe, minus the dies
+// where that block is bad (pblk calls this a line). Blocks 0 and 1 are the metadata LEBs.
+//
+// LebTable keeps LEBs on Boost.Intrusive lists: the free list, and the closed LEBs in
+// buckets by valid-sector count, so a valid-count change is an O(1), allocation-free
+// bucket move on the write path. Victim and free-LEB choices scan a list once per LEB.
+// Not thread-safe: owned by the pipe's engine.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <boost/intrusive/list.hpp>
+
+namespace vsl::ftl {
+
+enum class LebState : uint8_t { kFree = 0, kOpen, kClosed, kVictim, kMeta };
+
+struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost::intrusive::safe_link>> {
+  uint32_t index = 0;
+  LebState state = LebState::kFree;
+  bool needs_erase = true;       // holds old data (or unknown contents): erase before use
+  uint32_t erase_count = 0;
+  uint64_t open_seq = 0;         // seq of its first page
+  uint64_t close_seq = 0;        // seq when it filled (age for cost-benefit)
+  uint32_t valid = 0;            // valid sectors
+  uint32_t capacity = 0;         // sectors it holds when full
+  uint32_t inflight = 0;         // programs submitted and not done
+  uint32_t bucket = 0;           // the valid-count bucket it is linked in (closed LEBs)
+  std::vector<uint8_t> good;     // per die: 1 if this LEB's block on that die is usable
+  std::vector<uint64_t> valid_bits;  // per physical sector slot of the LEB
+  std::vector<uint32_t> trim_pages;  // page slots (row * dies + die) holding trim records
+  uint32_t good_dies() const {
+    uint32_t n = 0;
+    for (uint8_t g : good) n += g;
+    return n;
+  }
+};
+
+enum class VictimPolicy : uint8_t { kGreedy, kCostBenefit };
+
+class LebTable {
+ public:
+  using List = boost::intrusive::list<Leb, boost::intrusive::constant_time_size<true>>;
+
+  LebTable(uint32_t lebs, uint32_t dies, uint32_t slots_per_leb, uint32_t max_capacity);
+  ~LebTable();
+
+  Leb& leb(uint32_t i) { return lebs_[i]; }
+  const Leb& leb(uint32_t i) const { return lebs_[i]; }
+  uint32_t size() const { return static_cast<uint32_t>(lebs_.size()); }
+  uint32_t free_count() const { return static_cast<uint32_t>(free_.size()); }
+  uint32_t closed_count() const { return closed_count_; }
+
+  // Moves `l` to `s`, keeping the lists right.
+  void SetState(Leb& l, LebState s);
+  // Call after changing l.valid of a closed LEB.
+  void OnValidChanged(Leb& l);
+  // The free LEB with the lowest erase count (wear levelling), or null.
+  Leb* PickFree();
+  // The closed LEB to groom next, or null. `now_seq` ages LEBs for cost-benefit.
+  Leb* PickVictim(VictimPolicy policy, uint64_t now_seq);
+  // Lowest open_seq among LEBs holding data (open, closed, victim), or UINT64_MAX.
+  uint64_t OldestDataSeq() const;
+
+ private:
+  uint32_t BucketOf(uint32_t valid) const { return valid / bucket_width_; }
+  void Unlink(Leb& l);
+  void Link(Leb& l);
+
+  std::vector<Leb> lebs_;
+  List free_;
+  std::vector<List> buckets_;  // closed LEBs by valid count
+  uint32_t bucket_width_;
+  uint32_t closed_count_ = 0;
+};
+
+}  // namespace vsl::ftl
