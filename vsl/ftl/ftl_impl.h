@@ -80,6 +80,7 @@ struct Ftl::Impl {
   uint32_t victim_reads = 0;   // page reads in flight
   uint32_t victim_refs = 0;    // GC pages holding its relocated data, not yet durable
   bool shutting_down = false;
+  bool device_lost = false;  // a command came back aborted (power lost): stop everything
   std::vector<Done> groom_waiters;
 
   explicit Impl(Ftl& ftl) : f(ftl) {}
@@ -166,6 +167,7 @@ struct Ftl::Impl {
     ap.row = ap.die = 0;
     l.open_seq = 0;
     l.close_seq = 0;
+    l.unreadable = false;
     l.trim_pages.clear();
     std::fill(l.valid_bits.begin(), l.valid_bits.end(), 0);
     l.valid = 0;
@@ -177,7 +179,7 @@ struct Ftl::Impl {
         ++l.inflight;
         f.pipe_.Erase(d, l.index, [this, &l, d](const Completion& c) {
           --l.inflight;
-          if (!c.ok()) {
+          if (!c.ok() && c.status != FlashStatus::kAborted) {
             ++f.stats_.erase_failures;
             l.good[d] = 0;  // its programs fail too and are rewritten elsewhere
           }
@@ -328,7 +330,12 @@ struct Ftl::Impl {
   void OnDone(PageBuf* b, const Completion& c) {
     Leb& l = f.lebs_.leb(b->leb);
     --l.inflight;
-    if (!c.ok()) {
+    if (c.status == FlashStatus::kAborted) {
+      // Power lost or the die was reset: nothing can be rewritten now. Unacknowledged
+      // writes fail; acknowledged ones are the controller's (PLP) or recovery's business.
+      device_lost = true;
+      FailWaiters(b);
+    } else if (!c.ok()) {
       ++f.stats_.program_failures;
       l.good[b->die] = 0;
       Logger("ftl")->warn("program failed leb={} die={} page={} status={}; rewriting", b->leb,
@@ -383,7 +390,7 @@ struct Ftl::Impl {
 
   void FailWaiters(PageBuf* b) {
     for (WriteCtx* c : b->waiters) {
-      c->status = Status::IOError("write could not be stored");
+      c->status = Status::IOError("write could not be stored (power lost or no room)");
       Ack(c);
     }
     b->waiters.clear();
@@ -392,6 +399,19 @@ struct Ftl::Impl {
 
   // --- host work ---
   void RunPending() {
+    if (device_lost) {
+      while (!pending.empty()) {
+        Pending p = std::move(pending.front());
+        pending.pop_front();
+        if (p.kind == Pending::kWrite) {
+          p.ctx->status = Status::IOError("device lost (power cut)");
+          Ack(p.ctx);
+        } else {
+          p.trim_done(Status::IOError("device lost (power cut)"));
+        }
+      }
+      return;
+    }
     while (!pending.empty()) {
       Pending& p = pending.front();
       if (p.kind == Pending::kWrite) {
@@ -453,7 +473,7 @@ struct Ftl::Impl {
 
   // --- groomer ---
   void MaybeGroom() {
-    if (victim != nullptr || shutting_down) return;
+    if (victim != nullptr || shutting_down || device_lost) return;
     const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
     if (!need && groom_waiters.empty()) return;
     Leb* v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_);
@@ -504,6 +524,10 @@ struct Ftl::Impl {
 
   void Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
                 const std::vector<uint8_t>& data, const std::vector<uint8_t>& meta, bool is_trim) {
+    if (c.status == FlashStatus::kAborted) {
+      device_lost = true;
+      return;
+    }
     if (!c.ok()) {
       ++f.stats_.read_errors;
       Logger("ftl")->error("groomer read failed leb={} die={} page={}: {}", v.index, die, page,
@@ -573,7 +597,10 @@ struct Ftl::Impl {
     }
     if (v->valid != 0) {
       // Sectors that could not be read stay where they are; try again later.
-      Logger("ftl")->warn("victim leb={} keeps {} unreadable sectors", v->index, v->valid);
+      if (!device_lost) {
+        Logger("ftl")->warn("victim leb={} keeps {} unreadable sectors", v->index, v->valid);
+        v->unreadable = true;
+      }
       f.lebs_.SetState(*v, LebState::kClosed);
     } else {
       v->needs_erase = true;
