@@ -171,7 +171,9 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
   const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
   const uint64_t page_bytes = geo_.page_data_bytes;
   const uint64_t pages = (payload->size() + page_bytes - 1) / page_bytes;
-  if (pages > uint64_t{l.good_dies()} * P) {
+  // Every page is written twice, on two different dies, so one dead die cannot take the
+  // record with it.
+  if (2 * pages > uint64_t{l.good_dies()} * P || l.good_dies() < 2) {
     return clock_.Post([d = std::move(done), pages]() mutable {
       d(Status::NoSpace(fmt::format("metadata record of {} pages does not fit a metadata LEB", pages)));
     });
@@ -200,12 +202,13 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
     });
   }
   ++l.erase_count;
-  ctx->metas.resize(pages);
-  uint64_t idx = 0;
-  for (uint32_t row = 0; row < P && idx < pages; ++row) {
-    for (uint32_t d = 0; d < D && idx < pages; ++d) {
+  ctx->metas.resize(2 * pages);
+  uint64_t placed = 0;  // copies placed; copy c holds page c / 2
+  for (uint32_t row = 0; row < P && placed < 2 * pages; ++row) {
+    for (uint32_t d = 0; d < D && placed < 2 * pages; ++d) {
       if (!l.good[d]) continue;
-      auto& meta = ctx->metas[idx];
+      const uint64_t idx = placed / 2;
+      auto& meta = ctx->metas[placed];
       meta.assign(geo_.meta_bytes_per_page(), 0xFF);
       auto* h = reinterpret_cast<f::PageHeader*>(meta.data());
       h->bad_block_marker = 0xFF;
@@ -228,7 +231,7 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
                       if (!c.ok()) ctx->status = Status::IOError("metadata program failed");
                       finish();
                     });
-      ++idx;
+      ++placed;
     }
   }
   clock_.Post(finish);
@@ -381,11 +384,18 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       real->sparse_ = opts.sparse;
       for (uint32_t b = 0; b < g.blocks_per_lun; ++b) real->lebs_.leb(b).good = prov->lebs_.leb(b).good;
       Ftl* rp = real.release();
+      // Both metadata LEBs get the new record, so nothing of an older format can be newer.
       rp->WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount), [rp, shared_done](Status s) {
-        std::unique_ptr<Ftl> owner(rp);
-        Logger("ftl")->info("formatted: {} sectors of {} B, status {}", rp->sectors(),
-                            rp->sector_bytes(), s.ToString());
-        (*shared_done)(s);
+        if (!s.ok()) {
+          std::unique_ptr<Ftl> owner(rp);
+          return (*shared_done)(s);
+        }
+        rp->WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount), [rp, shared_done](Status s2) {
+          std::unique_ptr<Ftl> owner(rp);
+          Logger("ftl")->info("formatted: {} sectors of {} B, status {}", rp->sectors(),
+                              rp->sector_bytes(), s2.ToString());
+          (*shared_done)(s2);
+        });
       });
     };
     for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
@@ -423,8 +433,10 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       uint32_t spp = 0;
       uint32_t best_leb = 0;
       int remaining = 0;
+      std::vector<uint32_t> silent;
     };
     auto st = std::make_shared<State>();
+    st->silent = silent;
     std::vector<uint32_t> spps;
     for (uint32_t sb : {4096u, 512u}) {
       if (g.page_data_bytes % sb == 0 && f::MetaBytes(g.page_data_bytes / sb) <= g.meta_bytes_per_page()) {
@@ -454,6 +466,18 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       const bool checkpoint = h.kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint);
       if (Status s = ftl->LoadMetaPayload(st->best->payload, checkpoint); !s.ok()) {
         return (*shared_done)(s);
+      }
+      // Dies that did not answer at attach are not written to. (Their data is rebuilt by
+      // FlashBack; without it, reads of their sectors fail with IOError.)
+      for (uint32_t d : st->silent) {
+        Logger("ftl")->warn("die {} does not answer: not used", d);
+        for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+          Leb& l = ftl->lebs_.leb(b);
+          if (l.good[d]) {
+            l.good[d] = 0;
+            l.capacity = l.good_dies() * g.pages_per_block * ftl->spp_;
+          }
+        }
       }
       Ftl* raw = ftl.release();
       auto finish = [raw, shared_done, t0](Status s) {

@@ -1,0 +1,186 @@
+// FTL features beyond the basic I/O contract: memory cost, sparse address space, reserve
+// modes, bad blocks growing under the FTL, and damaged checkpoints.
+#include <gtest/gtest.h>
+
+#include "tests/ftl/ftl_fixture.h"
+
+namespace vsl::testing {
+namespace {
+
+class FtlFeaturesTest : public FtlFixture {};
+
+TEST_F(FtlFeaturesTest, MapCostsAboutFourBytesPerMappedSector) {
+  MakeCard("duo-slc-small", 32);
+  ASSERT_TRUE(Format().ok());
+  ASSERT_TRUE(Attach().ok());
+  const uint64_t n = ftl_->sectors();
+  std::vector<uint8_t> data(uint64_t{64} * 4096, 7);
+  for (uint64_t lba = 0; lba + 64 <= n; lba += 64) {
+    ASSERT_TRUE(Write(lba, data).ok());
+  }
+  const double per_sector = static_cast<double>(ftl_->memory_bytes()) / ftl_->mapped_sectors();
+  // 4 B of map per sector; the LEB table adds a validity bit per physical sector and a
+  // few dozen bytes per LEB.
+  EXPECT_LT(per_sector, 4.5) << ftl_->memory_bytes() << " bytes for " << ftl_->mapped_sectors();
+  EXPECT_GE(per_sector, 4.0);
+}
+
+TEST_F(FtlFeaturesTest, SparseSpaceIsLargerThanFlashAndFullIsNoSpace) {
+  MakeCard();
+  ftl::FormatOptions fo;
+  fo.sparse = true;
+  fo.sparse_sectors = uint64_t{1} << 32;  // 16 TiB of 4 KiB sectors on a tiny card
+  ASSERT_TRUE(Format(fo).ok());
+  ASSERT_TRUE(Attach().ok());
+  EXPECT_EQ(ftl_->sectors(), uint64_t{1} << 32);
+  const uint64_t far = (uint64_t{1} << 32) - 10;
+  ASSERT_TRUE(Write(far, Sector(far, 1, 2)).ok());
+  ASSERT_TRUE(Write(12345678, Sector(12345678, 1)).ok());
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(Read(far, 2, &out).ok());
+  EXPECT_EQ(out, Sector(far, 1, 2));
+  EXPECT_LT(ftl_->memory_bytes(), uint64_t{16} << 20) << "map chunks only where mapped";
+  EXPECT_TRUE(ftl_->Exists(12345678));
+  EXPECT_FALSE(ftl_->Exists(12345679));
+  ASSERT_TRUE(Trim(0, uint64_t{1} << 32).ok()) << "trimming the whole space is cheap";
+  EXPECT_FALSE(ftl_->Exists(far));
+  // Fill the physical space: the write that does not fit is NoSpace, not a hang.
+  Status s;
+  uint64_t lba = 0;
+  for (; lba < (uint64_t{1} << 20); ++lba) {
+    s = Write(lba * 977, Sector(lba, 2));
+    if (!s.ok()) break;
+  }
+  EXPECT_EQ(s.code(), StatusCode::kNoSpace) << s.ToString();
+  ASSERT_TRUE(Write(0, Sector(0, 3)).ok()) << "overwriting a mapped sector still works";
+  ASSERT_TRUE(Read(0, 1, &out).ok());
+  EXPECT_EQ(out, Sector(0, 3));
+}
+
+TEST_F(FtlFeaturesTest, ReserveModesSetCapacity) {
+  MakeCard();
+  auto capacity = [&](ftl::ReserveMode m, double pct) {
+    ftl::FormatOptions fo;
+    fo.reserve = m;
+    fo.spare_percent = pct;
+    EXPECT_TRUE(Format(fo).ok());
+    EXPECT_TRUE(Attach().ok());
+    const uint64_t c = ftl_->sectors();
+    ftl_.reset();
+    return c;
+  };
+  const uint64_t stock = capacity(ftl::ReserveMode::kStock, 0);
+  const uint64_t hp = capacity(ftl::ReserveMode::kHighPerformance, 0);
+  const uint64_t custom = capacity(ftl::ReserveMode::kCustom, 100);
+  const uint64_t under = capacity(ftl::ReserveMode::kUnderProvision, 2);
+  EXPECT_NEAR(static_cast<double>(hp), 0.8 * stock, 2.0);
+  EXPECT_NEAR(static_cast<double>(custom), stock * 1.28 / 2.0, 2.0);
+  EXPECT_GT(under, stock);
+}
+
+TEST_F(FtlFeaturesTest, FiveTwelveByteSectors) {
+  MakeCard();
+  ftl::FormatOptions fo;
+  fo.sector_bytes = 512;
+  ASSERT_TRUE(Format(fo).ok());
+  ASSERT_TRUE(Attach().ok());
+  EXPECT_EQ(ftl_->sector_bytes(), 512u);
+  ASSERT_TRUE(Write(3, Sector(3, 1, 13)).ok());
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(Read(0, 20, &out).ok());
+  std::vector<uint8_t> want(20 * 512, 0);
+  auto w = Sector(3, 1, 13);
+  std::copy(w.begin(), w.end(), want.begin() + 3 * 512);
+  EXPECT_EQ(out, want);
+  PowerCycle();
+  ASSERT_TRUE(Attach().ok());
+  ASSERT_TRUE(Read(0, 20, &out).ok());
+  EXPECT_EQ(out, want);
+}
+
+TEST_F(FtlFeaturesTest, ProgramAndEraseFailuresRetireBlocksWithoutLosingData) {
+  MakeCard();
+  ASSERT_TRUE(Format().ok());
+  ASSERT_TRUE(Attach().ok());
+  const uint64_t n = ftl_->sectors();
+  // Make blocks fail under the FTL as it writes: every 5th LEB's block on die 1 fails its
+  // next program, and every 7th LEB's block on die 2 its next erase.
+  for (uint32_t b = 2; b < card_->geometry().blocks_per_lun; ++b) {
+    if (b % 5 == 0) {
+      for (uint32_t p = 0; p < card_->geometry().pages_per_block; ++p) card_->InjectProgramFail(0, {1, b, p});
+    }
+    if (b % 7 == 0) card_->InjectEraseFail(0, 2, b);
+  }
+  for (uint64_t round = 1; round <= 3; ++round) {
+    for (uint64_t lba = 0; lba < n; ++lba) ASSERT_TRUE(Write(lba, Sector(lba, round)).ok());
+  }
+  EXPECT_GT(ftl_->stats().program_failures + ftl_->stats().erase_failures, 0u);
+  std::vector<uint8_t> out;
+  for (uint64_t lba = 0; lba < n; ++lba) {
+    ASSERT_TRUE(Read(lba, 1, &out).ok()) << lba;
+    ASSERT_EQ(out, Sector(lba, 3)) << lba;
+  }
+  PowerCycle();
+  ASSERT_TRUE(Attach().ok());
+  for (uint64_t lba = 0; lba < n; lba += 3) {
+    ASSERT_TRUE(Read(lba, 1, &out).ok()) << lba;
+    ASSERT_EQ(out, Sector(lba, 3)) << lba;
+  }
+}
+
+TEST_F(FtlFeaturesTest, MetadataSurvivesADeadDie) {
+  MakeCard();
+  ASSERT_TRUE(Format().ok());
+  ASSERT_TRUE(Attach().ok());
+  ASSERT_TRUE(Write(5, Sector(5, 1, 4)).ok());
+  ASSERT_TRUE(Shutdown().ok());
+  card_->InjectDieFailure(0, 0);  // holds one copy of the checkpoint's first page
+  Status s = Attach();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(ftl_->attach_info().from_checkpoint) << "the second copy serves";
+}
+
+TEST_F(FtlFeaturesTest, CheckpointTornByAPowerCutFallsBackToScan) {
+  MakeCard();
+  ASSERT_TRUE(Format().ok());
+  ASSERT_TRUE(Attach().ok());
+  const uint64_t n = ftl_->sectors();
+  for (uint64_t lba = 0; lba < n; lba += 2) ASSERT_TRUE(Write(lba, Sector(lba, 1)).ok());
+  clock_.RunUntilIdle();  // everything acknowledged is on flash
+  card_->SetPlpState(nand::PlpState::kFailed);  // so the cut tears the record
+  bool done = false;
+  ftl_->Shutdown([&](Status) { done = true; });
+  clock_.RunFor(300 * kUs);  // inside the checkpoint's erase/programs
+  ASSERT_FALSE(done);
+  PowerCycle();
+  card_->SetPlpState(nand::PlpState::kHealthy);
+  Status s = Attach();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(ftl_->attach_info().from_checkpoint);
+  std::vector<uint8_t> out;
+  for (uint64_t lba = 0; lba < n; lba += 2) {
+    ASSERT_TRUE(Read(lba, 1, &out).ok());
+    ASSERT_EQ(out, Sector(lba, 1)) << lba;
+  }
+}
+
+TEST_F(FtlFeaturesTest, FlushAndFuaWithoutPowerLossProtection) {
+  MakeCard();
+  card_->SetPlpState(nand::PlpState::kFailed);
+  ASSERT_TRUE(Format().ok());
+  ASSERT_TRUE(Attach().ok());
+  ASSERT_TRUE(Write(1, Sector(1, 1)).ok());
+  ASSERT_TRUE(Write(2, Sector(2, 1), /*fua=*/true).ok());
+  ASSERT_TRUE(Sync([&](ftl::Ftl::Done d) { ftl_->Flush(std::move(d)); }).ok());
+  PowerCycle();
+  ASSERT_TRUE(Attach().ok());
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(Read(1, 2, &out).ok());
+  auto want = Sector(1, 1);
+  auto w2 = Sector(2, 1);
+  want.insert(want.end(), w2.begin(), w2.end());
+  EXPECT_EQ(out, want);
+}
+
+}  // namespace
+}  // namespace vsl::testing
