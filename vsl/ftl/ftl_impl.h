@@ -249,9 +249,6 @@ struct Ftl::Impl {
     if (b == nullptr) return;
     for (uint32_t s = b->used; s < S(); ++s) b->lbas[s] = f::kNoLba;
     f.stats_.pad_sectors += S() - b->used;
-    if (ap.gc) {
-      f.stats_.gc_write_sectors += b->used;
-    }
     Submit(b);
   }
 
@@ -570,6 +567,7 @@ struct Ftl::Impl {
         Logger("ftl")->error("groomer has no free LEB to relocate into");
         return;
       }
+      ++f.stats_.gc_write_sectors;
     }
   }
 

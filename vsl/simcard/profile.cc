@@ -99,7 +99,7 @@ Profile TestSmall() {
 }  // namespace
 
 std::vector<std::string> ProfileNames() {
-  return {"duo-slc", "duo-slc-small", "test-small", "test-tiny", "test-wear"};
+  return {"duo-slc", "duo-slc-small", "test-small", "test-tiny", "test-wear", "bench-waf"};
 }
 
 Result<Profile> FindProfile(const std::string& name) {
@@ -128,9 +128,25 @@ Result<Profile> FindProfile(const std::string& name) {
     p.reliability.fail_wear = 1e-3;
     p.model = "OVSL-TEST-W";
     p.description = "test-small with endurance 100 cycles, for wear-out tests";
+  } else if (name == "bench-waf") {
+    // For write-amplification measurements: many LEBs of many pages, no bad blocks, no
+    // wear-out, so only the FTL's policy shows.
+    p = TestSmall();
+    p.geometry.pipes_per_controller = 1;
+    p.geometry.blocks_per_lun = 512;
+    p.geometry.pages_per_block = 64;
+    p.reliability.factory_bad_fraction = 0;
+    p.reliability.fail_base = 0;
+    p.reliability.fail_wear = 0;
+    p.reliability.rber_base = 0;
+    p.reliability.rber_wear = 0;
+    p.reliability.rber_read_disturb = 0;
+    p.model = "OVSL-BENCH-W";
+    p.description = "1 pipe of 2x2 dies, 512 blocks of 64 x 4 KiB pages, no faults (WAF bench)";
   } else {
     return Status::NotFound(fmt::format("no card profile named '{}' (known: duo-slc, "
-                                        "duo-slc-small, test-small, test-tiny, test-wear)",
+                                        "duo-slc-small, test-small, test-tiny, test-wear, "
+                                        "bench-waf)",
                                         name));
   }
   p.name = name;
