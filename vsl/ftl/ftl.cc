@@ -69,6 +69,7 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
   auto* ctx = new WriteCtx();
   ctx->fua = fua;
   ctx->done = std::move(done);
+  ++impl_->open_writes;
   const bool queued = !impl_->pending.empty();
   impl_->pending.push_back({Impl::Pending::kWrite, lba, count, data, 0, ctx, nullptr});
   if (queued) ++stats_.write_stalls;

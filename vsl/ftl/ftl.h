@@ -33,6 +33,7 @@
 #include "vsl/core/clock.h"
 #include "vsl/core/function.h"
 #include "vsl/core/status.h"
+#include "vsl/core/time.h"
 #include "vsl/ftl/leb.h"
 #include "vsl/ftl/map.h"
 #include "vsl/nand/discover.h"
@@ -61,7 +62,11 @@ struct FtlOptions {
   bool separate_gc_stream = true;  // relocated data to its own append point
   uint32_t gc_start_free_lebs = 4;  // groom when free LEBs drop to this
   uint32_t gc_reserve_lebs = 2;     // host writes wait when only this many are free
-  uint32_t gc_max_reads = 8;        // relocation page reads in flight
+  uint32_t gc_max_reads = 48;       // relocation page reads in flight
+  // A partly filled host page is programmed at once when no other write is outstanding
+  // (queue depth 1: the write waits one DMA). With other writes in flight it waits up to
+  // this long for more sectors, so pages fill instead of being padded.
+  DurNs pad_delay_ns = 50 * kUs;
 };
 
 struct FtlStats {
@@ -71,6 +76,7 @@ struct FtlStats {
   uint64_t lebs_erased = 0, victims = 0;
   uint64_t program_failures = 0, erase_failures = 0, read_errors = 0;
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
+  uint64_t paced_waits = 0;   // times host writes waited for grooming credits
   double Waf() const {
     return host_write_sectors ? static_cast<double>(host_write_sectors + gc_write_sectors +
                                                     pad_sectors) / host_write_sectors

@@ -81,6 +81,12 @@ struct Ftl::Impl {
   uint32_t victim_refs = 0;    // GC pages holding its relocated data, not yet durable
   bool shutting_down = false;
   bool device_lost = false;  // a command came back aborted (power lost): stop everything
+  uint64_t open_writes = 0;  // host write requests not yet completed
+  // Pacing: while the groomer runs with few free LEBs, each relocated sector earns the
+  // host (invalid / valid) sectors of writing, so host writes interleave with grooming
+  // at a fine grain instead of stalling until a whole LEB is free.
+  double credits = 0;
+  double credit_ratio = 0;
   std::vector<Done> groom_waiters;
 
   explicit Impl(Ftl& ftl) : f(ftl) {}
@@ -222,9 +228,18 @@ struct Ftl::Impl {
       ap.open = NewPage(ap, f::PageType::kData);
       if (ap.open == nullptr) return false;
       PageBuf* b = ap.open;
-      f.clock_.Post([this, &ap, b] {
-        if (ap.open == b) SubmitOpen(ap);  // nothing more arrived: pad and program now
-      });
+      // Groomer pages are never padded on idle: they fill, or are pushed out when a
+      // victim must be released. Host pages are programmed when nothing more is coming.
+      if (!ap.gc) {
+        auto flush = [this, &ap, b] {
+          if (ap.open == b) SubmitOpen(ap);
+        };
+        if (open_writes > 1 || pending.size() > 1) {
+          f.clock_.After(f.opts_.pad_delay_ns, flush);
+        } else {
+          f.clock_.Post(flush);
+        }
+      }
     }
     PageBuf* b = ap.open;
     const uint32_t slot = b->used++;
@@ -292,6 +307,7 @@ struct Ftl::Impl {
 
   void Ack(WriteCtx* ctx) {
     if (--ctx->remaining == 0) {
+      --open_writes;
       Done d = std::move(ctx->done);
       Status s = ctx->status;
       delete ctx;
@@ -413,6 +429,11 @@ struct Ftl::Impl {
       Pending& p = pending.front();
       if (p.kind == Pending::kWrite) {
         while (p.done_sectors < p.count) {
+          if (Paced() && credits < 1) {
+            ++f.stats_.paced_waits;
+            return;  // resumed as the groomer relocates
+          }
+          if (Paced()) credits -= 1;
           if (!AppendSector(host, p.lba + p.done_sectors,
                             p.data + p.done_sectors * f.sector_bytes_, p.ctx, nullptr)) {
             MaybeGroom();
@@ -433,6 +454,11 @@ struct Ftl::Impl {
     }
   }
 
+  bool Paced() const {
+    return victim != nullptr && credit_ratio > 0 &&
+           f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
+  }
+
   bool DoTrim(uint64_t lba, uint64_t count, Done& done) {
     // The trim page must follow every page already holding data for these sectors, so
     // the open pages go first.
@@ -447,6 +473,7 @@ struct Ftl::Impl {
     auto* ctx = new WriteCtx();
     ctx->remaining = 1;
     ctx->done = std::move(done);
+    ++open_writes;
     b->waiters.push_back(ctx);
     // The record's own seq is the page's: assigned in Submit.
     b->trims.push_back({lba, count, f.next_seq_});
@@ -480,6 +507,10 @@ struct Ftl::Impl {
       return;
     }
     victim = v;
+    // Host sectors allowed per relocated sector: what this victim frees per sector moved.
+    credit_ratio = v->valid == 0 ? 0.0
+                                 : static_cast<double>(v->capacity - std::min(v->capacity, v->valid)) / v->valid;
+    credits = std::min(credits, 4.0 * S() * D());
     victim_cursor = 0;
     victim_reads = 0;
     victim_refs = 0;
@@ -568,6 +599,10 @@ struct Ftl::Impl {
         return;
       }
       ++f.stats_.gc_write_sectors;
+      credits += credit_ratio;
+      if (!pending.empty() && credits >= 1) {
+        f.clock_.Post([this] { RunPending(); });
+      }
     }
   }
 
