@@ -46,7 +46,7 @@ bool Take(const std::vector<uint8_t>& in, std::size_t& off, T* v) {
 bool HeaderValid(const uint8_t* meta, uint32_t spp) {
   const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
   if (h->type == static_cast<uint8_t>(f::PageType::kErased)) return false;
-  if (h->version_major != f::kVersionMajor || h->sectors != spp) return false;
+  if (h->version_major != f::kVersionMajor || h->sectors != spp || spp == 0) return false;
   const std::size_t n = f::MetaBytes(spp) - 4;
   uint32_t crc;
   std::memcpy(&crc, meta + n, 4);
@@ -244,74 +244,102 @@ struct MetaRead {
   std::vector<uint8_t> payload;
 };
 
-void ReadMetaLeb(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t spp, uint32_t leb,
+// Reads metadata LEB `leb` row by row: row 0 tells, from any valid page, the sector
+// layout (the header's sector count) and the newest record's page count, so only the rows
+// holding that record are read (each page is stored twice, in row-major order over the
+// good dies). Calls `done` with the newest complete record, if any.
+void ReadMetaLeb(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t leb,
                  const std::vector<uint32_t>& silent,
-                 Function<void(std::optional<MetaRead>)> done) {
+                 Function<void(std::optional<MetaRead>, uint32_t spp)> done) {
   const uint32_t D = g.dies_per_pipe(), P = g.pages_per_block;
   struct Ctx {
-    uint32_t remaining = 1;
+    uint32_t remaining = 0;
+    uint32_t rows_read = 0, rows_needed = 1;
+    uint32_t spp = 0;
+    std::vector<uint32_t> dies;  // dies that answer
     std::vector<std::vector<uint8_t>> data, meta;
     std::vector<bool> ok;
-    Function<void(std::optional<MetaRead>)> done;
+    Function<void(std::optional<MetaRead>, uint32_t)> done;
   };
   auto ctx = std::make_shared<Ctx>();
   ctx->done = std::move(done);
+  for (uint32_t d = 0; d < D; ++d) {
+    if (std::find(silent.begin(), silent.end(), d) == silent.end()) ctx->dies.push_back(d);
+  }
   ctx->data.resize(uint64_t{D} * P);
   ctx->meta.resize(uint64_t{D} * P);
   ctx->ok.assign(uint64_t{D} * P, false);
-  auto finish = [ctx, spp, D, P]() {
-    if (--ctx->remaining != 0) return;
-    // Group pages by record seq; take the newest record whose pages are all present.
+  auto valid_meta = [ctx](uint64_t i) -> const f::PageHeader* {
+    if (!ctx->ok[i] || ctx->meta[i].size() < sizeof(f::PageHeader)) return nullptr;
+    const auto* h = reinterpret_cast<const f::PageHeader*>(ctx->meta[i].data());
+    if (h->type != static_cast<uint8_t>(f::PageType::kMeta) ||
+        f::MetaBytes(h->sectors) > ctx->meta[i].size() || !HeaderValid(ctx->meta[i].data(), h->sectors)) {
+      return nullptr;
+    }
+    return h;
+  };
+  auto assemble = [ctx, D, P, valid_meta]() {
     std::map<uint64_t, std::map<uint64_t, uint64_t>> by_seq;  // seq -> page index -> slot
     std::map<uint64_t, uint64_t> counts;
     for (uint64_t i = 0; i < uint64_t{D} * P; ++i) {
-      if (!ctx->ok[i] || !HeaderValid(ctx->meta[i].data(), spp)) continue;
-      const auto* h = reinterpret_cast<const f::PageHeader*>(ctx->meta[i].data());
-      if (h->type != static_cast<uint8_t>(f::PageType::kMeta)) continue;
+      const f::PageHeader* h = valid_meta(i);
+      if (h == nullptr) continue;
       const auto* e = reinterpret_cast<const f::SectorEntry*>(ctx->meta[i].data() + sizeof(f::PageHeader));
       if (Crc32c(ctx->data[i].data(), ctx->data[i].size()) != e[0].crc) continue;
       by_seq[h->seq][e[0].lba & 0xFFFFFFFF] = i;
       counts[h->seq] = e[0].lba >> 32;
+      ctx->spp = h->sectors;
     }
     std::optional<MetaRead> best;
-    for (auto it = by_seq.rbegin(); it != by_seq.rend(); ++it) {
+    for (auto it = by_seq.rbegin(); it != by_seq.rend() && !best; ++it) {
       const uint64_t n = counts[it->first];
-      if (it->second.size() != n) continue;
+      if (n == 0 || it->second.size() != n) continue;
       MetaRead r;
       r.seq = it->first;
-      bool complete = true;
       for (uint64_t k = 0; k < n; ++k) {
-        auto f2 = it->second.find(k);
-        if (f2 == it->second.end()) {
-          complete = false;
-          break;
-        }
-        r.payload.insert(r.payload.end(), ctx->data[f2->second].begin(), ctx->data[f2->second].end());
+        const auto& d = ctx->data[it->second.at(k)];
+        r.payload.insert(r.payload.end(), d.begin(), d.end());
       }
-      if (complete) {
-        best = std::move(r);
-        break;
-      }
+      best = std::move(r);
     }
-
     auto d = std::move(ctx->done);
-    d(std::move(best));
+    d(std::move(best), ctx->spp);
   };
-  for (uint32_t d = 0; d < D; ++d) {
-    if (std::find(silent.begin(), silent.end(), d) != silent.end()) continue;
-    for (uint32_t p = 0; p < P; ++p) {
-      const uint64_t i = uint64_t{p} * D + d;
+  auto read_row = std::make_shared<Function<void(uint32_t)>>();
+  *read_row = [ctx, D, P, &pipe, leb, g, valid_meta, assemble, read_row](uint32_t row) mutable {
+    ctx->remaining = static_cast<uint32_t>(ctx->dies.size());
+    if (ctx->remaining == 0) return assemble();
+    for (uint32_t d : ctx->dies) {
+      const uint64_t i = uint64_t{row} * D + d;
       ctx->data[i].resize(g.page_data_bytes);
       ctx->meta[i].resize(g.meta_bytes_per_page());
-      ++ctx->remaining;
-      pipe.Read({{d, leb, p}, 0, 0, ctx->data[i].data(), ctx->meta[i].data()},
-                [ctx, finish, i](const Completion& c) mutable {
+      pipe.Read({{d, leb, row}, 0, 0, ctx->data[i].data(), ctx->meta[i].data()},
+                [ctx, i, row, D, P, valid_meta, assemble, read_row](const Completion& c) mutable {
                   ctx->ok[i] = c.ok();
-                  finish();
+                  if (--ctx->remaining != 0) return;
+                  ++ctx->rows_read;
+                  if (row == 0) {
+                    // The newest record seen in row 0 says how many rows it spans.
+                    uint64_t best_seq = 0, pages = 0;
+                    for (uint32_t dd = 0; dd < D; ++dd) {
+                      const f::PageHeader* h = valid_meta(dd);
+                      if (h == nullptr || h->seq < best_seq) continue;
+                      best_seq = h->seq;
+                      const auto* e = reinterpret_cast<const f::SectorEntry*>(
+                          ctx->meta[dd].data() + sizeof(f::PageHeader));
+                      pages = e[0].lba >> 32;
+                    }
+                    const uint64_t per_row = std::max<uint64_t>(1, ctx->dies.size());
+                    ctx->rows_needed = static_cast<uint32_t>(
+                        std::min<uint64_t>(P, (2 * pages + per_row - 1) / per_row));
+                  }
+                  if (ctx->rows_read < ctx->rows_needed) return (*read_row)(row + 1);
+                  auto self = std::move(*read_row);  // break the cycle before finishing
+                  assemble();
                 });
     }
-  }
-  finish();
+  };
+  (*read_row)(0);
 }
 }  // namespace
 
@@ -426,8 +454,6 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
     if (!r.ok()) return (*shared_done)(r.status());
     const nand::Geometry g = r->geometry;
     auto silent = r->silent_dies;
-    // The sectors-per-page of the format is not known yet; try both sector sizes'
-    // layouts (the metadata header is checked against its own sector count).
     struct State {
       std::optional<MetaRead> best;
       uint32_t spp = 0;
@@ -437,13 +463,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
     };
     auto st = std::make_shared<State>();
     st->silent = silent;
-    std::vector<uint32_t> spps;
-    for (uint32_t sb : {4096u, 512u}) {
-      if (g.page_data_bytes % sb == 0 && f::MetaBytes(g.page_data_bytes / sb) <= g.meta_bytes_per_page()) {
-        spps.push_back(g.page_data_bytes / sb);
-      }
-    }
-    st->remaining = static_cast<int>(spps.size() * kMetaLebs);
+    st->remaining = static_cast<int>(kMetaLebs);
     auto decide = [&pipe, &clock, opts, shared_done, t0, st, g]() {
       if (--st->remaining != 0) return;
       if (!st->best) {
@@ -501,17 +521,15 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
         raw->Scan(std::move(finish));
       }
     };
-    for (uint32_t spp : spps) {
-      for (uint32_t leb = 0; leb < kMetaLebs; ++leb) {
-        ReadMetaLeb(pipe, g, spp, leb, silent, [st, decide, leb, spp](std::optional<MetaRead> m) mutable {
-          if (m && (!st->best || m->seq > st->best->seq)) {
-            st->best = std::move(m);
-            st->best_leb = leb;
-            st->spp = spp;
-          }
-          decide();
-        });
-      }
+    for (uint32_t leb = 0; leb < kMetaLebs; ++leb) {
+      ReadMetaLeb(pipe, g, leb, silent, [st, decide, leb](std::optional<MetaRead> m, uint32_t spp) mutable {
+        if (m && (!st->best || m->seq > st->best->seq)) {
+          st->best = std::move(m);
+          st->best_leb = leb;
+          st->spp = spp;
+        }
+        decide();
+      });
     }
   });
 }
@@ -529,6 +547,7 @@ void Ftl::Scan(Function<void(Status)> done) {
     std::vector<uint8_t> ok;
     std::vector<std::vector<uint8_t>> trim_data;
     Function<void(Status)> done;
+    std::shared_ptr<Function<void(uint32_t, uint32_t)>> scan_row;  // reset when done
   };
   auto ctx = std::make_shared<Ctx>();
   ctx->done = std::move(done);
@@ -540,6 +559,8 @@ void Ftl::Scan(Function<void(Status)> done) {
   ctx->ok.assign(uint64_t{L} * D * P, 0);
   auto replay = [this, ctx, D, P, L, idx]() {
     if (--ctx->remaining != 0) return;
+    // The row reader refers to itself; dropping it here ends that cycle.
+    if (ctx->scan_row) *ctx->scan_row = nullptr;
     // Trim pages need their data area: read those now, then replay.
     std::vector<PageRec> data_pages, trim_pages;
     uint64_t max_seq = next_seq_ - 1;
@@ -653,21 +674,40 @@ void Ftl::Scan(Function<void(Status)> done) {
     }
     after();
   };
+  // Pages of a LEB are written row by row across its dies, so each LEB is read one row
+  // at a time and left at its first row where every die reads erased: the work is
+  // proportional to what was written, not to the device.
   const uint32_t last_cw = geo_.codewords_per_page() - 1;
-  for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
+  auto scan_row = std::make_shared<Function<void(uint32_t, uint32_t)>>();
+  auto leb_left = std::make_shared<std::vector<uint32_t>>(L, 0);
+  *scan_row = [this, ctx, idx, last_cw, replay, scan_row, leb_left, D, P](uint32_t leb, uint32_t row) mutable {
+    std::vector<uint32_t> dies;
     for (uint32_t d = 0; d < D; ++d) {
-      if (!lebs_.leb(leb).good[d]) continue;
-      for (uint32_t p = 0; p < P; ++p) {
-        const uint64_t i = idx(leb, d, p);
-        ctx->meta[i].resize(geo_.meta_bytes_per_page());
-        ++ctx->remaining;
-        pipe_.Read({{d, leb, p}, last_cw, 1, nullptr, ctx->meta[i].data()},
-                   [ctx, replay, i](const Completion& c) mutable {
-                     ctx->ok[i] = c.ok();
-                     replay();
-                   });
-      }
+      if (lebs_.leb(leb).good[d]) dies.push_back(d);
     }
+    (*leb_left)[leb] = static_cast<uint32_t>(dies.size());
+    for (uint32_t d : dies) {
+      const uint64_t i = idx(leb, d, row);
+      ctx->meta[i].resize(geo_.meta_bytes_per_page());
+      pipe_.Read({{d, leb, row}, last_cw, 1, nullptr, ctx->meta[i].data()},
+                 [ctx, i, leb, row, dies, idx, replay, scan_row, leb_left, P](const Completion& c) mutable {
+                   ctx->ok[i] = c.ok();
+                   if (--(*leb_left)[leb] != 0) return;
+                   bool any_written = false;
+                   for (uint32_t d2 : dies) {
+                     const uint64_t j = idx(leb, d2, row);
+                     if (!(ctx->ok[j] && AllOnes(ctx->meta[j]))) any_written = true;
+                   }
+                   if (any_written && row + 1 < P) return (*scan_row)(leb, row + 1);
+                   replay();  // this LEB is done
+                 });
+    }
+    if (dies.empty()) replay();
+  };
+  ctx->scan_row = scan_row;
+  for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
+    ++ctx->remaining;
+    (*scan_row)(leb, 0);
   }
   replay();
 }

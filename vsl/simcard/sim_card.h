@@ -87,7 +87,10 @@ class SimCard {
   static Result<std::unique_ptr<SimCard>> Open(const std::string& dir, Clock& clock,
                                                const SimCardOptions& opts = {});
   // A clean close: the images are marked closed and synced. (After PowerCut they are left
-  // marked open, so the next Open counts an unsafe power-off.)
+  // marked open, so the next Open counts an unsafe power-off.) Commands still outstanding
+  // are dropped without completion. The card's timers live on its clock: destroy a card
+  // only when the clock holds none of its events (run the clock until idle first, as
+  // after PowerCut), or destroy the clock with it.
   ~SimCard();
   SimCard(const SimCard&) = delete;
   SimCard& operator=(const SimCard&) = delete;

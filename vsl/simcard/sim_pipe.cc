@@ -39,8 +39,10 @@ SimPipe::SimPipe(SimCard& card, uint32_t controller, uint32_t pipe_in_ctrl, uint
 }
 
 SimPipe::~SimPipe() {
+  // Commands still outstanding when the card closes are dropped without completion
+  // (their callbacks are destroyed, not called).
   for (auto& d : dies_) d.queue.clear();
-  all_.clear();
+  all_.clear_and_dispose([](Op* op) { delete op; });
 }
 
 nand::PlpState SimPipe::plp_state() const { return card_.plp_state(); }
