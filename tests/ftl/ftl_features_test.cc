@@ -184,3 +184,49 @@ TEST_F(FtlFeaturesTest, FlushAndFuaWithoutPowerLossProtection) {
 
 }  // namespace
 }  // namespace vsl::testing
+
+namespace vsl::testing {
+namespace {
+
+class FtlWearTest : public FtlFixture {
+ protected:
+  // Cold data on most of the device, then a small hot range rewritten many times.
+  // Returns the erase-count spread over the data LEBs at the end.
+  uint32_t Spread(uint32_t wl_max_spread) {
+    MakeCard();
+    EXPECT_TRUE(Format().ok());
+    ftl::FtlOptions o;
+    o.wl_max_spread = wl_max_spread;
+    EXPECT_TRUE(Attach(o).ok());
+    const uint64_t n = ftl_->sectors();
+    std::vector<uint8_t> data(4096, 9);
+    for (uint64_t l = 0; l < n * 8 / 10; ++l) ftl_->Write(l, 1, data.data(), false, [](Status) {});
+    clock_.RunUntilIdle();
+    Rng rng(3);
+    for (int round = 0; round < 1500; ++round) {
+      for (int i = 0; i < 64; ++i) {
+        ftl_->Write(n - 40 + rng.Below(40), 1, data.data(), false, [](Status s) { ASSERT_TRUE(s.ok()); });
+      }
+      clock_.RunUntilIdle();
+    }
+    auto [lo, hi] = ftl_->EraseCountRange();
+    wear_moves_ = ftl_->stats().wear_moves;
+    return hi - lo;
+  }
+  uint64_t wear_moves_ = 0;
+};
+
+TEST_F(FtlWearTest, StaticWearLevellingBoundsTheSpread) {
+  const uint32_t with = Spread(16);
+  EXPECT_GT(wear_moves_, 0u);
+  EXPECT_LE(with, 16u + 2u) << "the spread stays near the bound";
+  ftl_.reset();
+  card_.reset();
+  std::filesystem::remove_all(tmp_.Sub("card"));
+  const uint32_t without = Spread(0);
+  EXPECT_EQ(wear_moves_, 0u);
+  EXPECT_GT(without, 2 * with) << "without levelling the hot LEBs run away";
+}
+
+}  // namespace
+}  // namespace vsl::testing

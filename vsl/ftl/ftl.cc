@@ -34,6 +34,17 @@ Ftl::Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand
 
 Ftl::~Ftl() = default;
 
+std::pair<uint32_t, uint32_t> Ftl::EraseCountRange() const {
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
+    const Leb& l = lebs_.leb(i);
+    if (l.good_dies() == 0) continue;
+    lo = std::min(lo, l.erase_count);
+    hi = std::max(hi, l.erase_count);
+  }
+  return {lo == UINT32_MAX ? 0 : lo, hi};
+}
+
 bool Ftl::idle() const {
   return impl_->pages.empty() && impl_->victim == nullptr && impl_->pending.empty();
 }

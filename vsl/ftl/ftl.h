@@ -28,6 +28,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vsl/core/clock.h"
@@ -67,6 +68,10 @@ struct FtlOptions {
   // (queue depth 1: the write waits one DMA). With other writes in flight it waits up to
   // this long for more sectors, so pages fill instead of being padded.
   DurNs pad_delay_ns = 50 * kUs;
+  // Static wear levelling: when the most-erased LEB is this many P/E cycles ahead of the
+  // least-erased LEB holding data, that LEB's (cold) data is moved so the young block
+  // returns to the free pool. 0 disables it.
+  uint32_t wl_max_spread = 64;
 };
 
 struct FtlStats {
@@ -77,6 +82,7 @@ struct FtlStats {
   uint64_t program_failures = 0, erase_failures = 0, read_errors = 0;
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
   uint64_t paced_waits = 0;   // times host writes waited for grooming credits
+  uint64_t wear_moves = 0;    // LEBs groomed to level wear, not to free space
   double Waf() const {
     return host_write_sectors ? static_cast<double>(host_write_sectors + gc_write_sectors +
                                                     pad_sectors) / host_write_sectors
@@ -129,6 +135,8 @@ class Ftl {
   // Host RAM of the map and LEB table, in bytes.
   uint64_t memory_bytes() const;
   uint32_t free_lebs() const { return lebs_.free_count(); }
+  // Lowest and highest erase count over the data LEBs.
+  std::pair<uint32_t, uint32_t> EraseCountRange() const;
   const nand::Geometry& geometry() const { return geo_; }
   bool idle() const;
 

@@ -499,8 +499,14 @@ struct Ftl::Impl {
   void MaybeGroom() {
     if (victim != nullptr || shutting_down || device_lost) return;
     const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
-    if (!need && groom_waiters.empty()) return;
-    Leb* v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_);
+    Leb* v = nullptr;
+    if (!need && groom_waiters.empty()) {
+      v = WearVictim();
+      if (v == nullptr) return;
+      ++f.stats_.wear_moves;
+    } else {
+      v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_);
+    }
     if (v == nullptr) {
       for (auto& w : groom_waiters) w(Status::Ok());
       groom_waiters.clear();
@@ -517,6 +523,24 @@ struct Ftl::Impl {
     f.lebs_.SetState(*v, LebState::kVictim);
     ++f.stats_.victims;
     GroomStep();
+  }
+
+  // The closed LEB with the lowest erase count, when it lags the most-erased data LEB by
+  // more than wl_max_spread: its data is cold, and its block should take hot writes.
+  Leb* WearVictim() {
+    if (f.opts_.wl_max_spread == 0) return nullptr;
+    Leb* coldest = nullptr;
+    uint32_t max_ec = 0;
+    for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+      Leb& l = f.lebs_.leb(i);
+      max_ec = std::max(max_ec, l.erase_count);
+      if (l.state == LebState::kClosed && l.inflight == 0 && !l.unreadable &&
+          (coldest == nullptr || l.erase_count < coldest->erase_count)) {
+        coldest = &l;
+      }
+    }
+    if (coldest == nullptr || max_ec - coldest->erase_count <= f.opts_.wl_max_spread) return nullptr;
+    return coldest;
   }
 
   // Issues relocation reads, a few pages at a time, so host I/O interleaves with grooming.
