@@ -1,8 +1,12 @@
 // FTL features beyond the basic I/O contract: memory cost, sparse address space, reserve
 // modes, bad blocks growing under the FTL, and damaged checkpoints.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "tests/ftl/ftl_fixture.h"
+#include "vsl/core/crc.h"
+#include "vsl/ftl/ftl_format.h"
 
 namespace vsl::testing {
 namespace {
@@ -226,6 +230,78 @@ TEST_F(FtlWearTest, StaticWearLevellingBoundsTheSpread) {
   const uint32_t without = Spread(0);
   EXPECT_EQ(wear_moves_, 0u);
   EXPECT_GT(without, 2 * with) << "without levelling the hot LEBs run away";
+}
+
+}  // namespace
+}  // namespace vsl::testing
+
+namespace vsl::testing {
+namespace {
+
+using nand::Completion;
+
+class FtlGarbageTest : public FtlFixture {};
+
+// Pages full of garbage, and pages with valid-looking headers that lie (LBAs past the
+// end, absurd trim counts), written straight to the card behind the FTL's back: attach
+// after an unclean shutdown must not crash, must keep the real data, and must not map
+// anything the garbage claims.
+TEST_F(FtlGarbageTest, GarbageAndLyingPageHeadersNeverBreakRecovery) {
+  MakeCard();
+  ASSERT_TRUE(Format().ok());
+  ASSERT_TRUE(Attach().ok());
+  ASSERT_TRUE(Write(0, Sector(0, 1, 20)).ok());
+  const uint32_t epoch = ftl_->epoch();
+  clock_.RunUntilIdle();
+  PowerCycle();
+  // Find free LEBs (erased row 0) from the end and fill them with garbage.
+  const auto& g = card_->geometry();
+  Rng rng(11);
+  std::vector<uint8_t> data(g.page_data_bytes), meta(g.meta_bytes_per_page());
+  int garbage_pages = 0;
+  for (uint32_t b = g.blocks_per_lun - 1; b > g.blocks_per_lun - 6; --b) {
+    for (uint32_t d = 0; d < g.dies_per_pipe(); ++d) {
+      if (card_->block_info(0, d, b).factory_bad) continue;
+      std::optional<Completion> e;
+      card_->pipe(0).Erase(d, b, [&](const Completion& c) { e = c; });
+      clock_.RunUntilTrue([&] { return e.has_value(); });
+      for (uint32_t p = 0; p < 4; ++p) {
+        rng.Fill(data.data(), data.size());
+        rng.Fill(meta.data(), meta.size());
+        meta[0] = 0xFF;
+        if (p % 2 == 1) {
+          // A header whose CRC checks but whose contents lie.
+          auto* h = reinterpret_cast<ftl::format::PageHeader*>(meta.data());
+          h->type = p == 1 ? 1 : 2;
+          h->version_major = ftl::format::kVersionMajor;
+          h->sectors = 1;
+          h->epoch = epoch;
+          h->seq = UINT64_MAX - p;
+          auto* e2 = reinterpret_cast<ftl::format::SectorEntry*>(meta.data() + sizeof(*h));
+          e2[0].lba = p == 1 ? (uint64_t{1} << 40) : UINT64_MAX / 2;  // past the end / huge count
+          const std::size_t n = ftl::format::MetaBytes(1) - 4;
+          const uint32_t crc = Crc32c(meta.data(), n);
+          std::memcpy(meta.data() + n, &crc, 4);
+        }
+        std::optional<Completion> pc;
+        card_->pipe(0).Program({{d, b, p}, data.data(), meta.data()}, nullptr,
+                               [&](const Completion& c) { pc = c; });
+        clock_.RunUntilTrue([&] { return pc.has_value(); });
+        ++garbage_pages;
+      }
+    }
+  }
+  ASSERT_GT(garbage_pages, 0);
+  Status s = Attach();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(Read(0, 20, &out).ok());
+  EXPECT_EQ(out, Sector(0, 1, 20));
+  EXPECT_EQ(ftl_->mapped_sectors(), 20u);
+  // And the device keeps working over the garbage.
+  for (uint64_t l = 0; l < ftl_->sectors(); ++l) ASSERT_TRUE(Write(l, Sector(l, 2)).ok());
+  ASSERT_TRUE(Read(0, 1, &out).ok());
+  EXPECT_EQ(out, Sector(0, 2));
 }
 
 }  // namespace

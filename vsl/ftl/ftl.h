@@ -138,6 +138,7 @@ class Ftl {
   // Lowest and highest erase count over the data LEBs.
   std::pair<uint32_t, uint32_t> EraseCountRange() const;
   const nand::Geometry& geometry() const { return geo_; }
+  uint32_t epoch() const { return epoch_; }
   bool idle() const;
 
   // Test hooks.

@@ -97,7 +97,8 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
     f::MetaLeb m{};
     m.state = static_cast<uint8_t>(l.state);
     m.erase_count = l.erase_count;
-    m.open_seq = with_map ? l.open_seq : 0;
+    // For a free LEB this field carries its stale_seq (data not yet erased).
+    m.open_seq = !with_map ? 0 : (l.state == LebState::kFree ? l.stale_seq : l.open_seq);
     m.trim_pages = with_map ? static_cast<uint32_t>(l.trim_pages.size()) : 0;
     Append(out, m);
     out.insert(out.end(), l.good.begin(), l.good.end());
@@ -142,6 +143,10 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
       // An LEB open or being groomed at shutdown is simply closed now.
       const bool holds = st == LebState::kOpen || st == LebState::kClosed || st == LebState::kVictim;
       l.needs_erase = true;
+      if (!holds) {
+        l.stale_seq = m.open_seq;
+        l.open_seq = 0;
+      }
       lebs_.SetState(l, holds ? LebState::kClosed : LebState::kFree);
     }
   }

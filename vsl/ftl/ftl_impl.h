@@ -180,15 +180,19 @@ struct Ftl::Impl {
     l.capacity = l.good_dies() * P() * S();
     if (l.needs_erase) {
       // Erases queue ahead of this LEB's programs on each die (dies run commands in order).
+      auto left = std::make_shared<std::pair<uint32_t, bool>>(0, true);  // erases, all ok
       for (uint32_t d = 0; d < D(); ++d) {
         if (!l.good[d]) continue;
         ++l.inflight;
-        f.pipe_.Erase(d, l.index, [this, &l, d](const Completion& c) {
+        ++left->first;
+        f.pipe_.Erase(d, l.index, [this, &l, d, left](const Completion& c) {
           --l.inflight;
+          if (!c.ok()) left->second = false;
           if (!c.ok() && c.status != FlashStatus::kAborted) {
             ++f.stats_.erase_failures;
             l.good[d] = 0;  // its programs fail too and are rewritten elsewhere
           }
+          if (--left->first == 0 && left->second) l.stale_seq = 0;  // nothing stale left
         });
       }
       ++l.erase_count;
@@ -590,8 +594,9 @@ struct Ftl::Impl {
     if (is_trim) {
       const uint64_t n = e[0].lba;
       const auto* recs = reinterpret_cast<const f::TrimRecord*>(data.data());
-      // Carry a record forward while data older than it may still be on flash.
-      const uint64_t oldest = OldestDataSeqExcept(v);
+      // Carry a record forward while data older than it may still be on flash, the
+      // victim's own included (its erase could be cut short on some dies).
+      const uint64_t oldest = OldestDataSeqOnFlash();
       std::vector<f::TrimRecord> keep;
       for (uint64_t i = 0; i < n && i < data.size() / sizeof(f::TrimRecord); ++i) {
         if (recs[i].seq > oldest) keep.push_back(recs[i]);
@@ -630,11 +635,12 @@ struct Ftl::Impl {
     }
   }
 
-  uint64_t OldestDataSeqExcept(const Leb& v) const {
+  uint64_t OldestDataSeqOnFlash() const {
     uint64_t oldest = UINT64_MAX;
     for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
       const Leb& l = f.lebs_.leb(i);
-      if (&l == &v || l.open_seq == 0) continue;
+      if (l.stale_seq != 0) oldest = std::min(oldest, l.stale_seq);
+      if (l.open_seq == 0) continue;
       if (l.state == LebState::kOpen || l.state == LebState::kClosed ||
           l.state == LebState::kVictim) {
         oldest = std::min(oldest, l.open_seq);
@@ -661,6 +667,9 @@ struct Ftl::Impl {
       f.lebs_.SetState(*v, LebState::kClosed);
     } else {
       v->needs_erase = true;
+      if (v->stale_seq == 0 || (v->open_seq != 0 && v->open_seq < v->stale_seq)) {
+        v->stale_seq = v->open_seq;
+      }
       v->open_seq = 0;
       v->trim_pages.clear();
       f.lebs_.SetState(*v, LebState::kFree);

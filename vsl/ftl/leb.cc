@@ -90,15 +90,4 @@ Leb* LebTable::PickVictim(VictimPolicy policy, uint64_t now_seq) {
   return best;
 }
 
-uint64_t LebTable::OldestDataSeq() const {
-  uint64_t oldest = UINT64_MAX;
-  for (const Leb& l : lebs_) {
-    if ((l.state == LebState::kOpen || l.state == LebState::kClosed ||
-         l.state == LebState::kVictim) && l.open_seq != 0) {
-      oldest = std::min(oldest, l.open_seq);
-    }
-  }
-  return oldest;
-}
-
 }  // namespace vsl::ftl

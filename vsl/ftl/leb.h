@@ -23,6 +23,10 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   uint32_t erase_count = 0;
   uint64_t open_seq = 0;         // seq of its first page
   uint64_t close_seq = 0;        // seq when it filled (age for cost-benefit)
+  // Oldest seq of data still physically on this LEB although it is free (blocks are
+  // erased lazily, on reuse). Until its erases succeed, that stale data could reappear
+  // in a scan, so trim records newer than it must be kept. 0: nothing stale.
+  uint64_t stale_seq = 0;
   uint32_t valid = 0;            // valid sectors
   uint32_t capacity = 0;         // sectors it holds when full
   uint32_t inflight = 0;         // programs submitted and not done
@@ -61,8 +65,6 @@ class LebTable {
   Leb* PickFree();
   // The closed LEB to groom next, or null. `now_seq` ages LEBs for cost-benefit.
   Leb* PickVictim(VictimPolicy policy, uint64_t now_seq);
-  // Lowest open_seq among LEBs holding data (open, closed, victim), or UINT64_MAX.
-  uint64_t OldestDataSeq() const;
 
  private:
   uint32_t BucketOf(uint32_t valid) const { return valid / bucket_width_; }
