@@ -56,12 +56,45 @@ TEST_F(FtlBasicTest, TrimReadsZeroesAndSurvivesCheckpointAndScan) {
   auto want = Sector(0, 1, 8);
   std::fill(want.begin() + 2 * 4096, want.begin() + 5 * 4096, 0);
   EXPECT_EQ(out, want);
-  PowerCycle();  // unclean: the next attach scans
+  PowerCycle();  // unclean: checkpoint plus the (empty) scan of LEBs written since
   ASSERT_TRUE(Attach().ok());
   EXPECT_FALSE(ftl_->attach_info().from_checkpoint);
-  EXPECT_GT(ftl_->attach_info().pages_scanned, 0u);
+  EXPECT_TRUE(ftl_->attach_info().checkpoint_plus_scan);
+  EXPECT_EQ(ftl_->attach_info().lebs_scanned, 0u);
   ASSERT_TRUE(Read(0, 8, &out).ok());
   EXPECT_EQ(out, want);
+}
+
+TEST_F(FtlBasicTest, UncleanAfterCheckpointScansOnlyWhatWasWrittenSince) {
+  const uint64_t n = ftl_->sectors();
+  for (uint64_t lba = 0; lba < n; ++lba) ASSERT_TRUE(Write(lba, Sector(lba, 1)).ok());
+  ASSERT_TRUE(Trim(10, 5).ok());
+  ASSERT_TRUE(Shutdown().ok());
+  ASSERT_TRUE(Attach().ok());
+  ASSERT_TRUE(ftl_->attach_info().from_checkpoint);
+  for (uint64_t lba = 100; lba < 140; ++lba) ASSERT_TRUE(Write(lba, Sector(lba, 2)).ok());
+  ASSERT_TRUE(Trim(0, 3).ok());
+  PowerCycle();
+  ASSERT_TRUE(Attach().ok());
+  EXPECT_TRUE(ftl_->attach_info().checkpoint_plus_scan);
+  EXPECT_LE(ftl_->attach_info().lebs_scanned, 2u) << "only LEBs opened since the checkpoint";
+  std::vector<uint8_t> out;
+  for (uint64_t lba = 0; lba < n; ++lba) {
+    ASSERT_TRUE(Read(lba, 1, &out).ok());
+    const bool trimmed = lba < 3 || (lba >= 10 && lba < 15);
+    const uint64_t v = lba >= 100 && lba < 140 ? 2 : 1;
+    ASSERT_EQ(out, trimmed ? std::vector<uint8_t>(4096, 0) : Sector(lba, v)) << lba;
+  }
+  // A second crash (no checkpoint in between) scans everything again and agrees.
+  PowerCycle();
+  ASSERT_TRUE(Attach().ok());
+  EXPECT_FALSE(ftl_->attach_info().checkpoint_plus_scan);
+  for (uint64_t lba = 0; lba < n; lba += 5) {
+    ASSERT_TRUE(Read(lba, 1, &out).ok());
+    const bool trimmed = lba < 3 || (lba >= 10 && lba < 15);
+    const uint64_t v = lba >= 100 && lba < 140 ? 2 : 1;
+    ASSERT_EQ(out, trimmed ? std::vector<uint8_t>(4096, 0) : Sector(lba, v)) << lba;
+  }
 }
 
 TEST_F(FtlBasicTest, OutOfRangeIsInvalidArgument) {

@@ -91,7 +91,10 @@ struct FtlStats {
 };
 
 struct AttachInfo {
-  bool from_checkpoint = false;
+  bool from_checkpoint = false;  // clean: the checkpoint alone
+  // Unclean after a checkpoint: the checkpoint plus a scan of the LEBs written since.
+  bool checkpoint_plus_scan = false;
+  uint32_t lebs_scanned = 0;
   uint64_t pages_scanned = 0;
   uint64_t torn_pages = 0;
   DurNs attach_ns = 0;
@@ -156,7 +159,9 @@ class Ftl {
   void WriteMetaRecord(uint32_t kind, Done done);
   std::vector<uint8_t> BuildMetaPayload(uint32_t kind, uint64_t record_seq) const;
   Status LoadMetaPayload(const std::vector<uint8_t>& payload, bool with_map);
-  void Scan(Function<void(Status)> done);
+  // Rebuilds state from page headers. With `after_seq` > 0 (a checkpoint of that seq is
+  // already loaded), only LEBs whose first row was written after it are read.
+  void Scan(uint64_t after_seq, Function<void(Status)> done);
   // Physical room for user data, in sectors (the limit of a sparse device).
   uint64_t PhysicalUserSectors() const;
 
@@ -175,6 +180,10 @@ class Ftl {
   FtlStats stats_;
   AttachInfo attach_;
   uint32_t meta_leb_ = 1;  // the metadata LEB holding the newest record
+  // The checkpoint a recovery would start from (0: none), and its metadata LEB. While it
+  // is on flash its map is a source of old mappings: trim records newer than it are kept.
+  uint64_t base_ckpt_seq_ = 0;
+  uint32_t base_ckpt_leb_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -192,6 +192,7 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
   };
   auto ctx = std::make_shared<Ctx>();
   ctx->done = std::move(done);
+  if (base_ckpt_seq_ != 0 && base_ckpt_leb_ == target) base_ckpt_seq_ = 0;  // being erased
   auto finish = [this, ctx, target]() {
     if (--ctx->remaining != 0) return;
     if (ctx->status.ok()) meta_leb_ = target;
@@ -461,6 +462,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
     auto silent = r->silent_dies;
     struct State {
       std::optional<MetaRead> best;
+      std::optional<MetaRead> recs[kMetaLebs];
       uint32_t spp = 0;
       uint32_t best_leb = 0;
       int remaining = 0;
@@ -489,7 +491,24 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       ftl->meta_leb_ = st->best_leb;
       ftl->next_seq_ = std::max(h.next_seq, st->best->seq + 1);
       const bool checkpoint = h.kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint);
-      if (Status s = ftl->LoadMetaPayload(st->best->payload, checkpoint); !s.ok()) {
+      // After an unclean shutdown that followed a clean one, the other metadata LEB still
+      // holds that checkpoint: load it and scan only what was written since.
+      uint64_t scan_after = 0;
+      const std::vector<uint8_t>* payload = &st->best->payload;
+      bool with_map = checkpoint;
+      const auto& other = st->recs[st->best_leb == 0 ? 1 : 0];
+      if (!checkpoint && other && other->seq < st->best->seq && other->payload.size() >= sizeof(h)) {
+        f::MetaHeader oh;
+        std::memcpy(&oh, other->payload.data(), sizeof(oh));
+        if (oh.magic == f::kMetaMagic && oh.kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) &&
+            oh.epoch == h.epoch && oh.sector_bytes == h.sector_bytes && oh.lebs == h.lebs &&
+            oh.user_sectors == h.user_sectors) {
+          scan_after = other->seq;
+          payload = &other->payload;
+          with_map = true;
+        }
+      }
+      if (Status s = ftl->LoadMetaPayload(*payload, with_map); !s.ok()) {
         return (*shared_done)(s);
       }
       // Dies that did not answer at attach are not written to. (Their data is rebuilt by
@@ -521,13 +540,17 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       };
       if (checkpoint) {
         raw->attach_.from_checkpoint = true;
+        raw->base_ckpt_seq_ = st->best->seq;
+        raw->base_ckpt_leb_ = st->best_leb;
         finish(Status::Ok());
       } else {
-        raw->Scan(std::move(finish));
+        raw->attach_.checkpoint_plus_scan = scan_after != 0;
+        raw->Scan(scan_after, std::move(finish));
       }
     };
     for (uint32_t leb = 0; leb < kMetaLebs; ++leb) {
       ReadMetaLeb(pipe, g, leb, silent, [st, decide, leb](std::optional<MetaRead> m, uint32_t spp) mutable {
+        st->recs[leb] = m;
         if (m && (!st->best || m->seq > st->best->seq)) {
           st->best = std::move(m);
           st->best_leb = leb;
@@ -541,7 +564,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
 
 // ---- scan recovery ----
 
-void Ftl::Scan(Function<void(Status)> done) {
+void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
   struct PageRec {
     uint64_t seq;
     uint32_t leb, die, page;
@@ -553,6 +576,7 @@ void Ftl::Scan(Function<void(Status)> done) {
     std::vector<std::vector<uint8_t>> trim_data;
     Function<void(Status)> done;
     std::shared_ptr<Function<void(uint32_t, uint32_t)>> scan_row;  // reset when done
+    std::vector<uint8_t> skipped;  // per LEB: left as the checkpoint had it
   };
   auto ctx = std::make_shared<Ctx>();
   ctx->done = std::move(done);
@@ -562,7 +586,8 @@ void Ftl::Scan(Function<void(Status)> done) {
   };
   ctx->meta.resize(uint64_t{L} * D * P);
   ctx->ok.assign(uint64_t{L} * D * P, 0);
-  auto replay = [this, ctx, D, P, L, idx]() {
+  ctx->skipped.assign(L, 0);
+  auto replay = [this, ctx, D, P, L, idx, after_seq]() {
     if (--ctx->remaining != 0) return;
     // The row reader refers to itself; dropping it here ends that cycle.
     if (ctx->scan_row) *ctx->scan_row = nullptr;
@@ -592,13 +617,16 @@ void Ftl::Scan(Function<void(Status)> done) {
       }
     }
     next_seq_ = max_seq + 1;
-    auto apply = [this, ctx, data_pages, trim_pages, idx, D]() mutable {
+    auto apply = [this, ctx, data_pages, trim_pages, idx, D, after_seq]() mutable {
       struct Event {
         uint64_t seq;
         int kind;  // 0 data page, 1 trim
         uint64_t a, b;
       };
       std::vector<Event> ev;
+      for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
+        if (!ctx->skipped[i]) lebs_.leb(i).trim_pages.clear();  // rebuilt from what is read
+      }
       for (std::size_t k = 0; k < data_pages.size(); ++k) ev.push_back({data_pages[k].seq, 0, k, 0});
       for (std::size_t k = 0; k < trim_pages.size(); ++k) {
         const auto& td = ctx->trim_data[k];
@@ -611,7 +639,12 @@ void Ftl::Scan(Function<void(Status)> done) {
         }
         const auto* recs = reinterpret_cast<const f::TrimRecord*>(td.data());
         const uint64_t n = std::min<uint64_t>(e[0].lba, td.size() / sizeof(f::TrimRecord));
-        for (uint64_t r = 0; r < n; ++r) ev.push_back({recs[r].seq, 1, recs[r].lba, recs[r].count});
+        for (uint64_t r = 0; r < n; ++r) {
+          // A record carried forward after the checkpoint keeps its old seq; the
+          // checkpoint already reflects it, and replaying it would unmap newer data.
+          if (recs[r].seq <= after_seq) continue;
+          ev.push_back({recs[r].seq, 1, recs[r].lba, recs[r].count});
+        }
         lebs_.leb(trim_pages[k].leb).trim_pages.push_back(trim_pages[k].page * D + trim_pages[k].die);
       }
       std::stable_sort(ev.begin(), ev.end(), [](const Event& x, const Event& y) {
@@ -647,6 +680,8 @@ void Ftl::Scan(Function<void(Status)> done) {
       }
       for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
         Leb& l = lebs_.leb(i);
+        if (ctx->skipped[i]) continue;
+        ++attach_.lebs_scanned;
         l.capacity = l.good_dies() * geo_.pages_per_block * spp_;
         l.needs_erase = true;
         if (seen[i]) {
@@ -685,7 +720,7 @@ void Ftl::Scan(Function<void(Status)> done) {
   const uint32_t last_cw = geo_.codewords_per_page() - 1;
   auto scan_row = std::make_shared<Function<void(uint32_t, uint32_t)>>();
   auto leb_left = std::make_shared<std::vector<uint32_t>>(L, 0);
-  *scan_row = [this, ctx, idx, last_cw, replay, scan_row, leb_left, D, P](uint32_t leb, uint32_t row) mutable {
+  *scan_row = [this, ctx, idx, last_cw, replay, scan_row, leb_left, D, P, after_seq](uint32_t leb, uint32_t row) mutable {
     std::vector<uint32_t> dies;
     for (uint32_t d = 0; d < D; ++d) {
       if (lebs_.leb(leb).good[d]) dies.push_back(d);
@@ -695,9 +730,24 @@ void Ftl::Scan(Function<void(Status)> done) {
       const uint64_t i = idx(leb, d, row);
       ctx->meta[i].resize(geo_.meta_bytes_per_page());
       pipe_.Read({{d, leb, row}, last_cw, 1, nullptr, ctx->meta[i].data()},
-                 [ctx, i, leb, row, dies, idx, replay, scan_row, leb_left, P](const Completion& c) mutable {
+                 [this, ctx, i, leb, row, dies, idx, replay, scan_row, leb_left, P, after_seq](const Completion& c) mutable {
                    ctx->ok[i] = c.ok();
                    if (--(*leb_left)[leb] != 0) return;
+                   if (row == 0 && after_seq != 0) {
+                     // Only LEBs opened after the checkpoint need reading.
+                     bool newer = false;
+                     for (uint32_t d2 : dies) {
+                       const uint64_t j = idx(leb, d2, 0);
+                       if (!ctx->ok[j] || !HeaderValid(ctx->meta[j].data(), spp_)) continue;
+                       const auto* h = reinterpret_cast<const f::PageHeader*>(ctx->meta[j].data());
+                       newer |= h->epoch == epoch_ && h->seq > after_seq;
+                     }
+                     if (!newer) {
+                       for (uint32_t d2 : dies) ctx->meta[idx(leb, d2, 0)].clear();
+                       ctx->skipped[leb] = 1;
+                       return replay();
+                     }
+                   }
                    bool any_written = false;
                    for (uint32_t d2 : dies) {
                      const uint64_t j = idx(leb, d2, row);

@@ -109,7 +109,9 @@ struct Ftl::Impl {
   void SetValid(Psa p) {
     Leb& l = f.lebs_.leb(LebOf(p));
     const uint32_t s = SlotInLeb(p);
-    l.valid_bits[s / 64] |= uint64_t{1} << (s % 64);
+    const uint64_t bit = uint64_t{1} << (s % 64);
+    if (l.valid_bits[s / 64] & bit) return;  // already counted (never count a slot twice)
+    l.valid_bits[s / 64] |= bit;
     ++l.valid;
     f.lebs_.OnValidChanged(l);
   }
@@ -636,7 +638,7 @@ struct Ftl::Impl {
   }
 
   uint64_t OldestDataSeqOnFlash() const {
-    uint64_t oldest = UINT64_MAX;
+    uint64_t oldest = f.base_ckpt_seq_ != 0 ? f.base_ckpt_seq_ : UINT64_MAX;
     for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
       const Leb& l = f.lebs_.leb(i);
       if (l.stale_seq != 0) oldest = std::min(oldest, l.stale_seq);

@@ -7,6 +7,7 @@
 // Not thread-safe: owned by the pipe's engine.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -67,7 +68,9 @@ class LebTable {
   Leb* PickVictim(VictimPolicy policy, uint64_t now_seq);
 
  private:
-  uint32_t BucketOf(uint32_t valid) const { return valid / bucket_width_; }
+  uint32_t BucketOf(uint32_t valid) const {
+    return std::min<uint32_t>(valid / bucket_width_, static_cast<uint32_t>(buckets_.size()) - 1);
+  }
   void Unlink(Leb& l);
   void Link(Leb& l);
 
