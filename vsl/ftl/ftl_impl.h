@@ -79,6 +79,7 @@ struct Ftl::Impl {
   uint32_t victim_cursor = 0;  // next page slot (row * dies + die) to look at
   uint32_t victim_reads = 0;   // page reads in flight
   uint32_t victim_refs = 0;    // GC pages holding its relocated data, not yet durable
+  bool victim_held = false;    // something could not be moved out: do not release it
   bool shutting_down = false;
   bool device_lost = false;  // a command came back aborted (power lost): stop everything
   uint64_t open_writes = 0;  // host write requests not yet completed
@@ -519,6 +520,7 @@ struct Ftl::Impl {
       return;
     }
     victim = v;
+    victim_held = false;
     // Host sectors allowed per relocated sector: what this victim frees per sector moved.
     credit_ratio = v->valid == 0 ? 0.0
                                  : static_cast<double>(v->capacity - std::min(v->capacity, v->valid)) / v->valid;
@@ -606,6 +608,12 @@ struct Ftl::Impl {
       if (!keep.empty()) {
         SubmitOpen(gcap);
         PageBuf* b = NewPage(gcap, f::PageType::kTrim);
+        if (b == nullptr) {
+          // No room to carry the records: the victim must not be released, or the data
+          // they hide could come back after a power cut.
+          Logger("ftl")->warn("no room to carry trim records out of leb={}; it stays", v.index);
+          victim_held = true;
+        }
         if (b != nullptr) {
           b->trims = std::move(keep);
           b->victim = &v;
@@ -660,11 +668,13 @@ struct Ftl::Impl {
       if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
       return;
     }
-    if (v->valid != 0) {
+    if (v->valid != 0 || victim_held) {
       // Sectors that could not be read stay where they are; try again later.
       if (!device_lost) {
-        Logger("ftl")->warn("victim leb={} keeps {} unreadable sectors", v->index, v->valid);
-        v->unreadable = true;
+        if (v->valid != 0) {
+          Logger("ftl")->warn("victim leb={} keeps {} sectors it could not move", v->index, v->valid);
+        }
+        v->unreadable = true;  // not picked again until some LEB frees up
       }
       f.lebs_.SetState(*v, LebState::kClosed);
     } else {
@@ -675,6 +685,8 @@ struct Ftl::Impl {
       v->open_seq = 0;
       v->trim_pages.clear();
       f.lebs_.SetState(*v, LebState::kFree);
+      // Space appeared: LEBs held back for lack of room may be tried again.
+      for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) f.lebs_.leb(i).unreadable = false;
     }
     victim = nullptr;
     f.clock_.Post([this] {
