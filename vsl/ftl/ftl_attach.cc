@@ -88,7 +88,8 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
   h.dies = geo_.dies_per_pipe();
   h.sparse = sparse_ ? 1 : 0;
   h.reserve_ppm = reserve_ppm_;
-  const bool with_map = kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint);
+  const bool with_map = kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) ||
+                        kind == static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint);
   h.map_entries = with_map ? map_.sectors() : 0;
   Append(out, h);
   const std::size_t table_start = out.size();
@@ -491,16 +492,21 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       ftl->meta_leb_ = st->best_leb;
       ftl->next_seq_ = std::max(h.next_seq, st->best->seq + 1);
       const bool checkpoint = h.kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint);
-      // After an unclean shutdown that followed a clean one, the other metadata LEB still
-      // holds that checkpoint: load it and scan only what was written since.
-      uint64_t scan_after = 0;
+      const bool dirty = h.kind == static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint);
+      // A dirty checkpoint (written at attach) is loaded and the LEBs opened after it are
+      // scanned. A bare mount record with an older checkpoint in the other metadata LEB
+      // is handled the same way from that checkpoint.
+      uint64_t scan_after = dirty ? st->best->seq : 0;
       const std::vector<uint8_t>* payload = &st->best->payload;
-      bool with_map = checkpoint;
+      bool with_map = checkpoint || dirty;
       const auto& other = st->recs[st->best_leb == 0 ? 1 : 0];
-      if (!checkpoint && other && other->seq < st->best->seq && other->payload.size() >= sizeof(h)) {
+      if (!checkpoint && !dirty && other && other->seq < st->best->seq &&
+          other->payload.size() >= sizeof(h)) {
         f::MetaHeader oh;
         std::memcpy(&oh, other->payload.data(), sizeof(oh));
-        if (oh.magic == f::kMetaMagic && oh.kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) &&
+        if (oh.magic == f::kMetaMagic &&
+            (oh.kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) ||
+             oh.kind == static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint)) &&
             oh.epoch == h.epoch && oh.sector_bytes == h.sector_bytes && oh.lebs == h.lebs &&
             oh.user_sectors == h.user_sectors) {
           scan_after = other->seq;
@@ -527,21 +533,41 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       auto finish = [raw, shared_done, t0](Status s) {
         std::unique_ptr<Ftl> owner(raw);
         if (!s.ok()) return (*shared_done)(s);
-        // A mount record marks the FTL in use: a crash before the next checkpoint makes
-        // the next attach scan.
-        raw->WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount),
-                             [raw, shared_done, t0](Status s2) {
-                               std::unique_ptr<Ftl> owner2(raw);
-                               if (!s2.ok()) return (*shared_done)(s2);
-                               raw->attach_.attach_ns = raw->clock_.Now() - t0;
-                               (*shared_done)(std::move(owner2));
-                             });
+        // A dirty checkpoint marks the FTL in use and is the base of the next recovery:
+        // a crash scans only the LEBs opened after it, and trim records older than it
+        // need not be kept. If it does not fit, a mount record (full scan) is written.
+        auto done_ok = [raw, shared_done, t0]() {
+          std::unique_ptr<Ftl> owner2(raw);
+          raw->attach_.attach_ns = raw->clock_.Now() - t0;
+          (*shared_done)(std::move(owner2));
+        };
+        const uint64_t seq = raw->next_seq_;
+        const uint32_t target = raw->meta_leb_ == 0 ? 1 : 0;
+        raw->WriteMetaRecord(
+            static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint),
+            [raw, shared_done, done_ok, seq, target](Status s2) mutable {
+              if (s2.ok()) {
+                raw->base_ckpt_seq_ = seq;
+                raw->base_ckpt_leb_ = target;
+                return done_ok();
+              }
+              if (s2.code() != StatusCode::kNoSpace) {
+                std::unique_ptr<Ftl> owner2(raw);
+                return (*shared_done)(s2);
+              }
+              raw->WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount),
+                                   [raw, shared_done, done_ok](Status s3) mutable {
+                                     if (!s3.ok()) {
+                                       std::unique_ptr<Ftl> owner3(raw);
+                                       return (*shared_done)(s3);
+                                     }
+                                     done_ok();
+                                   });
+            });
         owner.release();
       };
       if (checkpoint) {
         raw->attach_.from_checkpoint = true;
-        raw->base_ckpt_seq_ = st->best->seq;
-        raw->base_ckpt_leb_ = st->best_leb;
         finish(Status::Ok());
       } else {
         raw->attach_.checkpoint_plus_scan = scan_after != 0;
@@ -680,6 +706,13 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
       }
       for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
         Leb& l = lebs_.leb(i);
+        if (ctx->skipped[i] == 2 && l.valid == 0) {
+          l.trim_pages.clear();
+          l.open_seq = 0;
+          l.needs_erase = true;  // cheap insurance: erase again before use
+          lebs_.SetState(l, LebState::kFree);
+          continue;
+        }
         if (ctx->skipped[i]) continue;
         ++attach_.lebs_scanned;
         l.capacity = l.good_dies() * geo_.pages_per_block * spp_;
@@ -743,8 +776,15 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                        newer |= h->epoch == epoch_ && h->seq > after_seq;
                      }
                      if (!newer) {
+                       bool erased = true;
+                       for (uint32_t d2 : dies) {
+                         const uint64_t j = idx(leb, d2, 0);
+                         erased = erased && ctx->ok[j] && AllOnes(ctx->meta[j]);
+                       }
                        for (uint32_t d2 : dies) ctx->meta[idx(leb, d2, 0)].clear();
-                       ctx->skipped[leb] = 1;
+                       // Erased since the checkpoint (reused, cut before its first page):
+                       // whatever the checkpoint says it held has moved or gone.
+                       ctx->skipped[leb] = erased ? 2 : 1;
                        return replay();
                      }
                    }

@@ -66,8 +66,11 @@ constexpr std::size_t MetaBytes(uint32_t sectors) {
 // metadata LEBs (blocks 0 and 1 of every die), alternately.
 inline constexpr uint64_t kMetaMagic = 0x314C5446'4C53564FULL;  // "OVSLFTL1"
 enum class MetaKind : uint32_t {
-  kMount = 1,       // written at format and at every attach: config, no map
+  kMount = 1,       // written at format (config, LEB table, no map); also the fallback
+                    // at attach when a checkpoint does not fit a metadata LEB
   kCheckpoint = 2,  // written at clean shutdown: config, LEB table, forward map
+  kDirtyCheckpoint = 3,  // written at every attach: a checkpoint that marks the FTL in use;
+                         // recovery loads it and scans the LEBs opened after it
 };
 
 #pragma pack(push, 1)

@@ -80,6 +80,7 @@ struct Ftl::Impl {
   uint32_t victim_reads = 0;   // page reads in flight
   uint32_t victim_refs = 0;    // GC pages holding its relocated data, not yet durable
   bool victim_held = false;    // something could not be moved out: do not release it
+  std::vector<f::TrimRecord> carry_trims;  // kept records of the victim, to rewrite
   bool shutting_down = false;
   bool device_lost = false;  // a command came back aborted (power lost): stop everything
   uint64_t open_writes = 0;  // host write requests not yet completed
@@ -521,6 +522,7 @@ struct Ftl::Impl {
     }
     victim = v;
     victim_held = false;
+    carry_trims.clear();
     // Host sectors allowed per relocated sector: what this victim frees per sector moved.
     credit_ratio = v->valid == 0 ? 0.0
                                  : static_cast<double>(v->capacity - std::min(v->capacity, v->valid)) / v->valid;
@@ -596,31 +598,30 @@ struct Ftl::Impl {
     }
     const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
     if (is_trim) {
+      // Trust the records only if the page really is one of ours: a listed page may never
+      // have reached flash (power cut) and read back erased.
+      const auto* ph = reinterpret_cast<const f::PageHeader*>(meta.data());
+      const std::size_t hn = f::MetaBytes(S()) - 4;
+      uint32_t hcrc;
+      std::memcpy(&hcrc, meta.data() + hn, 4);
+      if (ph->type != static_cast<uint8_t>(f::PageType::kTrim) || ph->epoch != f.epoch_ ||
+          ph->sectors != S() || Crc32c(meta.data(), hn) != hcrc ||
+          Crc32c(data.data(), data.size()) != e[0].crc) {
+        return;
+      }
       const uint64_t n = e[0].lba;
       const auto* recs = reinterpret_cast<const f::TrimRecord*>(data.data());
-      // Carry a record forward while data older than it may still be on flash, the
-      // victim's own included (its erase could be cut short on some dies).
-      const uint64_t oldest = OldestDataSeqOnFlash();
+      // With a recovery base checkpoint on flash, records at or before it are in its
+      // map and no recovery replays them; newer ones are kept. Without one, a record is
+      // kept while data older than it may still be on flash, the victim's own included
+      // (its erase could be cut short on some dies).
+      const uint64_t oldest = f.base_ckpt_seq_ != 0 ? f.base_ckpt_seq_ : OldestDataSeqOnFlash();
       std::vector<f::TrimRecord> keep;
       for (uint64_t i = 0; i < n && i < data.size() / sizeof(f::TrimRecord); ++i) {
         if (recs[i].seq > oldest) keep.push_back(recs[i]);
       }
-      if (!keep.empty()) {
-        SubmitOpen(gcap);
-        PageBuf* b = NewPage(gcap, f::PageType::kTrim);
-        if (b == nullptr) {
-          // No room to carry the records: the victim must not be released, or the data
-          // they hide could come back after a power cut.
-          Logger("ftl")->warn("no room to carry trim records out of leb={}; it stays", v.index);
-          victim_held = true;
-        }
-        if (b != nullptr) {
-          b->trims = std::move(keep);
-          b->victim = &v;
-          ++victim_refs;
-          Submit(b);
-        }
-      }
+      // Kept records are packed densely and written when the victim's pages are done.
+      carry_trims.insert(carry_trims.end(), keep.begin(), keep.end());
       return;
     }
     for (uint32_t s = 0; s < S(); ++s) {
@@ -634,7 +635,20 @@ struct Ftl::Impl {
       }
       AppendPoint& ap = f.opts_.separate_gc_stream ? gcap : host;
       if (!AppendSector(ap, lba, src, nullptr, &v)) {
-        Logger("ftl")->error("groomer has no free LEB to relocate into");
+        {
+          uint32_t st[5] = {0, 0, 0, 0, 0};
+          uint64_t valid = 0, cap = 0, held = 0;
+          for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+            const Leb& l = f.lebs_.leb(i);
+            ++st[static_cast<int>(l.state)];
+            valid += l.valid;
+            cap += l.capacity;
+            held += l.unreadable;
+          }
+          Logger("ftl")->error("groomer has no free LEB to relocate into (free {} open {} closed {} "
+                               "victim {}; valid {} of {} slots; held {}; mapped {} of {})",
+                               st[0], st[1], st[2], st[3], valid, cap, held, f.map_.mapped(), f.map_.sectors());
+        }
         return;
       }
       ++f.stats_.gc_write_sectors;
@@ -646,7 +660,7 @@ struct Ftl::Impl {
   }
 
   uint64_t OldestDataSeqOnFlash() const {
-    uint64_t oldest = f.base_ckpt_seq_ != 0 ? f.base_ckpt_seq_ : UINT64_MAX;
+    uint64_t oldest = UINT64_MAX;
     for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
       const Leb& l = f.lebs_.leb(i);
       if (l.stale_seq != 0) oldest = std::min(oldest, l.stale_seq);
@@ -659,10 +673,35 @@ struct Ftl::Impl {
     return oldest;
   }
 
+  // Writes the trim records carried out of the victim, packed into as few pages as they
+  // need. A record that finds no page holds the victim back: releasing it could let
+  // the data the record hides come back after a power cut.
+  void WriteCarriedTrims(Leb& v) {
+    const std::size_t per_page = f.geo_.page_data_bytes / sizeof(f::TrimRecord);
+    while (!carry_trims.empty()) {
+      SubmitOpen(gcap);
+      PageBuf* b = NewPage(gcap, f::PageType::kTrim);
+      if (b == nullptr) {
+        Logger("ftl")->warn("no room to carry {} trim records out of leb={}; it stays",
+                            carry_trims.size(), v.index);
+        victim_held = true;
+        carry_trims.clear();
+        return;
+      }
+      const std::size_t n = std::min(per_page, carry_trims.size());
+      b->trims.assign(carry_trims.begin(), carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
+      carry_trims.erase(carry_trims.begin(), carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
+      b->victim = &v;
+      ++victim_refs;
+      Submit(b);
+    }
+  }
+
   void MaybeFinishVictim() {
     Leb* v = victim;
     if (v == nullptr) return;
     if (victim_cursor < P() * D() || victim_reads > 0) return;
+    if (!carry_trims.empty()) WriteCarriedTrims(*v);
     if (victim_refs > 0) {
       // Relocated data must be durable before the victim may be erased: push it out.
       if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
