@@ -776,10 +776,14 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                        newer |= h->epoch == epoch_ && h->seq > after_seq;
                      }
                      if (!newer) {
+                       // Erased (or half-erased: every page torn) since the checkpoint:
+                       // the LEB was being reused when the power went.
                        bool erased = true;
                        for (uint32_t d2 : dies) {
                          const uint64_t j = idx(leb, d2, 0);
-                         erased = erased && ctx->ok[j] && AllOnes(ctx->meta[j]);
+                         const bool clean = ctx->ok[j] && AllOnes(ctx->meta[j]);
+                         const bool torn = !ctx->ok[j] || !HeaderValid(ctx->meta[j].data(), spp_);
+                         erased = erased && (clean || torn);
                        }
                        for (uint32_t d2 : dies) ctx->meta[idx(leb, d2, 0)].clear();
                        // Erased since the checkpoint (reused, cut before its first page):
