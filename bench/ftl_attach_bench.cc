@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_report.h"
 #include "vsl/core/clock.h"
 #include "vsl/ftl/ftl.h"
 #include "vsl/simcard/sim_card.h"
@@ -55,12 +56,8 @@ int main(int argc, char** argv) {
     }
   }
   if (quick) blocks = 16;
-  std::string report;
-  auto line = [&](const std::string& s) {
-    std::printf("%s\n", s.c_str());
-    std::fflush(stdout);
-    report += s + "\n";
-  };
+  bench::Report report;
+  auto line = [&](const std::string& s) { report.Line(s); };
   char buf[256];
   std::snprintf(buf, sizeof(buf), "## Attach time, one duo-slc pipe with %u blocks per die (virtual time; wall time is host CPU)", blocks);
   line(buf);
@@ -119,11 +116,6 @@ int main(int argc, char** argv) {
     e.card.reset();
     fs::remove_all(e.dir);
   }
-  if (!out.empty()) {
-    if (FILE* fp = std::fopen(out.c_str(), "w")) {
-      std::fputs(report.c_str(), fp);
-      std::fclose(fp);
-    }
-  }
+  if (!report.WriteTo(out)) std::fprintf(stderr, "cannot write %s\n", out.c_str());
   return 0;
 }

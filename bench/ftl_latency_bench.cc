@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_report.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
@@ -99,12 +100,8 @@ int main(int argc, char** argv) {
   };
   run(n, true, nullptr);  // precondition
   std::vector<Round> rs;
-  std::string report;
-  auto line = [&](const std::string& s) {
-    std::printf("%s\n", s.c_str());
-    std::fflush(stdout);
-    report += s + "\n";
-  };
+  bench::Report report;
+  auto line = [&](const std::string& s) { report.Line(s); };
   char buf[256];
   std::snprintf(buf, sizeof(buf), "## 4 KiB random writes, QD %u, one duo-slc pipe (%u blocks/die, %llu user sectors), virtual time", qd, blocks,
                 static_cast<unsigned long long>(n));
@@ -154,12 +151,7 @@ int main(int argc, char** argv) {
                   steady ? "yes" : "no", 100 * (hi - lo) / mean, 100 * std::fabs(slope * 4) / mean);
     line(buf);
   }
-  if (!out.empty()) {
-    if (FILE* fp = std::fopen(out.c_str(), "w")) {
-      std::fputs(report.c_str(), fp);
-      std::fclose(fp);
-    }
-  }
+  if (!report.WriteTo(out)) std::fprintf(stderr, "cannot write %s\n", out.c_str());
   f.reset();
   card.reset();
   fs::remove_all(dir);

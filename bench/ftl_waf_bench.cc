@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_report.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
@@ -142,12 +143,8 @@ int main(int argc, char** argv) {
     }
   }
   const double prefill = quick ? 0.3 : 3.0, measure = quick ? 0.3 : 3.0;
-  std::string report;
-  auto line = [&](const std::string& s) {
-    std::printf("%s\n", s.c_str());
-    std::fflush(stdout);
-    report += s + "\n";
-  };
+  bench::Report report;
+  auto line = [&](const std::string& s) { report.Line(s); };
   line("## Uniform random 4 KiB writes, greedy victim choice (bench-waf card, virtual time)");
   line("");
   line("| rho (format) | rho (effective) | measured WAF | formula WAF | measured / formula |");
@@ -173,12 +170,7 @@ int main(int argc, char** argv) {
   line(buf);
   std::snprintf(buf, sizeof(buf), "| cost-benefit, groomed data to its own append point | %.3f |", cb.waf);
   line(buf);
-  if (!out.empty()) {
-    if (FILE* fp = std::fopen(out.c_str(), "w")) {
-      std::fputs(report.c_str(), fp);
-      std::fclose(fp);
-    }
-  }
+  if (!report.WriteTo(out)) std::fprintf(stderr, "cannot write %s\n", out.c_str());
   if (check && !ok) {
     std::fprintf(stderr, "greedy WAF is more than 5%% from the formula\n");
     return 1;
