@@ -106,6 +106,29 @@ TEST_F(FtlBasicTest, OutOfRangeIsInvalidArgument) {
   EXPECT_EQ(Trim(0, ftl_->sectors() + 1).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(FtlBasicTest, MissingBuffersAndWorkAfterShutdownAreRefused) {
+  EXPECT_EQ(Sync([&](ftl::Ftl::Done d) { ftl_->Write(0, 1, nullptr, false, std::move(d)); }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Sync([&](ftl::Ftl::Done d) { ftl_->Read(0, 1, nullptr, std::move(d)); }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Trim(0, 0).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Write(0, Sector(0, 1)).ok()) << "nothing was damaged by the refusals";
+  ASSERT_TRUE(Sync([&](ftl::Ftl::Done d) { ftl_->Shutdown(std::move(d)); }).ok());
+  auto data = Sector(1, 1);
+  std::vector<uint8_t> out(4096);
+  EXPECT_EQ(Sync([&](ftl::Ftl::Done d) { ftl_->Write(1, 1, data.data(), false, std::move(d)); }).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Sync([&](ftl::Ftl::Done d) { ftl_->Read(0, 1, out.data(), std::move(d)); }).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Trim(0, 1).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Sync([&](ftl::Ftl::Done d) { ftl_->Flush(std::move(d)); }).code(),
+            StatusCode::kFailedPrecondition);
+  ftl_.reset();
+  ASSERT_TRUE(Attach().ok());
+  ASSERT_TRUE(Read(0, 1, &out).ok());
+  EXPECT_EQ(out, Sector(0, 1));
+}
+
 TEST_F(FtlBasicTest, FillingTheDeviceManyTimesGroomsAndKeepsData) {
   const uint64_t n = ftl_->sectors();
   for (uint64_t round = 1; round <= 4; ++round) {

@@ -58,22 +58,35 @@ uint64_t Ftl::memory_bytes() const {
   return map_.memory_bytes() + leb_bytes;
 }
 
-void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Done done) {
+Status Ftl::CheckRequest(const char* what, uint64_t lba, uint64_t count, const void* buf,
+                         bool needs_buf) const {
   if (impl_->shutting_down) {
-    return clock_.Post([d = std::move(done)]() mutable { d(Status::FailedPrecondition("shut down")); });
+    return Status::FailedPrecondition(fmt::format("{} after shutdown", what));
+  }
+  if (needs_buf && buf == nullptr) {
+    return Status::InvalidArgument(fmt::format("{} without a buffer", what));
   }
   if (count == 0 || lba >= sectors() || count > sectors() - lba) {
-    return clock_.Post([d = std::move(done), lba, count, n = sectors()]() mutable {
-      d(Status::InvalidArgument(fmt::format("write of {} sectors at {} is outside the {} sectors of the device", count, lba, n)));
-    });
+    return Status::InvalidArgument(fmt::format(
+        "{} of {} sectors at {} is outside the {} sectors of the device", what, count, lba,
+        sectors()));
+  }
+  return Status::Ok();
+}
+
+void Ftl::Reject(Done done, Status s) {
+  clock_.Post([d = std::move(done), s]() mutable { d(s); });
+}
+
+void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Done done) {
+  if (Status s = CheckRequest("write", lba, count, data, true); !s.ok()) {
+    return Reject(std::move(done), s);
   }
   if (sparse_ && map_.mapped() + count > PhysicalUserSectors()) {
     uint64_t fresh = 0;  // only sectors not yet mapped need new room
     for (uint32_t i = 0; i < count; ++i) fresh += map_.Get(lba + i) == kUnmapped;
     if (map_.mapped() + fresh > PhysicalUserSectors()) {
-      return clock_.Post([d = std::move(done)]() mutable {
-        d(Status::NoSpace("the sparse device's physical space is full"));
-      });
+      return Reject(std::move(done), Status::NoSpace("the sparse device's physical space is full"));
     }
   }
   stats_.host_write_sectors += count;
@@ -89,16 +102,17 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
 }
 
 void Ftl::Trim(uint64_t lba, uint64_t count, Done done) {
-  if (count == 0 || lba >= sectors() || count > sectors() - lba) {
-    return clock_.Post([d = std::move(done)]() mutable {
-      d(Status::InvalidArgument("trim range is outside the device"));
-    });
+  if (Status s = CheckRequest("trim", lba, count, nullptr, false); !s.ok()) {
+    return Reject(std::move(done), s);
   }
   impl_->pending.push_back({Impl::Pending::kTrim, lba, count, nullptr, 0, nullptr, std::move(done)});
   impl_->RunPending();
 }
 
 void Ftl::Flush(Done done) {
+  if (impl_->shutting_down) {
+    return Reject(std::move(done), Status::FailedPrecondition("flush after shutdown"));
+  }
   // Everything acknowledged so far was in a page submitted before now.
   const uint64_t watermark = next_seq_ - 1;
   impl_->flush_waiters.push_back({watermark, std::move(done)});
@@ -106,10 +120,8 @@ void Ftl::Flush(Done done) {
 }
 
 void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
-  if (count == 0 || lba >= sectors() || count > sectors() - lba) {
-    return clock_.Post([d = std::move(done)]() mutable {
-      d(Status::InvalidArgument("read range is outside the device"));
-    });
+  if (Status s = CheckRequest("read", lba, count, out, true); !s.ok()) {
+    return Reject(std::move(done), s);
   }
   stats_.host_read_sectors += count;
   struct ReadCtx {

@@ -157,6 +157,12 @@ class Ftl {
   // Writes a metadata record (mount or checkpoint) to the metadata LEB not holding the
   // newest one. NoSpace when a checkpoint does not fit in one metadata LEB.
   void WriteMetaRecord(uint32_t kind, Done done);
+  // OK, or why a host request must be refused: FailedPrecondition after Shutdown,
+  // InvalidArgument for a missing buffer or a range outside the device.
+  Status CheckRequest(const char* what, uint64_t lba, uint64_t count, const void* buf,
+                      bool needs_buf) const;
+  // Completes `done` with `s` on the engine, never inside the caller.
+  void Reject(Done done, Status s);
   std::vector<uint8_t> BuildMetaPayload(uint32_t kind, uint64_t record_seq) const;
   Status LoadMetaPayload(const std::vector<uint8_t>& payload, bool with_map);
   // Rebuilds state from page headers. With `after_seq` > 0 (a checkpoint of that seq is
