@@ -81,6 +81,7 @@ struct Ftl::Impl {
   uint32_t victim_refs = 0;    // GC pages holding its relocated data, not yet durable
   bool victim_held = false;    // something could not be moved out: do not release it
   std::vector<f::TrimRecord> carry_trims;  // kept records of the victim, to rewrite
+  bool wear_check_due = true;  // an erase count changed since the last wear check
   bool shutting_down = false;
   bool device_lost = false;  // a command came back aborted (power lost): stop everything
   uint64_t open_writes = 0;  // host write requests not yet completed
@@ -202,6 +203,7 @@ struct Ftl::Impl {
       ++l.erase_count;
       ++f.stats_.lebs_erased;
       l.needs_erase = false;
+      wear_check_due = true;
     }
     MaybeGroom();
   }
@@ -509,6 +511,10 @@ struct Ftl::Impl {
     const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
     Leb* v = nullptr;
     if (!need && groom_waiters.empty()) {
+      // Erase counts change only when a LEB is opened: look for wear work only then, not
+      // on every page completion (the scan covers every LEB).
+      if (!wear_check_due) return;
+      wear_check_due = false;
       v = WearVictim();
       if (v == nullptr) return;
       ++f.stats_.wear_moves;
