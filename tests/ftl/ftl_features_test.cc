@@ -341,3 +341,33 @@ TEST_F(FtlLatencyTest, LoneWriteAtQueueDepthOneWaitsOneDma) {
 
 }  // namespace
 }  // namespace vsl::testing
+
+namespace vsl::testing {
+namespace {
+
+class FtlDuoSectorTest : public FtlFixture {};
+
+// The reference card's page (8 KiB + 448 B spare, 240 B of host metadata) formatted with
+// 512-byte sectors: 16 sector headers per page must fit, and data survives a power cut.
+TEST_F(FtlDuoSectorTest, FiveTwelveByteSectorsOnTheReferencePage) {
+  MakeCard("duo-slc-small", 16);
+  ftl::FormatOptions fo;
+  fo.sector_bytes = 512;
+  ASSERT_TRUE(Format(fo).ok());
+  ASSERT_TRUE(Attach().ok());
+  EXPECT_EQ(ftl_->sector_bytes(), 512u);
+  for (uint64_t lba = 0; lba < 4000; lba += 37) ASSERT_TRUE(Write(lba, Sector(lba, 1, 5)).ok());
+  ASSERT_TRUE(Write(7, Sector(7, 2, 3)).ok());  // partial overwrite inside a page
+  PowerCycle();
+  ASSERT_TRUE(Attach().ok());
+  std::vector<uint8_t> out;
+  for (uint64_t lba = 0; lba < 4000; lba += 37) {
+    ASSERT_TRUE(Read(lba, 5, &out).ok()) << lba;
+    ASSERT_EQ(out, Sector(lba, 1, 5)) << lba;
+  }
+  ASSERT_TRUE(Read(7, 3, &out).ok());
+  EXPECT_EQ(out, Sector(7, 2, 3));
+}
+
+}  // namespace
+}  // namespace vsl::testing

@@ -109,7 +109,7 @@ class Ftl {
   static void Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts, Done done);
   // Attaches a formatted pipe: from the checkpoint after a clean shutdown, otherwise by
   // scanning. `done` receives the FTL or why it could not attach (NotFound: never
-  // formatted; Corruption: metadata unreadable).
+  // formatted; Corruption: metadata gc_skip).
   static void Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
                    Function<void(Result<std::unique_ptr<Ftl>>)> done);
   ~Ftl();

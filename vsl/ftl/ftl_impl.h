@@ -178,7 +178,7 @@ struct Ftl::Impl {
     ap.row = ap.die = 0;
     l.open_seq = 0;
     l.close_seq = 0;
-    l.unreadable = false;
+    l.gc_skip = false;
     l.trim_pages.clear();
     std::fill(l.valid_bits.begin(), l.valid_bits.end(), 0);
     l.valid = 0;
@@ -550,7 +550,7 @@ struct Ftl::Impl {
     for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
       Leb& l = f.lebs_.leb(i);
       max_ec = std::max(max_ec, l.erase_count);
-      if (l.state == LebState::kClosed && l.inflight == 0 && !l.unreadable &&
+      if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip &&
           (coldest == nullptr || l.erase_count < coldest->erase_count)) {
         coldest = &l;
       }
@@ -649,7 +649,7 @@ struct Ftl::Impl {
             ++st[static_cast<int>(l.state)];
             valid += l.valid;
             cap += l.capacity;
-            held += l.unreadable;
+            held += l.gc_skip;
           }
           Logger("ftl")->error("groomer has no free LEB to relocate into (free {} open {} closed {} "
                                "victim {}; valid {} of {} slots; held {}; mapped {} of {})",
@@ -719,7 +719,7 @@ struct Ftl::Impl {
         if (v->valid != 0) {
           Logger("ftl")->warn("victim leb={} keeps {} sectors it could not move", v->index, v->valid);
         }
-        v->unreadable = true;  // not picked again until some LEB frees up
+        v->gc_skip = true;  // not picked again until some LEB frees up
       }
       f.lebs_.SetState(*v, LebState::kClosed);
     } else {
@@ -731,7 +731,7 @@ struct Ftl::Impl {
       v->trim_pages.clear();
       f.lebs_.SetState(*v, LebState::kFree);
       // Space appeared: LEBs held back for lack of room may be tried again.
-      for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) f.lebs_.leb(i).unreadable = false;
+      for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
     }
     victim = nullptr;
     f.clock_.Post([this] {
