@@ -113,10 +113,10 @@ WafResult Run(double spare, ftl::VictimPolicy policy, bool separate, double hot_
   const double host = static_cast<double>(after.host_write_sectors - before.host_write_sectors);
   const double flash = static_cast<double>((after.host_write_sectors + after.gc_write_sectors + after.pad_sectors) -
                                            (before.host_write_sectors + before.gc_write_sectors + before.pad_sectors));
-  // Effective spare: every data LEB that can hold sectors, except those the groomer keeps
-  // free, against the user capacity.
+  // Effective spare: every data LEB that can hold sectors (less its summary pages),
+  // except those the groomer keeps free, against the user capacity.
   const auto& g = f->geometry();
-  const double leb_sectors = static_cast<double>(g.dies_per_pipe()) * g.pages_per_block * (g.page_data_bytes / 4096);
+  const auto leb_sectors = static_cast<double>(f->leb_data_sectors());
   const double holding = (g.blocks_per_lun - 2 - oo.gc_start_free_lebs) * leb_sectors;
   WafResult r{spare, holding / static_cast<double>(n) - 1, flash / host, 0, static_cast<uint64_t>(host)};
   r.formula = FormulaWaf(r.rho_effective);

@@ -49,6 +49,10 @@ bool Ftl::idle() const {
   return impl_->pages.empty() && impl_->victim == nullptr && impl_->pending.empty();
 }
 
+uint64_t Ftl::leb_data_sectors() const {
+  return (uint64_t{geo_.dies_per_pipe()} * geo_.pages_per_block - impl_->summary_pages) * spp_;
+}
+
 uint64_t Ftl::memory_bytes() const {
   uint64_t leb_bytes = 0;
   for (uint32_t i = 0; i < lebs_.size(); ++i) {

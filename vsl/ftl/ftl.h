@@ -77,7 +77,7 @@ struct FtlOptions {
 struct FtlStats {
   uint64_t host_write_sectors = 0, host_read_sectors = 0, trim_sectors = 0;
   uint64_t gc_write_sectors = 0, pad_sectors = 0;
-  uint64_t pages_programmed = 0, trim_pages = 0, meta_pages = 0;
+  uint64_t pages_programmed = 0, trim_pages = 0, meta_pages = 0, summary_pages = 0;
   uint64_t lebs_erased = 0, victims = 0;
   uint64_t program_failures = 0, erase_failures = 0, read_errors = 0;
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
@@ -97,6 +97,8 @@ struct AttachInfo {
   uint32_t lebs_scanned = 0;
   uint64_t pages_scanned = 0;
   uint64_t torn_pages = 0;
+  uint32_t summaries_used = 0;  // closed LEBs read through their summary, not page by page
+  uint64_t pages_read = 0;      // page (spare or data) reads the attach issued
   DurNs attach_ns = 0;
 };
 
@@ -141,6 +143,9 @@ class Ftl {
   // Lowest and highest erase count over the data LEBs.
   std::pair<uint32_t, uint32_t> EraseCountRange() const;
   const nand::Geometry& geometry() const { return geo_; }
+  // Sectors of user data a LEB with every die good holds (its last page positions hold
+  // the LEB summary).
+  uint64_t leb_data_sectors() const;
   uint32_t epoch() const { return epoch_; }
   bool idle() const;
 
@@ -168,6 +173,12 @@ class Ftl {
   // Rebuilds state from page headers. With `after_seq` > 0 (a checkpoint of that seq is
   // already loaded), only LEBs whose first row was written after it are read.
   void Scan(uint64_t after_seq, Function<void(Status)> done);
+  // Reads the summary of closed LEB `leb`: `done` gets its grid (one entry per page
+  // position, see ftl_format.h) and the spares of its pages by position, or an empty
+  // grid when the LEB has no complete, valid summary.
+  using SummaryDone = Function<void(std::vector<uint64_t>,
+                                    std::vector<std::pair<uint64_t, std::vector<uint8_t>>>)>;
+  void ReadSummary(uint32_t leb, SummaryDone done);
   // Physical room for user data, in sectors (the limit of a sparse device).
   uint64_t PhysicalUserSectors() const;
 

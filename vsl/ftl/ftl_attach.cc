@@ -62,9 +62,10 @@ bool AllOnes(const std::vector<uint8_t>& v) {
 uint64_t Ftl::PhysicalUserSectors() const {
   uint64_t phys = 0;
   for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
-    phys += uint64_t{lebs_.leb(i).good_dies()} * geo_.pages_per_block * spp_;
+    phys += impl_->LebCapacity(lebs_.leb(i));
   }
-  const uint64_t per_leb = uint64_t{geo_.dies_per_pipe()} * geo_.pages_per_block * spp_;
+  const uint64_t per_leb =
+      (uint64_t{geo_.dies_per_pipe()} * geo_.pages_per_block - impl_->summary_pages) * spp_;
   const uint64_t reserved = uint64_t{ReservedLebs()} * per_leb;
   if (phys <= reserved) return 0;
   return static_cast<uint64_t>(static_cast<double>(phys - reserved) /
@@ -136,7 +137,7 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
       l.trim_pages.push_back(v);
     }
     if (i < kMetaLebs) continue;
-    l.capacity = l.good_dies() * geo_.pages_per_block * spp_;
+    l.capacity = impl_->LebCapacity(l);
     if (with_map) {
       l.open_seq = m.open_seq;
       l.close_seq = m.open_seq;
@@ -525,7 +526,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
           Leb& l = ftl->lebs_.leb(b);
           if (l.good[d]) {
             l.good[d] = 0;
-            l.capacity = l.good_dies() * g.pages_per_block * ftl->spp_;
+            l.capacity = ftl->impl_->LebCapacity(l);
           }
         }
       }
@@ -590,6 +591,113 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
 
 // ---- scan recovery ----
 
+void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
+  // Summary pages sit in the LEB's last page positions: read page spares row by row
+  // from the last row back until every page of the summary is found, then their data.
+  struct St {
+    uint32_t k = 0, found = 0, left = 0;
+    bool bad = false;
+    std::vector<uint64_t> pos;   // per summary page: its position (row * dies + die)
+    std::vector<uint32_t> crc;   // per summary page: CRC of its data
+    std::vector<std::pair<uint64_t, std::vector<uint8_t>>> metas;  // spares to keep
+    std::vector<std::vector<uint8_t>> data;
+    std::vector<std::vector<uint8_t>> row_meta;
+    std::vector<uint8_t> row_ok;
+    SummaryDone done;
+    Function<void(uint32_t)> read_row;  // reset when done
+  };
+  auto st = std::make_shared<St>();
+  st->done = std::move(done);
+  const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
+  std::vector<uint32_t> dies;
+  for (uint32_t d = 0; d < D; ++d) {
+    if (lebs_.leb(leb).good[d]) dies.push_back(d);
+  }
+  auto fail = [st]() {
+    st->read_row = nullptr;
+    auto d = std::move(st->done);
+    d({}, {});
+  };
+  auto read_data = [this, st, leb, D, P, fail]() mutable {
+    st->data.assign(st->k, std::vector<uint8_t>(geo_.page_data_bytes));
+    st->left = st->k;
+    for (uint32_t j = 0; j < st->k; ++j) {
+      const auto die = static_cast<uint32_t>(st->pos[j] % D);
+      const auto row = static_cast<uint32_t>(st->pos[j] / D);
+      ++attach_.pages_read;
+      pipe_.Read({{die, leb, row}, 0, 0, st->data[j].data(), nullptr},
+                 [this, st, j, leb, D, P, fail](const Completion& c) mutable {
+                   if (!c.ok() || Crc32c(st->data[j].data(), st->data[j].size()) != st->crc[j]) {
+                     st->bad = true;
+                   }
+                   if (--st->left != 0) return;
+                   if (st->bad) return fail();
+                   std::vector<uint8_t> bytes;
+                   for (auto& v : st->data) bytes.insert(bytes.end(), v.begin(), v.end());
+                   f::SummaryHeader h;
+                   std::memcpy(&h, bytes.data(), sizeof(h));
+                   if (h.magic != f::kSummaryMagic || h.leb != leb || h.dies != D ||
+                       h.pages != P || h.spp != spp_ ||
+                       bytes.size() < f::SummaryBytes(D, P, spp_)) {
+                     return fail();
+                   }
+                   std::vector<uint64_t> grid(uint64_t{D} * P * (1 + spp_));
+                   std::memcpy(grid.data(), bytes.data() + sizeof(h), grid.size() * 8);
+                   st->read_row = nullptr;
+                   auto d = std::move(st->done);
+                   d(std::move(grid), std::move(st->metas));
+                 });
+    }
+  };
+  st->read_row = [this, st, leb, dies, D, fail, read_data](uint32_t row) mutable {
+    st->row_meta.assign(dies.size(), std::vector<uint8_t>(geo_.meta_bytes_per_page()));
+    st->row_ok.assign(dies.size(), 0);
+    st->left = static_cast<uint32_t>(dies.size());
+    const uint32_t cw = geo_.codewords_per_page() - 1;
+    for (std::size_t n = 0; n < dies.size(); ++n) {
+      ++attach_.pages_read;
+      pipe_.Read({{dies[n], leb, row}, cw, 1, nullptr, st->row_meta[n].data()},
+                 [this, st, n, row, dies, D, fail, read_data](const Completion& c) mutable {
+                   st->row_ok[n] = c.ok();
+                   if (--st->left != 0) return;
+                   uint32_t here = 0;
+                   for (std::size_t m = 0; m < dies.size(); ++m) {
+                     const uint8_t* meta = st->row_meta[m].data();
+                     if (!st->row_ok[m] || !HeaderValid(meta, spp_)) continue;
+                     const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
+                     if (h->type != static_cast<uint8_t>(f::PageType::kSummary) ||
+                         h->epoch != epoch_) {
+                       continue;
+                     }
+                     f::SectorEntry e;
+                     std::memcpy(&e, meta + sizeof(f::PageHeader), sizeof(e));
+                     const auto j = static_cast<uint32_t>(e.lba), k = static_cast<uint32_t>(e.lba >> 32);
+                     if (st->k == 0 && k != 0 && k <= 4096) {
+                       st->k = k;
+                       st->pos.assign(k, UINT64_MAX);
+                       st->crc.assign(k, 0);
+                     }
+                     if (k != st->k || j >= k || st->pos[j] != UINT64_MAX) {
+                       st->bad = true;
+                       continue;
+                     }
+                     st->pos[j] = uint64_t{row} * D + dies[m];
+                     st->crc[j] = e.crc;
+                     st->metas.emplace_back(st->pos[j], st->row_meta[m]);
+                     ++st->found;
+                     ++here;
+                   }
+                   if (st->bad || st->k == 0) return fail();
+                   if (st->found == st->k) return read_data();
+                   if (here == 0 || row == 0) return fail();
+                   st->read_row(row - 1);  // a completion: read_row is not running
+                 });
+    }
+  };
+  if (dies.empty()) return fail();
+  st->read_row(P - 1);
+}
+
 void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
   struct PageRec {
     uint64_t seq;
@@ -602,6 +710,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     std::vector<std::vector<uint8_t>> trim_data;
     Function<void(Status)> done;
     std::shared_ptr<Function<void(uint32_t, uint32_t)>> scan_row;  // reset when done
+    std::shared_ptr<Function<void(uint32_t)>> read_summary;        // reset when done
     std::vector<uint8_t> skipped;  // per LEB: left as the checkpoint had it
   };
   auto ctx = std::make_shared<Ctx>();
@@ -617,6 +726,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     if (--ctx->remaining != 0) return;
     // The row reader refers to itself; dropping it here ends that cycle.
     if (ctx->scan_row) *ctx->scan_row = nullptr;
+    if (ctx->read_summary) *ctx->read_summary = nullptr;
     // Trim pages need their data area: read those now, then replay.
     std::vector<PageRec> data_pages, trim_pages;
     uint64_t max_seq = next_seq_ - 1;
@@ -715,7 +825,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         }
         if (ctx->skipped[i]) continue;
         ++attach_.lebs_scanned;
-        l.capacity = l.good_dies() * geo_.pages_per_block * spp_;
+        l.capacity = impl_->LebCapacity(l);
         l.needs_erase = true;
         if (seen[i]) {
           l.open_seq = first[i];
@@ -738,6 +848,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     for (std::size_t k = 0; k < trim_pages.size(); ++k) {
       ctx->trim_data[k].resize(geo_.page_data_bytes);
       ++*pending;
+      ++attach_.pages_read;
       pipe_.Read({{trim_pages[k].die, trim_pages[k].leb, trim_pages[k].page}, 0, 0,
                   ctx->trim_data[k].data(), nullptr},
                  [ctx, k, after](const Completion& c) mutable {
@@ -752,8 +863,64 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
   // proportional to what was written, not to the device.
   const uint32_t last_cw = geo_.codewords_per_page() - 1;
   auto scan_row = std::make_shared<Function<void(uint32_t, uint32_t)>>();
+  auto read_summary = std::make_shared<Function<void(uint32_t)>>();
   auto leb_left = std::make_shared<std::vector<uint32_t>>(L, 0);
-  *scan_row = [this, ctx, idx, last_cw, replay, scan_row, leb_left, D, P, after_seq](uint32_t leb, uint32_t row) mutable {
+  *read_summary = [this, ctx, idx, replay, scan_row, D, P](uint32_t leb) mutable {
+    ReadSummary(leb, [this, ctx, idx, replay, scan_row, leb, D, P](
+                         std::vector<uint64_t> grid,
+                         std::vector<std::pair<uint64_t, std::vector<uint8_t>>> pages) mutable {
+      // No usable summary: read the LEB row by row (row 0 is in already).
+      if (grid.empty()) return (*scan_row)(leb, 1);
+      ++attach_.summaries_used;
+      for (auto& [pos, meta] : pages) {
+        const uint64_t i = idx(leb, static_cast<uint32_t>(pos % D), static_cast<uint32_t>(pos / D));
+        ctx->meta[i] = std::move(meta);
+        ctx->ok[i] = 1;
+      }
+      // Data pages get their header rebuilt from the summary; trim pages are read (their
+      // records are in the data area, checked against the header's CRC).
+      std::vector<uint64_t> trims;
+      const std::size_t n = f::MetaBytes(spp_) - 4;
+      for (uint64_t pos = 0; pos < uint64_t{D} * P; ++pos) {
+        const uint64_t* ent = &grid[pos * (1 + spp_)];
+        if (ent[0] == 0) continue;
+        const uint64_t i = idx(leb, static_cast<uint32_t>(pos % D), static_cast<uint32_t>(pos / D));
+        const auto type = static_cast<uint8_t>(ent[0] >> f::kSummaryTypeShift);
+        if (type == static_cast<uint8_t>(f::PageType::kTrim)) {
+          trims.push_back(pos);
+          continue;
+        }
+        std::vector<uint8_t>& m = ctx->meta[i];
+        m.assign(geo_.meta_bytes_per_page(), 0xFF);
+        f::PageHeader h{0xFF, type, f::kVersionMajor, static_cast<uint8_t>(spp_), epoch_,
+                        ent[0] & ((uint64_t{1} << f::kSummaryTypeShift) - 1)};
+        std::memcpy(m.data(), &h, sizeof(h));
+        for (uint32_t s2 = 0; s2 < spp_; ++s2) {
+          const f::SectorEntry e{ent[1 + s2], 0};
+          std::memcpy(m.data() + sizeof(h) + s2 * sizeof(e), &e, sizeof(e));
+        }
+        const uint32_t crc = Crc32c(m.data(), n);
+        std::memcpy(m.data() + n, &crc, 4);
+        ctx->ok[i] = 1;
+      }
+      if (trims.empty()) return replay();
+      auto left = std::make_shared<std::size_t>(trims.size());
+      const uint32_t cw = geo_.codewords_per_page() - 1;
+      for (uint64_t pos : trims) {
+        const auto die = static_cast<uint32_t>(pos % D), row = static_cast<uint32_t>(pos / D);
+        const uint64_t i = idx(leb, die, row);
+        ctx->meta[i].assign(geo_.meta_bytes_per_page(), 0);
+        ++attach_.pages_read;
+        pipe_.Read({{die, leb, row}, cw, 1, nullptr, ctx->meta[i].data()},
+                   [ctx, i, left, replay](const Completion& c) mutable {
+                     ctx->ok[i] = c.ok();
+                     if (--*left == 0) replay();
+                   });
+      }
+    });
+  };
+  ctx->read_summary = read_summary;
+  *scan_row = [this, ctx, idx, last_cw, replay, scan_row, read_summary, leb_left, D, P, after_seq](uint32_t leb, uint32_t row) mutable {
     std::vector<uint32_t> dies;
     for (uint32_t d = 0; d < D; ++d) {
       if (lebs_.leb(leb).good[d]) dies.push_back(d);
@@ -762,8 +929,9 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     for (uint32_t d : dies) {
       const uint64_t i = idx(leb, d, row);
       ctx->meta[i].resize(geo_.meta_bytes_per_page());
+      ++attach_.pages_read;
       pipe_.Read({{d, leb, row}, last_cw, 1, nullptr, ctx->meta[i].data()},
-                 [this, ctx, i, leb, row, dies, idx, replay, scan_row, leb_left, P, after_seq](const Completion& c) mutable {
+                 [this, ctx, i, leb, row, dies, idx, replay, scan_row, read_summary, leb_left, P, after_seq](const Completion& c) mutable {
                    ctx->ok[i] = c.ok();
                    if (--(*leb_left)[leb] != 0) return;
                    if (row == 0 && after_seq != 0) {
@@ -796,6 +964,10 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                    for (uint32_t d2 : dies) {
                      const uint64_t j = idx(leb, d2, row);
                      if (!(ctx->ok[j] && AllOnes(ctx->meta[j]))) any_written = true;
+                   }
+                   // A closed LEB's summary saves reading the rest of it.
+                   if (any_written && row == 0 && P > 1 && impl_->summary_pages != 0) {
+                     return (*read_summary)(leb);
                    }
                    if (any_written && row + 1 < P) return (*scan_row)(leb, row + 1);
                    replay();  // this LEB is done

@@ -12,6 +12,11 @@
 // - Meta pages (in the metadata LEBs): a record split over pages; entry 0 holds the page
 //   index in the record (low 32 bits) and the record's page count (high 32 bits) as its
 //   lba, and the page data's CRC.
+// - Summary pages (the last page positions of a data LEB, written once every other page
+//   of the LEB is on flash): entry 0 holds the page index in the summary (low 32 bits)
+//   and the summary's page count (high 32 bits), and the page data's CRC. The summary's
+//   pages, concatenated, are a SummaryHeader and then one SummaryEntry per page position
+//   of the LEB (row * dies + die), so a scan reads the summary instead of every page.
 // Byte 0 stays 0xFF: it is the factory bad-block marker position.
 //
 // Versioning: kVersionMajor changes when an older reader would misread the layout; pages
@@ -24,7 +29,7 @@
 namespace vsl::ftl::format {
 
 inline constexpr uint8_t kVersionMajor = 1;
-inline constexpr uint8_t kVersionMinor = 0;
+inline constexpr uint8_t kVersionMinor = 1;  // 1: LEB summary pages
 inline constexpr uint64_t kNoLba = UINT64_MAX;
 
 enum class PageType : uint8_t {
@@ -32,6 +37,7 @@ enum class PageType : uint8_t {
   kData = 1,
   kTrim = 2,
   kMeta = 3,
+  kSummary = 4,
 };
 
 #pragma pack(push, 1)
@@ -56,6 +62,25 @@ struct TrimRecord {
 static_assert(sizeof(PageHeader) == 16, "PageHeader size is part of the format");
 static_assert(sizeof(SectorEntry) == 12, "SectorEntry size is part of the format");
 static_assert(sizeof(TrimRecord) == 24, "TrimRecord size is part of the format");
+
+// The LEB summary (see above). Each position's entry is a uint64_t `seq | type << 56`
+// (0: nothing valid was written there: a failed program, a bad die, the summary itself)
+// followed by `spp` uint64_t LBAs (kNoLba for padding; unused for trim pages).
+inline constexpr uint64_t kSummaryMagic = 0x4D4D5553'4C53564FULL;  // "OVSLSUMM"
+inline constexpr unsigned kSummaryTypeShift = 56;
+#pragma pack(push, 1)
+struct SummaryHeader {
+  uint64_t magic;
+  uint32_t leb;
+  uint32_t dies;
+  uint32_t pages;  // pages per block
+  uint32_t spp;    // sectors per page
+};
+#pragma pack(pop)
+static_assert(sizeof(SummaryHeader) == 24, "SummaryHeader size is part of the format");
+constexpr std::size_t SummaryBytes(uint32_t dies, uint32_t pages, uint32_t spp) {
+  return sizeof(SummaryHeader) + std::size_t{dies} * pages * 8 * (1 + std::size_t{spp});
+}
 
 // Bytes of host metadata a page with `sectors` entries needs.
 constexpr std::size_t MetaBytes(uint32_t sectors) {

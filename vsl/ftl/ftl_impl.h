@@ -92,7 +92,18 @@ struct Ftl::Impl {
   double credit_ratio = 0;
   std::vector<Done> groom_waiters;
 
-  explicit Impl(Ftl& ftl) : f(ftl) {}
+  // Pages of a LEB's summary; 0 when a summary would take more than a quarter of a LEB
+  // (tiny geometries), and LEBs are then scanned page by page.
+  uint32_t summary_pages = 0;
+
+  explicit Impl(Ftl& ftl) : f(ftl) {
+    const uint64_t bytes =
+        f::SummaryBytes(f.geo_.dies_per_pipe(), f.geo_.pages_per_block, f.spp_);
+    const uint64_t k = (bytes + f.geo_.page_data_bytes - 1) / f.geo_.page_data_bytes;
+    if (4 * k <= uint64_t{f.geo_.dies_per_pipe()} * f.geo_.pages_per_block) {
+      summary_pages = static_cast<uint32_t>(k);
+    }
+  }
 
   // --- addressing ---
   uint32_t D() const { return f.geo_.dies_per_pipe(); }
@@ -161,7 +172,8 @@ struct Ftl::Impl {
         ap.die = 0;
         ++ap.row;
       }
-      if (ap.row >= P()) {
+      // The last summary_pages positions of the LEB are left for its summary.
+      if (ap.row >= P() || RemainingPositions(l, ap.row, ap.die) <= summary_pages) {
         CloseLeb(ap);
         continue;
       }
@@ -172,6 +184,17 @@ struct Ftl::Impl {
       return true;
     }
   }
+  // Page positions of `l` from (row, die) to its end, over its good dies.
+  uint32_t RemainingPositions(const Leb& l, uint32_t row, uint32_t die) const {
+    uint32_t n = 0;
+    for (uint32_t d = die; d < D(); ++d) n += l.good[d];
+    return n + (P() - row - 1) * l.good_dies();
+  }
+  uint32_t LebCapacity(const Leb& l) const {
+    const uint32_t positions = l.good_dies() * P();
+    return (positions - std::min(positions, summary_pages)) * S();
+  }
+
   void OpenLeb(AppendPoint& ap, Leb& l) {
     f.lebs_.SetState(l, LebState::kOpen);
     ap.leb = &l;
@@ -182,7 +205,9 @@ struct Ftl::Impl {
     l.trim_pages.clear();
     std::fill(l.valid_bits.begin(), l.valid_bits.end(), 0);
     l.valid = 0;
-    l.capacity = l.good_dies() * P() * S();
+    l.capacity = LebCapacity(l);
+    l.summary_due = false;
+    if (summary_pages != 0) l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
     if (l.needs_erase) {
       // Erases queue ahead of this LEB's programs on each die (dies run commands in order).
       auto left = std::make_shared<std::pair<uint32_t, bool>>(0, true);  // erases, all ok
@@ -211,13 +236,47 @@ struct Ftl::Impl {
     Leb& l = *ap.leb;
     l.close_seq = f.next_seq_;
     l.needs_erase = true;
+    l.summary_from = std::min(ap.row, P()) * D() + (ap.row < P() ? ap.die : 0);
+    l.summary_due = !l.summary.empty();
     f.lebs_.SetState(l, LebState::kClosed);
     ap.leb = nullptr;
+    MaybeWriteSummary(l);
+  }
+
+  // Writes the summary of a closed LEB once every other page of it is done, so a summary
+  // on flash vouches for the pages it lists. If its positions are no longer usable (a
+  // die failed) there is none, and a scan reads the LEB page by page.
+  void MaybeWriteSummary(Leb& l) {
+    if (!l.summary_due || l.inflight != 0) return;
+    l.summary_due = false;
+    std::vector<uint64_t> grid;
+    grid.swap(l.summary);
+    if (device_lost) return;
+    std::vector<std::pair<uint32_t, uint32_t>> where;  // (die, page)
+    for (uint32_t pos = l.summary_from; pos < P() * D() && where.size() < summary_pages; ++pos) {
+      if (l.good[pos % D()]) where.emplace_back(pos % D(), pos / D());
+    }
+    if (where.size() < summary_pages) return;
+    f::SummaryHeader h{f::kSummaryMagic, l.index, D(), P(), S()};
+    std::vector<uint8_t> bytes(uint64_t{summary_pages} * f.geo_.page_data_bytes, 0);
+    std::memcpy(bytes.data(), &h, sizeof(h));
+    std::memcpy(bytes.data() + sizeof(h), grid.data(), grid.size() * 8);
+    for (uint32_t j = 0; j < summary_pages; ++j) {
+      PageBuf* b = MakeBuf(l.index, where[j].first, where[j].second, f::PageType::kSummary);
+      std::memcpy(b->data.data(), bytes.data() + uint64_t{j} * f.geo_.page_data_bytes,
+                  f.geo_.page_data_bytes);
+      b->lbas[0] = j | (uint64_t{summary_pages} << 32);
+      ++f.stats_.summary_pages;
+      Submit(b);
+    }
   }
 
   PageBuf* NewPage(AppendPoint& ap, f::PageType type) {
     uint32_t leb, die, page;
     if (!NextPosition(ap, &leb, &die, &page)) return nullptr;
+    return MakeBuf(leb, die, page, type);
+  }
+  PageBuf* MakeBuf(uint32_t leb, uint32_t die, uint32_t page, f::PageType type) {
     auto owned = std::make_unique<PageBuf>();
     PageBuf* b = owned.get();
     pages.emplace(b, std::move(owned));
@@ -303,6 +362,17 @@ struct Ftl::Impl {
       e[0].crc = Crc32c(b->data.data(), b->data.size());
       l.trim_pages.push_back(b->page * D() + b->die);
       ++f.stats_.trim_pages;
+    } else if (b->type == f::PageType::kSummary) {
+      for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, 0};
+      e[0].lba = b->lbas[0];
+      e[0].crc = Crc32c(b->data.data(), b->data.size());
+    }
+    if (!l.summary.empty() && b->type != f::PageType::kSummary) {
+      uint64_t* ent = &l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())];
+      ent[0] = b->seq | (uint64_t{static_cast<uint8_t>(b->type)} << f::kSummaryTypeShift);
+      for (uint32_t s = 0; s < S(); ++s) {
+        ent[1 + s] = b->type == f::PageType::kData ? b->lbas[s] : f::kNoLba;
+      }
     }
     const std::size_t hdr = f::MetaBytes(S()) - 4;
     const uint32_t crc = Crc32c(b->meta.data(), hdr);
@@ -361,15 +431,24 @@ struct Ftl::Impl {
     } else if (!c.ok()) {
       ++f.stats_.program_failures;
       l.good[b->die] = 0;
-      Logger("ftl")->warn("program failed leb={} die={} page={} status={}; rewriting", b->leb,
-                          b->die, b->page, nand::FlashStatusName(c.status));
-      Rewrite(b);
+      if (!l.summary.empty()) l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())] = 0;
+      if (b->type == f::PageType::kSummary) {
+        // The LEB simply has no summary: a scan reads it page by page.
+        Logger("ftl")->warn("summary program failed leb={} die={} page={} status={}", b->leb,
+                            b->die, b->page, nand::FlashStatusName(c.status));
+        MarkDurable(b);
+      } else {
+        Logger("ftl")->warn("program failed leb={} die={} page={} status={}; rewriting", b->leb,
+                            b->die, b->page, nand::FlashStatusName(c.status));
+        Rewrite(b);
+      }
     } else {
       MarkDurable(b);
       for (WriteCtx* ctx : b->waiters) Ack(ctx);
       b->waiters.clear();
     }
     pages.erase(b);
+    MaybeWriteSummary(l);
     MaybeGroom();
     if (shutting_down) CheckShutdown();
   }

@@ -37,6 +37,11 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   std::vector<uint8_t> good;     // per die: 1 if this LEB's block on that die is usable
   std::vector<uint64_t> valid_bits;  // per physical sector slot of the LEB
   std::vector<uint32_t> trim_pages;  // page slots (row * dies + die) holding trim records
+  // While open (and until its summary is submitted): the summary being built, one
+  // entry per page position (format::SummaryHeader). Empty otherwise.
+  std::vector<uint64_t> summary;
+  uint32_t summary_from = 0;  // first page position left for the summary when it closed
+  bool summary_due = false;   // closed; write the summary once nothing is in flight
   uint32_t good_dies() const {
     uint32_t n = 0;
     for (uint8_t g : good) n += g;
