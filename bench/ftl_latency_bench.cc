@@ -2,6 +2,10 @@
 // duo-slc timing model, with a fixed number of writes outstanding (closed loop).
 //
 // usage: ftl_latency_bench [--qd N] [--blocks N] [--rounds R] [--quick] [--out FILE.md]
+//                          [--check-max-ms MS]
+// --check-max-ms: exit 1 if any write of any round (after preconditioning) took longer
+// than MS of card time: the groomer's pacing must keep latency bounded on a full, busy
+// device (virtual time, so the check is deterministic, not a wall-clock timing).
 // Preconditions by writing the device sequentially, then runs random writes in rounds
 // of one device capacity each and reports, per round, IOPS, average, p99, p99.9 and
 // maximum latency, and WAF; the SNIA steady-state test (over the last 5 rounds, range
@@ -45,6 +49,7 @@ int main(int argc, char** argv) {
   using namespace vsl;
   uint32_t qd = 16, blocks = 64, rounds = 8;
   bool quick = false;
+  double check_max_ms = 0;
   std::string out;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--qd") && i + 1 < argc) qd = static_cast<uint32_t>(std::atoi(argv[++i]));
@@ -52,8 +57,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = static_cast<uint32_t>(std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    else if (!std::strcmp(argv[i], "--check-max-ms") && i + 1 < argc) check_max_ms = std::atof(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--qd N] [--blocks N] [--rounds R] [--quick] [--out F]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--qd N] [--blocks N] [--rounds R] [--quick] [--out F] [--check-max-ms MS]\n", argv[0]);
       return 2;
     }
   }
@@ -155,5 +161,14 @@ int main(int argc, char** argv) {
   f.reset();
   card.reset();
   fs::remove_all(dir);
+  if (check_max_ms > 0) {
+    for (std::size_t i = 0; i < rs.size(); ++i) {
+      if (rs[i].max_us > check_max_ms * 1000 || !(rs[i].iops > 0)) {
+        std::fprintf(stderr, "round %zu: max latency %.1f us exceeds %.1f ms (IOPS %.0f)\n", i + 1,
+                     rs[i].max_us, check_max_ms, rs[i].iops);
+        return 1;
+      }
+    }
+  }
   return 0;
 }
