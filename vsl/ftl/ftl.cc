@@ -45,12 +45,38 @@ std::pair<uint32_t, uint32_t> Ftl::EraseCountRange() const {
   return {lo == UINT32_MAX ? 0 : lo, hi};
 }
 
+std::string_view HealthModeName(HealthMode m) {
+  switch (m) {
+    case HealthMode::kNormal: return "normal";
+    case HealthMode::kReducedWrite: return "reduced-write";
+    case HealthMode::kReadOnly: return "read-only";
+  }
+  return "?";
+}
+
+FlashBackStatus Ftl::flashback_status() const {
+  FlashBackStatus st;
+  const Impl& im = *impl_;
+  st.enabled = im.parity_on;
+  for (uint32_t d = 0; d < im.die_failed.size(); ++d) {
+    if (im.die_failed[d]) st.failed_dies.push_back(d);
+  }
+  st.active = !st.failed_dies.empty();
+  st.rebuild_lebs_left = static_cast<uint32_t>(im.rebuild_queue.size());
+  st.rebuilt_pages = stats_.rebuilt_pages;
+  st.lost_lbas = im.lost_lbas;
+  st.mode = im.mode;
+  st.events = im.events;
+  return st;
+}
+
 bool Ftl::idle() const {
   return impl_->pages.empty() && impl_->victim == nullptr && impl_->pending.empty();
 }
 
 uint64_t Ftl::leb_data_sectors() const {
-  return (uint64_t{geo_.dies_per_pipe()} * geo_.pages_per_block - impl_->summary_pages) * spp_;
+  const uint32_t dies = geo_.dies_per_pipe() - (impl_->parity_on && geo_.dies_per_pipe() >= 3 ? 1 : 0);
+  return (uint64_t{dies} * geo_.pages_per_block - impl_->summary_pages) * spp_;
 }
 
 uint64_t Ftl::memory_bytes() const {
@@ -86,11 +112,21 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
   if (Status s = CheckRequest("write", lba, count, data, true); !s.ok()) {
     return Reject(std::move(done), s);
   }
-  if (sparse_ && map_.mapped() + count > PhysicalUserSectors()) {
+  if (impl_->mode == HealthMode::kReadOnly) {
+    return Reject(std::move(done), Status::FailedPrecondition(
+        "the pipe is read-only: after die failures the surviving flash cannot hold its data"));
+  }
+  const uint64_t room = impl_->mode == HealthMode::kReducedWrite
+                            ? std::min(impl_->surviving_sectors, PhysicalUserSectors())
+                            : PhysicalUserSectors();
+  if ((sparse_ || impl_->mode == HealthMode::kReducedWrite) && map_.mapped() + count > room) {
     uint64_t fresh = 0;  // only sectors not yet mapped need new room
     for (uint32_t i = 0; i < count; ++i) fresh += map_.Get(lba + i) == kUnmapped;
-    if (map_.mapped() + fresh > PhysicalUserSectors()) {
-      return Reject(std::move(done), Status::NoSpace("the sparse device's physical space is full"));
+    if (map_.mapped() + fresh > room) {
+      return Reject(std::move(done), Status::NoSpace(
+          impl_->mode == HealthMode::kReducedWrite
+              ? "reduced-write: the flash left after die failures is full"
+              : "the sparse device's physical space is full"));
     }
   }
   stats_.host_write_sectors += count;
@@ -177,7 +213,36 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
     const uint32_t slot = im.SlotOf(p);
     pipe_.Read({{im.DieOf(p), im.LebOf(p), im.PageOf(p)}, slot * cw_per_sector, n * cw_per_sector,
                 dst, meta->data()},
-               [this, rc, finish, meta, dst, l, n, slot, sb](const Completion& c) mutable {
+               [this, rc, finish, meta, dst, l, n, slot, sb, p](const Completion& c) mutable {
+                 Impl& im2 = *impl_;
+                 if (c.status == FlashStatus::kDieTimeout) im2.OnDieTimeout(im2.DieOf(p));
+                 if (!c.ok() && c.status != FlashStatus::kAborted) {
+                   // FlashBack: rebuild the page from the rest of its row, answer from
+                   // it, and move its live sectors to a healthy die.
+                   ++stats_.read_errors;
+                   const uint32_t leb = im2.LebOf(p), die = im2.DieOf(p), page = im2.PageOf(p);
+                   im2.RebuildPage(leb, die, page,
+                                   [this, rc, finish, dst, l, n, slot, sb, leb, die, page, st = c.status](
+                                       bool ok, std::vector<uint8_t> data, std::vector<uint8_t> m) mutable {
+                                     const auto* e = ok ? reinterpret_cast<const f::SectorEntry*>(
+                                                              m.data() + sizeof(f::PageHeader))
+                                                        : nullptr;
+                                     for (uint32_t k = 0; k < n; ++k) {
+                                       const uint8_t* src = ok ? data.data() + uint64_t{slot + k} * sb : nullptr;
+                                       if (!ok || e[slot + k].lba != l + k || Crc32c(src, sb) != e[slot + k].crc) {
+                                         impl_->NoteLost(l + k);
+                                         rc->status = Status::IOError(fmt::format(
+                                             "sector {} is unreadable and its stripe cannot rebuild it ({})",
+                                             l + k, nand::FlashStatusName(st)));
+                                         continue;
+                                       }
+                                       std::memcpy(dst + uint64_t{k} * sb, src, sb);
+                                     }
+                                     if (ok) impl_->RelocateRebuilt(leb, die, page, data, m);
+                                     finish();
+                                   });
+                   return;
+                 }
                  if (!c.ok()) {
                    ++stats_.read_errors;
                    rc->status = Status::IOError(fmt::format(

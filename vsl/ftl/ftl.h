@@ -56,6 +56,31 @@ struct FormatOptions {
   bool sparse = false;           // sparse address space of sparse_sectors
   uint64_t sparse_sectors = 0;
   uint32_t epoch = 0;            // 0: derived from the clock
+  // Adaptive FlashBack: every stripe row of a LEB carries XOR parity of its other pages
+  // (one die in N), so a dead die loses nothing. Needs 3+ dies and room for the parity
+  // page's metadata (format::ParityMetaBytes); otherwise the format is without it.
+  bool flashback = true;
+};
+
+// How much the pipe still accepts after die failures (never silent loss).
+enum class HealthMode : uint8_t {
+  kNormal,
+  kReducedWrite,  // surviving flash holds less than the capacity: writes that need new
+                  // room fail with NoSpace; overwrites and trims work
+  kReadOnly,      // surviving flash cannot hold what is mapped: writes fail
+};
+std::string_view HealthModeName(HealthMode m);
+
+// What FlashBack has done: dies lost, rebuild progress, sectors lost to double failures.
+struct FlashBackStatus {
+  bool enabled = false;   // the format carries parity
+  bool active = false;    // "FlashBack substitution active": a die has failed
+  std::vector<uint32_t> failed_dies;
+  uint32_t rebuild_lebs_left = 0;  // LEBs still holding data of a failed die
+  uint64_t rebuilt_pages = 0;      // pages reconstructed from parity
+  std::vector<uint64_t> lost_lbas; // sectors found unrecoverable (a second failure)
+  HealthMode mode = HealthMode::kNormal;
+  std::vector<std::string> events;  // newest last, bounded
 };
 
 struct FtlOptions {
@@ -68,6 +93,10 @@ struct FtlOptions {
   // (queue depth 1: the write waits one DMA). With other writes in flight it waits up to
   // this long for more sectors, so pages fill instead of being padded.
   DurNs pad_delay_ns = 50 * kUs;
+  // FlashBack: a stripe row left part-written this long (the writes stopped) gets a
+  // partial parity page in its next position, so the pages already written survive a
+  // die failure even if the row is never completed (a power cut, a quiet host).
+  DurNs partial_parity_delay_ns = 200 * kUs;
   // Static wear levelling: when the most-erased LEB is this many P/E cycles ahead of the
   // least-erased LEB holding data, that LEB's (cold) data is moved so the young block
   // returns to the free pool. 0 disables it.
@@ -83,6 +112,7 @@ struct FtlStats {
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
   uint64_t paced_waits = 0;   // times host writes waited for grooming credits
   uint64_t wear_moves = 0;    // LEBs groomed to level wear, not to free space
+  uint64_t parity_pages = 0, partial_parity_pages = 0, rebuilt_pages = 0, rebuild_lebs = 0;
   double Waf() const {
     return host_write_sectors ? static_cast<double>(host_write_sectors + gc_write_sectors +
                                                     pad_sectors) / host_write_sectors
@@ -148,6 +178,7 @@ class Ftl {
   uint64_t leb_data_sectors() const;
   uint32_t epoch() const { return epoch_; }
   bool idle() const;
+  FlashBackStatus flashback_status() const;
 
   // Test hooks.
   void TEST_ForceGroom(Done done);

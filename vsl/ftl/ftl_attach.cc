@@ -1,5 +1,6 @@
 // Format, metadata records (mount and checkpoint), attach and scan recovery.
 #include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,8 +65,8 @@ uint64_t Ftl::PhysicalUserSectors() const {
   for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
     phys += impl_->LebCapacity(lebs_.leb(i));
   }
-  const uint64_t per_leb =
-      (uint64_t{geo_.dies_per_pipe()} * geo_.pages_per_block - impl_->summary_pages) * spp_;
+  const uint32_t dies = geo_.dies_per_pipe() - (impl_->parity_on && geo_.dies_per_pipe() >= 3 ? 1 : 0);
+  const uint64_t per_leb = (uint64_t{dies} * geo_.pages_per_block - impl_->summary_pages) * spp_;
   const uint64_t reserved = uint64_t{ReservedLebs()} * per_leb;
   if (phys <= reserved) return 0;
   return static_cast<uint64_t>(static_cast<double>(phys - reserved) /
@@ -87,7 +88,7 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
   h.next_seq = next_seq_;
   h.lebs = lebs_.size();
   h.dies = geo_.dies_per_pipe();
-  h.sparse = sparse_ ? 1 : 0;
+  h.flags = (sparse_ ? f::kFlagSparse : 0) | (impl_->parity_on ? f::kFlagFlashBack : 0);
   h.reserve_ppm = reserve_ppm_;
   const bool with_map = kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) ||
                         kind == static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint);
@@ -382,6 +383,17 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
     // A provisional FTL to hold the geometry and bad-block table while formatting.
     auto ftl = std::unique_ptr<Ftl>(new Ftl(pipe, clock, FtlOptions{}, g, 1, opts.sector_bytes));
     ftl->reserve_ppm_ = static_cast<uint32_t>(rho * 1e6);
+    if (opts.flashback) {
+      const uint32_t dies_up = g.dies_per_pipe() - static_cast<uint32_t>(r->silent_dies.size());
+      if (dies_up >= 3 && f::ParityMetaBytes(spp) <= g.meta_bytes_per_page() &&
+          g.dies_per_pipe() <= 64) {
+        ftl->impl_->parity_on = true;
+      } else {
+        Logger("ftl")->warn("FlashBack is off for this format: it needs 3 or more dies and {} "
+                            "bytes of page metadata ({} dies, {} bytes)",
+                            f::ParityMetaBytes(spp), dies_up, g.meta_bytes_per_page());
+      }
+    }
     ftl->epoch_ = opts.epoch != 0 ? opts.epoch
                                   : static_cast<uint32_t>(Rng(clock.Now() ^ 0x5EED).Next() | 1);
     for (uint32_t d : r->silent_dies) {
@@ -418,6 +430,7 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       real->reserve_ppm_ = prov->reserve_ppm_;
       real->epoch_ = prov->epoch_;
       real->sparse_ = opts.sparse;
+      real->impl_->parity_on = prov->impl_->parity_on;
       for (uint32_t b = 0; b < g.blocks_per_lun; ++b) real->lebs_.leb(b).good = prov->lebs_.leb(b).good;
       Ftl* rp = real.release();
       // Both metadata LEBs get the new record, so nothing of an older format can be newer.
@@ -488,7 +501,8 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       }
       auto ftl = std::unique_ptr<Ftl>(new Ftl(pipe, clock, opts, g, h.user_sectors, h.sector_bytes));
       ftl->epoch_ = h.epoch;
-      ftl->sparse_ = h.sparse != 0;
+      ftl->sparse_ = (h.flags & f::kFlagSparse) != 0;
+      ftl->impl_->parity_on = (h.flags & f::kFlagFlashBack) != 0;
       ftl->reserve_ppm_ = h.reserve_ppm;
       ftl->meta_leb_ = st->best_leb;
       ftl->next_seq_ = std::max(h.next_seq, st->best->seq + 1);
@@ -518,22 +532,21 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       if (Status s = ftl->LoadMetaPayload(*payload, with_map); !s.ok()) {
         return (*shared_done)(s);
       }
-      // Dies that did not answer at attach are not written to. (Their data is rebuilt by
-      // FlashBack; without it, reads of their sectors fail with IOError.)
+      // Dies that did not answer at attach: the scan rebuilds their page headers from
+      // parity; after attach they are declared failed (nothing more is written to them,
+      // and FlashBack moves their data off).
       for (uint32_t d : st->silent) {
-        Logger("ftl")->warn("die {} does not answer: not used", d);
-        for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
-          Leb& l = ftl->lebs_.leb(b);
-          if (l.good[d]) {
-            l.good[d] = 0;
-            l.capacity = ftl->impl_->LebCapacity(l);
-          }
-        }
+        Logger("ftl")->warn("die {} does not answer", d);
+        if (d < g.dies_per_pipe()) ftl->impl_->die_failed[d] = 1;
+        for (uint32_t b = 0; b < kMetaLebs; ++b) ftl->lebs_.leb(b).good[d] = 0;
       }
       Ftl* raw = ftl.release();
       auto finish = [raw, shared_done, t0](Status s) {
         std::unique_ptr<Ftl> owner(raw);
         if (!s.ok()) return (*shared_done)(s);
+        for (uint32_t d = 0; d < raw->impl_->die_failed.size(); ++d) {
+          if (raw->impl_->die_failed[d]) raw->impl_->DeclareDieFailed(d);
+        }
         // A dirty checkpoint marks the FTL in use and is the base of the next recovery:
         // a crash scans only the LEBs opened after it, and trim records older than it
         // need not be kept. If it does not fit, a mount record (full scan) is written.
@@ -611,7 +624,7 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
   const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
   std::vector<uint32_t> dies;
   for (uint32_t d = 0; d < D; ++d) {
-    if (lebs_.leb(leb).good[d]) dies.push_back(d);
+    if (lebs_.leb(leb).good[d] && !impl_->die_failed[d]) dies.push_back(d);
   }
   auto fail = [st]() {
     st->read_row = nullptr;
@@ -712,6 +725,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     std::shared_ptr<Function<void(uint32_t, uint32_t)>> scan_row;  // reset when done
     std::shared_ptr<Function<void(uint32_t)>> read_summary;        // reset when done
     std::vector<uint8_t> skipped;  // per LEB: left as the checkpoint had it
+    uint64_t max_seq = 0;          // of pages known only through a summary (parity)
   };
   auto ctx = std::make_shared<Ctx>();
   ctx->done = std::move(done);
@@ -722,14 +736,10 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
   ctx->meta.resize(uint64_t{L} * D * P);
   ctx->ok.assign(uint64_t{L} * D * P, 0);
   ctx->skipped.assign(L, 0);
-  auto replay = [this, ctx, D, P, L, idx, after_seq]() {
-    if (--ctx->remaining != 0) return;
-    // The row reader refers to itself; dropping it here ends that cycle.
-    if (ctx->scan_row) *ctx->scan_row = nullptr;
-    if (ctx->read_summary) *ctx->read_summary = nullptr;
+  auto replay_main = [this, ctx, D, P, L, idx, after_seq]() {
     // Trim pages need their data area: read those now, then replay.
     std::vector<PageRec> data_pages, trim_pages;
-    uint64_t max_seq = next_seq_ - 1;
+    uint64_t max_seq = std::max(next_seq_ - 1, ctx->max_seq);
     for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
       for (uint32_t d = 0; d < D; ++d) {
         for (uint32_t p = 0; p < P; ++p) {
@@ -737,6 +747,10 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           if (ctx->meta[i].empty()) continue;
           ++attach_.pages_scanned;
           const uint8_t* m = ctx->meta[i].data();
+          if (ctx->ok[i] && impl_->ParityValid(m)) {
+            max_seq = std::max(max_seq, reinterpret_cast<const f::PageHeader*>(m)->seq);
+            continue;
+          }
           if (!ctx->ok[i] || !HeaderValid(m, spp_)) {
             if (!(ctx->ok[i] && AllOnes(ctx->meta[i]))) ++attach_.torn_pages;
             continue;
@@ -762,6 +776,17 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
       std::vector<Event> ev;
       for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
         if (!ctx->skipped[i]) lebs_.leb(i).trim_pages.clear();  // rebuilt from what is read
+      }
+      if (after_seq != 0) {
+        // Checkpoint mappings into LEBs erased or rewritten since the checkpoint are
+        // stale: their sectors moved (or were trimmed) and the newer state is in what the
+        // scan replays. Left in place, they would share slots with the new contents and
+        // clear their valid bits when replayed over.
+        std::vector<uint64_t> stale;
+        map_.ForEachMappedIn(0, map_.sectors(), [&](uint64_t l, Psa p) {
+          if (ctx->skipped[impl_->LebOf(p)] != 1) stale.push_back(l);
+        });
+        for (uint64_t l : stale) impl_->Remap(l, kUnmapped);
       }
       for (std::size_t k = 0; k < data_pages.size(); ++k) ev.push_back({data_pages[k].seq, 0, k, 0});
       for (std::size_t k = 0; k < trim_pages.size(); ++k) {
@@ -849,14 +874,68 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
       ctx->trim_data[k].resize(geo_.page_data_bytes);
       ++*pending;
       ++attach_.pages_read;
-      pipe_.Read({{trim_pages[k].die, trim_pages[k].leb, trim_pages[k].page}, 0, 0,
-                  ctx->trim_data[k].data(), nullptr},
-                 [ctx, k, after](const Completion& c) mutable {
-                   if (!c.ok()) ctx->trim_data[k].clear();
-                   after();
-                 });
+      const PageRec tp = trim_pages[k];
+      auto on_read = [this, ctx, k, after, tp](const Completion& c) mutable {
+        if (c.ok()) return after();
+        // FlashBack: a trim page on a dead die is rebuilt from its row.
+        impl_->RebuildPage(tp.leb, tp.die, tp.page,
+                           [ctx, k, after](bool ok, std::vector<uint8_t> data, std::vector<uint8_t>) mutable {
+                             if (ok) ctx->trim_data[k] = std::move(data);
+                             else ctx->trim_data[k].clear();
+                             after();
+                           });
+      };
+      if (impl_->die_failed[tp.die]) {
+        clock_.Post([on_read]() mutable {
+          Completion c;
+          c.status = FlashStatus::kDieTimeout;
+          on_read(c);
+        });
+        continue;
+      }
+      pipe_.Read({{tp.die, tp.leb, tp.page}, 0, 0, ctx->trim_data[k].data(), nullptr},
+                 std::move(on_read));
     }
     after();
+  };
+  auto replay = [this, ctx, D, P, L, idx, replay_main]() {
+    if (--ctx->remaining != 0) return;
+    // The row reader refers to itself; dropping it here ends that cycle.
+    if (ctx->scan_row) *ctx->scan_row = nullptr;
+    if (ctx->read_summary) *ctx->read_summary = nullptr;
+    // FlashBack: page headers that could not be read (a dead die, an uncorrectable page)
+    // are rebuilt from their row's parity, so nothing on a failed die drops out of the map.
+    std::vector<std::pair<uint64_t, std::array<uint32_t, 3>>> todo;
+    for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
+      for (uint32_t p = 0; p < P; ++p) {
+        uint64_t mask = 0;
+        for (uint32_t d = 0; d < D; ++d) {
+          const uint64_t i = idx(leb, d, p);
+          if (!ctx->meta[i].empty() && ctx->ok[i] && impl_->ParityValid(ctx->meta[i].data())) {
+            mask |= Impl::ParityMask(ctx->meta[i].data());
+          }
+        }
+        for (uint32_t d = 0; d < D && mask != 0; ++d) {
+          const uint64_t i = idx(leb, d, p);
+          if (((mask >> d) & 1) && (ctx->meta[i].empty() || !ctx->ok[i])) {
+            todo.push_back({i, {leb, d, p}});
+          }
+        }
+      }
+    }
+    if (todo.empty()) return replay_main();
+    auto left = std::make_shared<std::size_t>(todo.size());
+    for (const auto& [i, at] : todo) {
+      impl_->RebuildPage(at[0], at[1], at[2],
+                         [ctx, i = i, left, replay_main](bool ok, std::vector<uint8_t>,
+                                                         std::vector<uint8_t> meta) mutable {
+                           if (ok) {
+                             ctx->meta[i] = std::move(meta);
+                             ctx->ok[i] = 1;
+                           }
+                           if (--*left == 0) replay_main();
+                         });
+    }
   };
   // Pages of a LEB are written row by row across its dies, so each LEB is read one row
   // at a time and left at its first row where every die reads erased: the work is
@@ -890,6 +969,12 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           trims.push_back(pos);
           continue;
         }
+        if (type != static_cast<uint8_t>(f::PageType::kData)) {
+          // Parity: nothing to map, but its sequence number counts.
+          ctx->max_seq = std::max(ctx->max_seq, ent[0] & ((uint64_t{1} << f::kSummaryTypeShift) - 1));
+          ctx->meta[i].clear();
+          continue;
+        }
         std::vector<uint8_t>& m = ctx->meta[i];
         m.assign(geo_.meta_bytes_per_page(), 0xFF);
         f::PageHeader h{0xFF, type, f::kVersionMajor, static_cast<uint8_t>(spp_), epoch_,
@@ -910,12 +995,33 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         const auto die = static_cast<uint32_t>(pos % D), row = static_cast<uint32_t>(pos / D);
         const uint64_t i = idx(leb, die, row);
         ctx->meta[i].assign(geo_.meta_bytes_per_page(), 0);
-        ++attach_.pages_read;
-        pipe_.Read({{die, leb, row}, cw, 1, nullptr, ctx->meta[i].data()},
-                   [ctx, i, left, replay](const Completion& c) mutable {
-                     ctx->ok[i] = c.ok();
-                     if (--*left == 0) replay();
-                   });
+        if (!impl_->die_failed[die]) ++attach_.pages_read;
+        auto on_meta = [this, ctx, i, left, replay, leb, die, row](const Completion& c) mutable {
+          ctx->ok[i] = c.ok();
+          if (c.ok()) {
+            if (--*left == 0) replay();
+            return;
+          }
+          // FlashBack: a trim page on a dead die; its header comes back from parity.
+          impl_->RebuildPage(leb, die, row,
+                             [ctx, i, left, replay](bool ok, std::vector<uint8_t>,
+                                                    std::vector<uint8_t> meta) mutable {
+                               if (ok) {
+                                 ctx->meta[i] = std::move(meta);
+                                 ctx->ok[i] = 1;
+                               }
+                               if (--*left == 0) replay();
+                             });
+        };
+        if (impl_->die_failed[die]) {
+          clock_.Post([on_meta]() mutable {
+            Completion c;
+            c.status = FlashStatus::kDieTimeout;
+            on_meta(c);
+          });
+          continue;
+        }
+        pipe_.Read({{die, leb, row}, cw, 1, nullptr, ctx->meta[i].data()}, std::move(on_meta));
       }
     });
   };
@@ -929,9 +1035,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     for (uint32_t d : dies) {
       const uint64_t i = idx(leb, d, row);
       ctx->meta[i].resize(geo_.meta_bytes_per_page());
-      ++attach_.pages_read;
-      pipe_.Read({{d, leb, row}, last_cw, 1, nullptr, ctx->meta[i].data()},
-                 [this, ctx, i, leb, row, dies, idx, replay, scan_row, read_summary, leb_left, P, after_seq](const Completion& c) mutable {
+      auto cb = [this, ctx, i, leb, row, dies, idx, replay, scan_row, read_summary, leb_left, P, after_seq](const Completion& c) mutable {
                    ctx->ok[i] = c.ok();
                    if (--(*leb_left)[leb] != 0) return;
                    if (row == 0 && after_seq != 0) {
@@ -939,7 +1043,12 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                      bool newer = false;
                      for (uint32_t d2 : dies) {
                        const uint64_t j = idx(leb, d2, 0);
-                       if (!ctx->ok[j] || !HeaderValid(ctx->meta[j].data(), spp_)) continue;
+                       // A parity page counts: its row's data may not have reached
+                       // flash (no power-loss protection) while later pages did.
+                       if (!ctx->ok[j] || (!HeaderValid(ctx->meta[j].data(), spp_) &&
+                                           !impl_->ParityValid(ctx->meta[j].data()))) {
+                         continue;
+                       }
                        const auto* h = reinterpret_cast<const f::PageHeader*>(ctx->meta[j].data());
                        newer |= h->epoch == epoch_ && h->seq > after_seq;
                      }
@@ -950,7 +1059,8 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                        for (uint32_t d2 : dies) {
                          const uint64_t j = idx(leb, d2, 0);
                          const bool clean = ctx->ok[j] && AllOnes(ctx->meta[j]);
-                         const bool torn = !ctx->ok[j] || !HeaderValid(ctx->meta[j].data(), spp_);
+                         const bool torn = !ctx->ok[j] || (!HeaderValid(ctx->meta[j].data(), spp_) &&
+                                                           !impl_->ParityValid(ctx->meta[j].data()));
                          erased = erased && (clean || torn);
                        }
                        for (uint32_t d2 : dies) ctx->meta[idx(leb, d2, 0)].clear();
@@ -971,7 +1081,19 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                    }
                    if (any_written && row + 1 < P) return (*scan_row)(leb, row + 1);
                    replay();  // this LEB is done
-                 });
+                 };
+      if (impl_->die_failed[d]) {
+        // A die that did not answer at attach: its pages count as unreadable, and are
+        // rebuilt from parity before the replay.
+        clock_.Post([cb]() mutable {
+          Completion c;
+          c.status = FlashStatus::kDieTimeout;
+          cb(c);
+        });
+        continue;
+      }
+      ++attach_.pages_read;
+      pipe_.Read({{d, leb, row}, last_cw, 1, nullptr, ctx->meta[i].data()}, std::move(cb));
     }
     if (dies.empty()) replay();
   };

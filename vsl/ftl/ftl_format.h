@@ -17,6 +17,10 @@
 //   and the summary's page count (high 32 bits), and the page data's CRC. The summary's
 //   pages, concatenated, are a SummaryHeader and then one SummaryEntry per page position
 //   of the LEB (row * dies + die), so a scan reads the summary instead of every page.
+// - Parity pages (FlashBack: one per stripe row of a LEB, its die rotating row by row):
+//   the data area is the XOR of the data areas of the row's member pages; the metadata is
+//   PageHeader | member die mask (u64) | XOR of the members' first MetaBytes(S) metadata
+//   bytes | CRC32C of all before (ParityMetaBytes). A lost member is its row's XOR.
 // Byte 0 stays 0xFF: it is the factory bad-block marker position.
 //
 // Versioning: kVersionMajor changes when an older reader would misread the layout; pages
@@ -29,7 +33,7 @@
 namespace vsl::ftl::format {
 
 inline constexpr uint8_t kVersionMajor = 1;
-inline constexpr uint8_t kVersionMinor = 1;  // 1: LEB summary pages
+inline constexpr uint8_t kVersionMinor = 2;  // 1: LEB summary pages; 2: FlashBack parity pages
 inline constexpr uint64_t kNoLba = UINT64_MAX;
 
 enum class PageType : uint8_t {
@@ -38,6 +42,7 @@ enum class PageType : uint8_t {
   kTrim = 2,
   kMeta = 3,
   kSummary = 4,
+  kParity = 5,
 };
 
 #pragma pack(push, 1)
@@ -87,6 +92,12 @@ constexpr std::size_t MetaBytes(uint32_t sectors) {
   return sizeof(PageHeader) + sectors * sizeof(SectorEntry) + 4;
 }
 
+// Metadata bytes a parity page needs; FlashBack is off when the device has fewer.
+constexpr std::size_t ParityMetaBytes(uint32_t sectors) {
+  return sizeof(PageHeader) + 8 + MetaBytes(sectors) + 4;
+}
+
+
 // The metadata record (superblock + optional checkpoint), written to one of the two
 // metadata LEBs (blocks 0 and 1 of every die), alternately.
 inline constexpr uint64_t kMetaMagic = 0x314C5446'4C53564FULL;  // "OVSLFTL1"
@@ -110,7 +121,7 @@ struct MetaHeader {
   uint64_t next_seq;       // first sequence number not used at the time of the record
   uint32_t lebs;           // LEB count (blocks per die)
   uint32_t dies;
-  uint32_t sparse;         // 1: sparse address space
+  uint32_t flags;          // kFlagSparse | kFlagFlashBack
   uint32_t reserve_ppm;    // spare over user capacity, parts per million
   uint64_t leb_table_bytes;
   uint64_t map_entries;    // 0 in a mount record
@@ -124,6 +135,8 @@ struct MetaLeb {
   // followed by: uint8_t good[dies], uint32_t trim_page_index[trim_pages]
 };
 #pragma pack(pop)
+inline constexpr uint32_t kFlagSparse = 1;     // sparse address space
+inline constexpr uint32_t kFlagFlashBack = 2;  // stripe rows carry parity (format 1.2)
 static_assert(sizeof(MetaHeader) == 80, "MetaHeader size is part of the format");
 static_assert(sizeof(MetaLeb) == 20, "MetaLeb size is part of the format");
 

@@ -44,6 +44,7 @@ struct Ftl::PageBuf {
   bool submitted = false, durable = false;
   // Write requests waiting on this page: (ctx, acknowledged already).
   std::vector<WriteCtx*> waiters;
+  std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
   Leb* victim = nullptr;  // the LEB whose data this GC page relocates (holds a reference)
 };
 
@@ -95,6 +96,14 @@ struct Ftl::Impl {
   // Pages of a LEB's summary; 0 when a summary would take more than a quarter of a LEB
   // (tiny geometries), and LEBs are then scanned page by page.
   uint32_t summary_pages = 0;
+  // FlashBack (set by Format/Open from the format's flags).
+  bool parity_on = false;
+  static constexpr uint32_t kNoDie = UINT32_MAX;
+  std::vector<uint8_t> die_failed;      // per die: declared failed (or silent at attach)
+  std::vector<uint32_t> rebuild_queue;  // LEBs holding data of a failed die
+  std::vector<uint64_t> lost_lbas;      // sectors a second failure made unrecoverable
+  std::vector<std::string> events;
+  HealthMode mode = HealthMode::kNormal;
 
   explicit Impl(Ftl& ftl) : f(ftl) {
     const uint64_t bytes =
@@ -103,7 +112,276 @@ struct Ftl::Impl {
     if (4 * k <= uint64_t{f.geo_.dies_per_pipe()} * f.geo_.pages_per_block) {
       summary_pages = static_cast<uint32_t>(k);
     }
+    die_failed.assign(f.geo_.dies_per_pipe(), 0);
   }
+
+  void Event(std::string e) {
+    Logger("ftl")->warn("{}", e);
+    events.push_back(std::move(e));
+    if (events.size() > 64) events.erase(events.begin());
+  }
+
+  // --- FlashBack layout ---
+  // The die holding row `row`'s parity: the good dies at the row's first use, rotating.
+  uint32_t RowParityDie(Leb& l, uint32_t row) {
+    if (!l.par) return kNoDie;
+    uint8_t& pd = l.par->pdie[row];
+    if (pd == RowParity::kUndecided) {
+      std::vector<uint32_t> g;
+      for (uint32_t d = 0; d < D(); ++d) {
+        if (l.good[d]) g.push_back(d);
+      }
+      pd = g.size() >= 3 ? static_cast<uint8_t>(g[row % g.size()]) : RowParity::kNone;
+    }
+    return pd == RowParity::kNone ? kNoDie : pd;
+  }
+  bool DataPos(Leb& l, uint32_t row, uint32_t d) { return l.good[d] && d != RowParityDie(l, row); }
+  bool IsLastDataPos(Leb& l, uint32_t row, uint32_t die) {
+    for (uint32_t d = die + 1; d < D(); ++d) {
+      if (DataPos(l, row, d)) return false;
+    }
+    return true;
+  }
+  uint32_t DataDiesPerRow(const Leb& l, bool with_parity) const {
+    const uint32_t g = l.good_dies();
+    return g - (with_parity && g >= 3 ? 1 : 0);
+  }
+  static void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t a, b;
+      std::memcpy(&a, dst + i, 8);
+      std::memcpy(&b, src + i, 8);
+      a ^= b;
+      std::memcpy(dst + i, &a, 8);
+    }
+    for (; i < n; ++i) dst[i] ^= src[i];
+  }
+  bool ParityValid(const uint8_t* meta) const {
+    const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
+    if (h->type != static_cast<uint8_t>(f::PageType::kParity) ||
+        h->version_major != f::kVersionMajor || h->sectors != S() || h->epoch != f.epoch_) {
+      return false;
+    }
+    const std::size_t n = f::ParityMetaBytes(S()) - 4;
+    uint32_t crc;
+    std::memcpy(&crc, meta + n, 4);
+    return Crc32c(meta, n) == crc;
+  }
+  static uint64_t ParityMask(const uint8_t* meta) {
+    uint64_t m;
+    std::memcpy(&m, meta + sizeof(f::PageHeader), 8);
+    return m;
+  }
+
+  void AccumulateParity(Leb& l, PageBuf* b) {
+    RowParity& rp = *l.par;
+    if (rp.row != b->page) {
+      rp.row = b->page;
+      rp.submitted = false;
+      rp.mask = 0;
+      std::fill(rp.data.begin(), rp.data.end(), 0);
+      std::fill(rp.meta.begin(), rp.meta.end(), 0);
+    }
+    XorInto(rp.data.data(), b->data.data(), rp.data.size());
+    XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
+    rp.mask |= uint64_t{1} << b->die;
+    if (IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
+  }
+  // A member that failed to program before its row's parity was written is taken out of
+  // it, so the row's other pages stay recoverable.
+  void DropFromParity(Leb& l, PageBuf* b) {
+    if (!l.par || l.par->row != b->page || l.par->submitted ||
+        !((l.par->mask >> b->die) & 1)) {
+      return;
+    }
+    XorInto(l.par->data.data(), b->data.data(), l.par->data.size());
+    XorInto(l.par->meta.data(), b->meta.data(), l.par->meta.size());
+    l.par->mask &= ~(uint64_t{1} << b->die);
+  }
+  void SubmitParity(Leb& l) {
+    RowParity& rp = *l.par;
+    if (rp.submitted || rp.row == UINT32_MAX) return;
+    rp.submitted = true;
+    const uint32_t pd = RowParityDie(l, rp.row);
+    // A row whose members all failed still gets its (empty) parity page: pages of a block
+    // are programmed in order, so the parity die's page must not be skipped.
+    if (pd == kNoDie || !l.good[pd]) return;  // this row goes unprotected
+    PageBuf* b = MakeBuf(l.index, pd, rp.row, f::PageType::kParity);
+    b->data = rp.data;
+    b->pmeta = rp.meta;
+    b->lbas[0] = rp.mask;
+    ++f.stats_.parity_pages;
+    Submit(b);
+  }
+  // The LEB takes no more pages: parity of a last, partial row, then the state goes.
+  void FinishParity(Leb& l) {
+    if (!l.par) return;
+    if (!device_lost) SubmitParity(l);
+    l.par.reset();
+  }
+
+  // Rebuilds page (leb, die, row) as the XOR of its row's parity and other members.
+  using RebuildDone = Function<void(bool, std::vector<uint8_t>, std::vector<uint8_t>)>;
+  void RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDone done) {
+    struct R {
+      uint32_t left = 1;
+      std::vector<std::vector<uint8_t>> data, meta;
+      std::vector<uint8_t> ok;
+      RebuildDone done;
+    };
+    auto r = std::make_shared<R>();
+    r->done = std::move(done);
+    r->data.resize(D());
+    r->meta.resize(D());
+    r->ok.assign(D(), 0);
+    auto finish = [this, r, die]() {
+      if (--r->left != 0) return;
+      auto fail = [r]() {
+        auto d = std::move(r->done);
+        d(false, {}, {});
+      };
+      if (!parity_on) return fail();
+      // A row has its parity page and perhaps a partial one (written while the row
+      // waited): any whose members are all readable rebuilds the page.
+      for (uint32_t pd = 0; pd < D(); ++pd) {
+        if (pd == die || !r->ok[pd] || !ParityValid(r->meta[pd].data())) continue;
+        const uint64_t mask = ParityMask(r->meta[pd].data());
+        if (!((mask >> die) & 1)) continue;
+        std::vector<uint8_t> data = r->data[pd];
+        std::vector<uint8_t> lead(r->meta[pd].begin() + sizeof(f::PageHeader) + 8,
+                                  r->meta[pd].begin() + sizeof(f::PageHeader) + 8 + f::MetaBytes(S()));
+        bool complete = true;
+        for (uint32_t d = 0; d < D() && complete; ++d) {
+          if (d == die || d == pd || !((mask >> d) & 1)) continue;
+          if (!r->ok[d]) complete = false;  // a second member is gone too
+          else {
+            XorInto(data.data(), r->data[d].data(), data.size());
+            XorInto(lead.data(), r->meta[d].data(), lead.size());
+          }
+        }
+        if (!complete) continue;
+        std::vector<uint8_t> meta(f.geo_.meta_bytes_per_page(), 0xFF);
+        std::memcpy(meta.data(), lead.data(), lead.size());
+        const std::size_t n = f::MetaBytes(S()) - 4;
+        uint32_t crc;
+        std::memcpy(&crc, meta.data() + n, 4);
+        if (Crc32c(meta.data(), n) != crc) continue;
+        ++f.stats_.rebuilt_pages;
+        auto d = std::move(r->done);
+        return d(true, std::move(data), std::move(meta));
+      }
+      fail();
+    };
+    for (uint32_t d = 0; d < D(); ++d) {
+      if (d == die || die_failed[d]) continue;
+      ++r->left;
+      r->data[d].resize(f.geo_.page_data_bytes);
+      r->meta[d].resize(f.geo_.meta_bytes_per_page());
+      f.pipe_.Read({{d, leb, row}, 0, 0, r->data[d].data(), r->meta[d].data()},
+                   [this, r, d, finish](const Completion& c) mutable {
+                     r->ok[d] = c.ok();
+                     if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(d);
+                     finish();
+                   });
+    }
+    f.clock_.Post(finish);
+  }
+
+  // Sectors of a rebuilt page that are still current go to the groomer's append point,
+  // so the next read finds them on a healthy die.
+  void RelocateRebuilt(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
+                       const std::vector<uint8_t>& meta) {
+    if (device_lost || shutting_down) return;
+    const auto* h = reinterpret_cast<const f::PageHeader*>(meta.data());
+    if (h->type != static_cast<uint8_t>(f::PageType::kData)) return;
+    const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
+    bool moved = false;
+    for (uint32_t s = 0; s < S(); ++s) {
+      const uint64_t lba = e[s].lba;
+      if (lba == f::kNoLba || lba >= f.map_.sectors() ||
+          f.map_.Get(lba) != MakePsa(leb, die, page, s)) {
+        continue;
+      }
+      const uint8_t* src = data.data() + uint64_t{s} * f.sector_bytes_;
+      if (Crc32c(src, f.sector_bytes_) != e[s].crc) continue;
+      if (!AppendSector(gcap, lba, src, nullptr, nullptr)) return;
+      ++f.stats_.gc_write_sectors;
+      moved = true;
+    }
+    if (moved && (victim == nullptr || gcap.open == nullptr || gcap.open->victim == nullptr)) {
+      SubmitOpen(gcap);
+    }
+  }
+
+  void NoteLost(uint64_t lba) {
+    if (lost_lbas.size() < 4096 &&
+        std::find(lost_lbas.begin(), lost_lbas.end(), lba) == lost_lbas.end()) {
+      lost_lbas.push_back(lba);
+    }
+  }
+
+  void OnDieTimeout(uint32_t d) {
+    if (d < D() && !die_failed[d]) DeclareDieFailed(d);
+  }
+  bool HasValidOnDie(const Leb& l, uint32_t d) const {
+    const uint32_t per_die = P() * S();
+    for (uint32_t s = d * per_die; s < (d + 1) * per_die; ++s) {
+      if ((l.valid_bits[s / 64] >> (s % 64)) & 1) return true;
+    }
+    return false;
+  }
+  // A die stopped answering: write nothing more to it, and move every LEB's data off it
+  // (the groomer reads its pages back through parity). Also called at attach for dies
+  // that did not answer.
+  void DeclareDieFailed(uint32_t d) {
+    die_failed[d] = 1;
+    Event(fmt::format("FlashBack substitution active: die {} failed; {}", d,
+                      parity_on ? "rebuilding its data from parity"
+                                : "this format has no parity: its data is lost"));
+    for (uint32_t i = 0; i < f.lebs_.size(); ++i) {
+      Leb& l = f.lebs_.leb(i);
+      if (i < kMetaLebs || l.state == LebState::kFree) {
+        l.good[d] = 0;
+        l.capacity = LebCapacity(l);
+        continue;
+      }
+      if (l.state == LebState::kOpen) l.good[d] = 0;  // no more pages there
+      if (HasValidOnDie(l, d) &&
+          std::find(rebuild_queue.begin(), rebuild_queue.end(), i) == rebuild_queue.end()) {
+        rebuild_queue.push_back(i);
+      }
+    }
+    UpdateMode();
+    MaybeGroom();
+  }
+  // Capacity the surviving flash offers, against what the format promised and what is
+  // mapped.
+  void UpdateMode() {
+    uint64_t phys = 0;
+    for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+      const Leb& l = f.lebs_.leb(i);
+      uint32_t g = 0;
+      for (uint32_t d = 0; d < D(); ++d) g += l.good[d] && !die_failed[d];
+      const uint32_t per_row = g - (parity_on && g >= 3 ? 1 : 0);
+      phys += uint64_t{per_row * P() - std::min(per_row * P(), summary_pages)} * S();
+    }
+    const uint64_t per_leb = uint64_t{DataDiesPerRow(f.lebs_.leb(kMetaLebs), parity_on)} * P() * S();
+    const uint64_t reserved = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * per_leb;
+    const uint64_t usable = phys > reserved ? phys - reserved : 0;
+    const HealthMode m = f.map_.mapped() > usable ? HealthMode::kReadOnly
+                         : f.map_.sectors() > usable ? HealthMode::kReducedWrite
+                                                     : HealthMode::kNormal;
+    if (m != mode) {
+      mode = m;
+      surviving_sectors = usable;
+      Event(fmt::format("pipe health: {} (surviving flash holds {} of {} sectors)",
+                        HealthModeName(m), usable, f.map_.sectors()));
+    }
+    surviving_sectors = usable;
+  }
+  uint64_t surviving_sectors = UINT64_MAX;
+
 
   // --- addressing ---
   uint32_t D() const { return f.geo_.dies_per_pipe(); }
@@ -167,8 +445,11 @@ struct Ftl::Impl {
       }
       Leb& l = *ap.leb;
       while (ap.row < P()) {
-        while (ap.die < D() && !l.good[ap.die]) ++ap.die;
+        while (ap.die < D() && !DataPos(l, ap.row, ap.die)) ++ap.die;
         if (ap.die < D()) break;
+        // The row is done: its parity goes now, before any page of the next row (a die
+        // that failed mid-row can leave the last member position unused).
+        if (l.par && l.par->row == ap.row) SubmitParity(l);
         ap.die = 0;
         ++ap.row;
       }
@@ -185,13 +466,14 @@ struct Ftl::Impl {
     }
   }
   // Page positions of `l` from (row, die) to its end, over its good dies.
-  uint32_t RemainingPositions(const Leb& l, uint32_t row, uint32_t die) const {
+  // Data page positions (not parity) of `l` from (row, die) to its end.
+  uint32_t RemainingPositions(Leb& l, uint32_t row, uint32_t die) {
     uint32_t n = 0;
-    for (uint32_t d = die; d < D(); ++d) n += l.good[d];
-    return n + (P() - row - 1) * l.good_dies();
+    for (uint32_t d = die; d < D(); ++d) n += DataPos(l, row, d);
+    return n + (P() - row - 1) * DataDiesPerRow(l, l.par != nullptr);
   }
   uint32_t LebCapacity(const Leb& l) const {
-    const uint32_t positions = l.good_dies() * P();
+    const uint32_t positions = DataDiesPerRow(l, parity_on) * P();
     return (positions - std::min(positions, summary_pages)) * S();
   }
 
@@ -208,6 +490,13 @@ struct Ftl::Impl {
     l.capacity = LebCapacity(l);
     l.summary_due = false;
     if (summary_pages != 0) l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
+    l.par.reset();
+    if (parity_on) {
+      l.par = std::make_unique<RowParity>();
+      l.par->data.assign(f.geo_.page_data_bytes, 0);
+      l.par->meta.assign(f::MetaBytes(S()), 0);
+      l.par->pdie.assign(P(), RowParity::kUndecided);
+    }
     if (l.needs_erase) {
       // Erases queue ahead of this LEB's programs on each die (dies run commands in order).
       auto left = std::make_shared<std::pair<uint32_t, bool>>(0, true);  // erases, all ok
@@ -218,6 +507,7 @@ struct Ftl::Impl {
         f.pipe_.Erase(d, l.index, [this, &l, d, left](const Completion& c) {
           --l.inflight;
           if (!c.ok()) left->second = false;
+          if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(d);
           if (!c.ok() && c.status != FlashStatus::kAborted) {
             ++f.stats_.erase_failures;
             l.good[d] = 0;  // its programs fail too and are rewritten elsewhere
@@ -240,7 +530,11 @@ struct Ftl::Impl {
     l.summary_due = !l.summary.empty();
     f.lebs_.SetState(l, LebState::kClosed);
     ap.leb = nullptr;
-    MaybeWriteSummary(l);
+    if (l.summary_due) {
+      MaybeWriteSummary(l);
+    } else {
+      FinishParity(l);
+    }
   }
 
   // Writes the summary of a closed LEB once every other page of it is done, so a summary
@@ -251,12 +545,12 @@ struct Ftl::Impl {
     l.summary_due = false;
     std::vector<uint64_t> grid;
     grid.swap(l.summary);
-    if (device_lost) return;
+    if (device_lost) return FinishParity(l);
     std::vector<std::pair<uint32_t, uint32_t>> where;  // (die, page)
     for (uint32_t pos = l.summary_from; pos < P() * D() && where.size() < summary_pages; ++pos) {
-      if (l.good[pos % D()]) where.emplace_back(pos % D(), pos / D());
+      if (DataPos(l, pos / D(), pos % D())) where.emplace_back(pos % D(), pos / D());
     }
-    if (where.size() < summary_pages) return;
+    if (where.size() < summary_pages) return FinishParity(l);
     f::SummaryHeader h{f::kSummaryMagic, l.index, D(), P(), S()};
     std::vector<uint8_t> bytes(uint64_t{summary_pages} * f.geo_.page_data_bytes, 0);
     std::memcpy(bytes.data(), &h, sizeof(h));
@@ -269,6 +563,7 @@ struct Ftl::Impl {
       ++f.stats_.summary_pages;
       Submit(b);
     }
+    FinishParity(l);
   }
 
   PageBuf* NewPage(AppendPoint& ap, f::PageType type) {
@@ -374,15 +669,67 @@ struct Ftl::Impl {
         ent[1 + s] = b->type == f::PageType::kData ? b->lbas[s] : f::kNoLba;
       }
     }
-    const std::size_t hdr = f::MetaBytes(S()) - 4;
-    const uint32_t crc = Crc32c(b->meta.data(), hdr);
-    std::memcpy(b->meta.data() + hdr, &crc, 4);
+    if (b->type == f::PageType::kParity) {
+      std::memcpy(b->meta.data() + sizeof(f::PageHeader), &b->lbas[0], 8);
+      std::memcpy(b->meta.data() + sizeof(f::PageHeader) + 8, b->pmeta.data(), b->pmeta.size());
+      const std::size_t n = f::ParityMetaBytes(S()) - 4;
+      const uint32_t crc = Crc32c(b->meta.data(), n);
+      std::memcpy(b->meta.data() + n, &crc, 4);
+    } else {
+      const std::size_t hdr = f::MetaBytes(S()) - 4;
+      const uint32_t crc = Crc32c(b->meta.data(), hdr);
+      std::memcpy(b->meta.data() + hdr, &crc, 4);
+    }
     ++l.inflight;
     inflight_seqs.insert(b->seq);
     ++f.stats_.pages_programmed;
     f.pipe_.Program({{b->die, b->leb, b->page}, b->data.data(), b->meta.data()},
                     [this, b](const Completion&) { OnAccepted(b); },
                     [this, b](const Completion& c) { OnDone(b, c); });
+    if (l.par && b->type != f::PageType::kParity) {
+      AccumulateParity(l, b);
+      ScheduleRowProtection(l, b->page);
+    }
+  }
+
+  // If the row stays part-written (no more pages for it), protect it with a partial
+  // parity page (opts.partial_parity_delay_ns).
+  void ScheduleRowProtection(Leb& l, uint32_t row) {
+    if (!l.par || l.par->submitted || f.opts_.partial_parity_delay_ns == 0) return;
+    const uint64_t mask = l.par->mask;
+    const uint32_t leb = l.index;
+    f.clock_.After(f.opts_.partial_parity_delay_ns, [this, leb, row, mask] {
+      for (AppendPoint* ap : {&host, &gcap}) {
+        if (ap->leb != nullptr && ap->leb->index == leb) ProtectPartialRow(*ap, row, mask);
+      }
+    });
+  }
+  void ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) {
+    Leb& l = *ap.leb;
+    if (&ap == &gcap && victim != nullptr && l.par && l.par->row == row && !l.par->submitted) {
+      // The groomer is still moving data into this row: look again later rather than
+      // spend a position on a partial parity page now.
+      return ScheduleRowProtection(l, row);
+    }
+    if (device_lost || !l.par || l.par->submitted || l.par->row != row || l.par->mask != mask ||
+        ap.open != nullptr || ap.row != row || l.state != LebState::kOpen) {
+      return;  // the row moved on, or a page for it is being filled
+    }
+    // The next position must still be in this row, and not the last data position (that
+    // one completes the row and its parity follows on its own).
+    uint32_t next = ap.die;
+    while (next < D() && !DataPos(l, row, next)) ++next;
+    if (next >= D() || IsLastDataPos(l, row, next)) return;
+    if (RemainingPositions(l, row, next) <= summary_pages + 1) return;
+    uint32_t leb, die, page;
+    if (!NextPosition(ap, &leb, &die, &page)) return;
+    PageBuf* b = MakeBuf(leb, die, page, f::PageType::kParity);
+    b->data = l.par->data;
+    b->pmeta = l.par->meta;
+    b->lbas[0] = l.par->mask;
+    ++f.stats_.parity_pages;
+    ++f.stats_.partial_parity_pages;
+    Submit(b);
   }
 
   void Ack(WriteCtx* ctx) {
@@ -430,9 +777,15 @@ struct Ftl::Impl {
       FailWaiters(b);
     } else if (!c.ok()) {
       ++f.stats_.program_failures;
+      if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(b->die);
       l.good[b->die] = 0;
       if (!l.summary.empty()) l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())] = 0;
-      if (b->type == f::PageType::kSummary) {
+      DropFromParity(l, b);
+      if (b->type == f::PageType::kParity) {
+        Logger("ftl")->warn("parity program failed leb={} die={} page={}: that row is unprotected",
+                            b->leb, b->die, b->page);
+        MarkDurable(b);
+      } else if (b->type == f::PageType::kSummary) {
         // The LEB simply has no summary: a scan reads it page by page.
         Logger("ftl")->warn("summary program failed leb={} die={} page={} status={}", b->leb,
                             b->die, b->page, nand::FlashStatusName(c.status));
@@ -588,8 +941,10 @@ struct Ftl::Impl {
   void MaybeGroom() {
     if (victim != nullptr || shutting_down || device_lost) return;
     const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
-    Leb* v = nullptr;
-    if (!need && groom_waiters.empty()) {
+    Leb* v = NextRebuildVictim();
+    if (v != nullptr) {
+      ++f.stats_.rebuild_lebs;
+    } else if (!need && groom_waiters.empty()) {
       // Erase counts change only when a LEB is opened: look for wear work only then, not
       // on every page completion (the scan covers every LEB).
       if (!wear_check_due) return;
@@ -599,6 +954,9 @@ struct Ftl::Impl {
       ++f.stats_.wear_moves;
     } else {
       v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_);
+      // Moving a LEB with nothing stale in it frees nothing (a pipe over-full after die
+      // failures): grooming would only churn.
+      if (v != nullptr && v->valid >= v->capacity && groom_waiters.empty()) v = nullptr;
     }
     if (v == nullptr) {
       for (auto& w : groom_waiters) w(Status::Ok());
@@ -618,6 +976,31 @@ struct Ftl::Impl {
     f.lebs_.SetState(*v, LebState::kVictim);
     ++f.stats_.victims;
     GroomStep();
+  }
+
+  // The next LEB holding data of a failed die that can be groomed now. Rebuild goes
+  // before grooming for space: it frees LEBs too.
+  Leb* NextRebuildVictim() {
+    for (std::size_t k = 0; k < rebuild_queue.size();) {
+      Leb& l = f.lebs_.leb(rebuild_queue[k]);
+      bool still = false;
+      for (uint32_t d = 0; d < D() && !still; ++d) still = die_failed[d] && HasValidOnDie(l, d);
+      if (!still || l.state == LebState::kFree) {
+        rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
+        if (rebuild_queue.empty()) {
+          Event("FlashBack rebuild complete: no data left on failed dies");
+          UpdateMode();
+        }
+        continue;
+      }
+      if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip) {
+        rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
+        rebuild_queue.push_back(l.index);  // leaves the queue once it is empty of such data
+        return &l;
+      }
+      ++k;
+    }
+    return nullptr;
   }
 
   // The closed LEB with the lowest erase count, when it lags the most-erased data LEB by
@@ -660,6 +1043,22 @@ struct Ftl::Impl {
       buf->second.resize(f.geo_.meta_bytes_per_page());
       f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
                    [this, v, die, page, buf, is_trim](const Completion& c) {
+                     if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
+                     if (!c.ok() && c.status != FlashStatus::kAborted && !device_lost) {
+                       // FlashBack: rebuild the page from its row, then move it as usual.
+                       RebuildPage(v->index, die, page,
+                                   [this, v, die, page, is_trim, st = c.status](
+                                       bool ok, std::vector<uint8_t> data, std::vector<uint8_t> meta) {
+                                     --victim_reads;
+                                     if (victim == v) {
+                                       Completion rc;
+                                       rc.status = ok ? FlashStatus::kOk : st;
+                                       Relocate(*v, die, page, rc, data, meta, is_trim);
+                                     }
+                                     GroomStep();
+                                   });
+                       return;
+                     }
                      --victim_reads;
                      if (victim == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
                      GroomStep();
@@ -803,6 +1202,9 @@ struct Ftl::Impl {
       f.lebs_.SetState(*v, LebState::kClosed);
     } else {
       v->needs_erase = true;
+      for (uint32_t d = 0; d < D(); ++d) {
+        if (die_failed[d]) v->good[d] = 0;  // formed without failed dies from now on
+      }
       if (v->stale_seq == 0 || (v->open_seq != 0 && v->open_seq < v->stale_seq)) {
         v->stale_seq = v->open_seq;
       }

@@ -9,11 +9,22 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <boost/intrusive/list.hpp>
 
 namespace vsl::ftl {
+
+// FlashBack parity of the stripe row being written in an open LEB (format: ftl_format.h).
+struct RowParity {
+  static constexpr uint8_t kUndecided = 0xFF, kNone = 0xFE;
+  uint32_t row = UINT32_MAX;  // the row being accumulated
+  bool submitted = false;     // its parity page has been submitted
+  uint64_t mask = 0;          // member dies so far
+  std::vector<uint8_t> data, meta;  // XOR of the members' data and leading metadata
+  std::vector<uint8_t> pdie;  // per row: the die holding its parity (kUndecided, kNone)
+};
 
 enum class LebState : uint8_t { kFree = 0, kOpen, kClosed, kVictim, kMeta };
 
@@ -42,6 +53,7 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   std::vector<uint64_t> summary;
   uint32_t summary_from = 0;  // first page position left for the summary when it closed
   bool summary_due = false;   // closed; write the summary once nothing is in flight
+  std::unique_ptr<RowParity> par;  // while written, if FlashBack is on
   uint32_t good_dies() const {
     uint32_t n = 0;
     for (uint8_t g : good) n += g;
