@@ -251,10 +251,21 @@ struct Ftl::Impl {
         std::vector<uint8_t> data = r->data[pd];
         std::vector<uint8_t> lead(r->meta[pd].begin() + sizeof(f::PageHeader) + 8,
                                   r->meta[pd].begin() + sizeof(f::PageHeader) + 8 + f::MetaBytes(S()));
+        const uint64_t pseq = reinterpret_cast<const f::PageHeader*>(r->meta[pd].data())->seq;
+        // Members must be the pages the parity was made of: written (valid header, this
+        // format) before it. An erased, torn or newer page means the row is not whole.
+        auto member_ok = [&](const std::vector<uint8_t>& m) {
+          const auto* h = reinterpret_cast<const f::PageHeader*>(m.data());
+          const std::size_t hn = f::MetaBytes(S()) - 4;
+          uint32_t hcrc;
+          std::memcpy(&hcrc, m.data() + hn, 4);
+          return h->version_major == f::kVersionMajor && h->sectors == S() &&
+                 h->epoch == f.epoch_ && h->seq < pseq && Crc32c(m.data(), hn) == hcrc;
+        };
         bool complete = true;
         for (uint32_t d = 0; d < D() && complete; ++d) {
           if (d == die || d == pd || !((mask >> d) & 1)) continue;
-          if (!r->ok[d]) complete = false;  // a second member is gone too
+          if (!r->ok[d] || !member_ok(r->meta[d])) complete = false;  // a second member is gone too
           else {
             XorInto(data.data(), r->data[d].data(), data.size());
             XorInto(lead.data(), r->meta[d].data(), lead.size());
@@ -267,6 +278,8 @@ struct Ftl::Impl {
         uint32_t crc;
         std::memcpy(&crc, meta.data() + n, 4);
         if (Crc32c(meta.data(), n) != crc) continue;
+        const auto* rh = reinterpret_cast<const f::PageHeader*>(meta.data());
+        if (rh->epoch != f.epoch_ || rh->seq >= pseq) continue;
         ++f.stats_.rebuilt_pages;
         auto d = std::move(r->done);
         return d(true, std::move(data), std::move(meta));

@@ -149,6 +149,8 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
   op->flush_cost_ns = ProgramCostNs();
   op->flush_xfer_ns = ProgramXferNs();
   Enqueue(op);
+  // A dead die took the op off its queue to time out: it never enters the buffer.
+  if (DieFailed(op->ppa.die)) return;
   Die& d = dies_[op->ppa.die];
   if (!d.admit_wait.empty() || !TryAdmit(op)) {
     ++stats_.admission_waits;
