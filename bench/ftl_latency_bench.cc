@@ -2,7 +2,7 @@
 // duo-slc timing model, with a fixed number of writes outstanding (closed loop).
 //
 // usage: ftl_latency_bench [--qd N] [--blocks N] [--rounds R] [--quick] [--out FILE.md]
-//                          [--check-max-ms MS]
+//                          [--check-max-ms MS] [--partial-parity-us N]
 // --check-max-ms: exit 1 if any write of any round (after preconditioning) took longer
 // than MS of card time: the groomer's pacing must keep latency bounded on a full, busy
 // device (virtual time, so the check is deterministic, not a wall-clock timing).
@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   uint32_t qd = 16, blocks = 64, rounds = 8;
   bool quick = false;
   double check_max_ms = 0;
+  int partial_parity_us = -1;  // FlashBack partial parity delay (0: off); default: FTL's
   std::string out;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--qd") && i + 1 < argc) qd = static_cast<uint32_t>(std::atoi(argv[++i]));
@@ -58,8 +59,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!std::strcmp(argv[i], "--check-max-ms") && i + 1 < argc) check_max_ms = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--partial-parity-us") && i + 1 < argc) partial_parity_us = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--qd N] [--blocks N] [--rounds R] [--quick] [--out F] [--check-max-ms MS]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--qd N] [--blocks N] [--rounds R] [--quick] [--out F] [--check-max-ms MS] [--partial-parity-us N]\n", argv[0]);
       return 2;
     }
   }
@@ -81,7 +83,9 @@ int main(int argc, char** argv) {
   clock.RunUntilTrue([&] { return st.has_value(); });
   if (!st->ok()) return 3;
   std::unique_ptr<ftl::Ftl> f;
-  ftl::Ftl::Open(card->pipe(0), clock, {}, [&](Result<std::unique_ptr<ftl::Ftl>> r) { f = std::move(r).value(); });
+  ftl::FtlOptions fopts;
+  if (partial_parity_us >= 0) fopts.partial_parity_delay_ns = static_cast<DurNs>(partial_parity_us) * kUs;
+  ftl::Ftl::Open(card->pipe(0), clock, fopts, [&](Result<std::unique_ptr<ftl::Ftl>> r) { f = std::move(r).value(); });
   clock.RunUntilTrue([&] { return f != nullptr; });
   const uint64_t n = f->sectors();
   std::vector<uint8_t> data(4096, 0x3C);

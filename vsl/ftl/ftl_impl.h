@@ -379,7 +379,10 @@ struct Ftl::Impl {
       const uint32_t per_row = g - (parity_on && g >= 3 ? 1 : 0);
       phys += uint64_t{per_row * P() - std::min(per_row * P(), summary_pages)} * S();
     }
-    const uint64_t per_leb = uint64_t{DataDiesPerRow(f.lebs_.leb(kMetaLebs), parity_on)} * P() * S();
+    uint32_t alive = 0;
+    for (uint32_t d = 0; d < D(); ++d) alive += !die_failed[d];
+    const uint32_t per_row = alive - (parity_on && alive >= 3 ? 1 : 0);
+    const uint64_t per_leb = (uint64_t{per_row} * P() - std::min(per_row * P(), summary_pages)) * S();
     const uint64_t reserved = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * per_leb;
     const uint64_t usable = phys > reserved ? phys - reserved : 0;
     const HealthMode m = f.map_.mapped() > usable ? HealthMode::kReadOnly
