@@ -601,12 +601,13 @@ struct Ftl::Impl {
     return b;
   }
 
-  // Appends one sector to `ap`. False when no page position could be had.
-  bool AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
-                    Leb* src_victim) {
+  // Appends one sector to `ap`. Null when no page position could be had.
+  // Returns the page the sector went into (submitted already if it filled), or null.
+  PageBuf* AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
+                        Leb* src_victim) {
     if (ap.open == nullptr) {
       ap.open = NewPage(ap, f::PageType::kData);
-      if (ap.open == nullptr) return false;
+      if (ap.open == nullptr) return nullptr;
       PageBuf* b = ap.open;
       // Groomer pages are never padded on idle: they fill, or are pushed out when a
       // victim must be released. Host pages are programmed when nothing more is coming.
@@ -635,7 +636,7 @@ struct Ftl::Impl {
     }
     Remap(lba, MakePsa(b->leb, b->die, b->page, slot));
     if (b->used == S()) SubmitOpen(ap);
-    return true;
+    return b;
   }
 
   void SubmitOpen(AppendPoint& ap) {
@@ -841,21 +842,30 @@ struct Ftl::Impl {
     AppendPoint& ap = b->victim != nullptr ? gcap : host;
     std::vector<WriteCtx*> waiters = std::move(b->waiters);
     b->waiters.clear();
+    std::vector<PageBuf*> targets;  // pages now holding the rewritten sectors
     for (uint32_t s = 0; s < S(); ++s) {
       const uint64_t lba = b->lbas[s];
       if (lba == f::kNoLba || f.map_.Get(lba) != MakePsa(b->leb, b->die, b->page, s)) continue;
-      if (!AppendSector(ap, lba, b->data.data() + uint64_t{s} * f.sector_bytes_, nullptr,
-                        b->victim)) {
+      PageBuf* t = AppendSector(ap, lba, b->data.data() + uint64_t{s} * f.sector_bytes_, nullptr,
+                                b->victim);
+      if (t == nullptr) {
         Logger("ftl")->error("no room to rewrite lba={} after a program failure", lba);
+      } else if (std::find(targets.begin(), targets.end(), t) == targets.end()) {
+        targets.push_back(t);
       }
     }
-    // The waiters now wait for the page that holds the rewritten sectors.
-    if (ap.open != nullptr) {
-      for (WriteCtx* w : waiters) ap.open->waiters.push_back(w);
-      SubmitOpen(ap);
-    } else {
-      for (WriteCtx* w : waiters) Ack(w);
+    // The waiters now wait for every page holding rewritten sectors (one may have filled
+    // and gone already: it still owes its acknowledgement), then drop their hold on `b`.
+    for (WriteCtx* w : waiters) {
+      for (PageBuf* t : targets) {
+        ++w->remaining;
+        t->waiters.push_back(w);
+      }
     }
+    if (ap.open != nullptr && std::find(targets.begin(), targets.end(), ap.open) != targets.end()) {
+      SubmitOpen(ap);
+    }
+    for (WriteCtx* w : waiters) Ack(w);
     MarkDurable(b);
   }
 
