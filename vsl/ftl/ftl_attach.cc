@@ -54,6 +54,17 @@ bool HeaderValid(const uint8_t* meta, uint32_t spp) {
   return Crc32c(meta, n) == crc;
 }
 
+// Completes `cb` on the clock as if its die had timed out: for dies known dead, whose
+// reads would only wait out the controller's timeout.
+template <typename Cb>
+void PostDieTimeout(Clock& clock, Cb cb) {
+  clock.Post([cb = std::move(cb)]() mutable {
+    Completion c;
+    c.status = FlashStatus::kDieTimeout;
+    cb(c);
+  });
+}
+
 bool AllOnes(const std::vector<uint8_t>& v) {
   return std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == 0xFF; });
 }
@@ -886,11 +897,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                            });
       };
       if (impl_->die_failed[tp.die]) {
-        clock_.Post([on_read]() mutable {
-          Completion c;
-          c.status = FlashStatus::kDieTimeout;
-          on_read(c);
-        });
+        PostDieTimeout(clock_, std::move(on_read));
         continue;
       }
       pipe_.Read({{tp.die, tp.leb, tp.page}, 0, 0, ctx->trim_data[k].data(), nullptr},
@@ -1014,11 +1021,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                              });
         };
         if (impl_->die_failed[die]) {
-          clock_.Post([on_meta]() mutable {
-            Completion c;
-            c.status = FlashStatus::kDieTimeout;
-            on_meta(c);
-          });
+          PostDieTimeout(clock_, std::move(on_meta));
           continue;
         }
         pipe_.Read({{die, leb, row}, cw, 1, nullptr, ctx->meta[i].data()}, std::move(on_meta));
@@ -1085,11 +1088,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
       if (impl_->die_failed[d]) {
         // A die that did not answer at attach: its pages count as unreadable, and are
         // rebuilt from parity before the replay.
-        clock_.Post([cb]() mutable {
-          Completion c;
-          c.status = FlashStatus::kDieTimeout;
-          cb(c);
-        });
+        PostDieTimeout(clock_, std::move(cb));
         continue;
       }
       ++attach_.pages_read;
