@@ -75,8 +75,7 @@ bool Ftl::idle() const {
 }
 
 uint64_t Ftl::leb_data_sectors() const {
-  const uint32_t dies = geo_.dies_per_pipe() - (impl_->parity_on && geo_.dies_per_pipe() >= 3 ? 1 : 0);
-  return (uint64_t{dies} * geo_.pages_per_block - impl_->summary_pages) * spp_;
+  return impl_->LebDataSectors(geo_.dies_per_pipe());
 }
 
 uint64_t Ftl::memory_bytes() const {

@@ -76,8 +76,7 @@ uint64_t Ftl::PhysicalUserSectors() const {
   for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
     phys += impl_->LebCapacity(lebs_.leb(i));
   }
-  const uint32_t dies = geo_.dies_per_pipe() - (impl_->parity_on && geo_.dies_per_pipe() >= 3 ? 1 : 0);
-  const uint64_t per_leb = (uint64_t{dies} * geo_.pages_per_block - impl_->summary_pages) * spp_;
+  const uint64_t per_leb = impl_->LebDataSectors(geo_.dies_per_pipe());
   const uint64_t reserved = uint64_t{ReservedLebs()} * per_leb;
   if (phys <= reserved) return 0;
   return static_cast<uint64_t>(static_cast<double>(phys - reserved) /

@@ -376,25 +376,22 @@ struct Ftl::Impl {
       const Leb& l = f.lebs_.leb(i);
       uint32_t g = 0;
       for (uint32_t d = 0; d < D(); ++d) g += l.good[d] && !die_failed[d];
-      const uint32_t per_row = g - (parity_on && g >= 3 ? 1 : 0);
-      phys += uint64_t{per_row * P() - std::min(per_row * P(), summary_pages)} * S();
+      phys += LebDataSectors(g);
     }
     uint32_t alive = 0;
     for (uint32_t d = 0; d < D(); ++d) alive += !die_failed[d];
-    const uint32_t per_row = alive - (parity_on && alive >= 3 ? 1 : 0);
-    const uint64_t per_leb = (uint64_t{per_row} * P() - std::min(per_row * P(), summary_pages)) * S();
-    const uint64_t reserved = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * per_leb;
+    const uint64_t reserved =
+        uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * LebDataSectors(alive);
     const uint64_t usable = phys > reserved ? phys - reserved : 0;
     const HealthMode m = f.map_.mapped() > usable ? HealthMode::kReadOnly
                          : f.map_.sectors() > usable ? HealthMode::kReducedWrite
                                                      : HealthMode::kNormal;
+    surviving_sectors = usable;
     if (m != mode) {
       mode = m;
-      surviving_sectors = usable;
       Event(fmt::format("pipe health: {} (surviving flash holds {} of {} sectors)",
                         HealthModeName(m), usable, f.map_.sectors()));
     }
-    surviving_sectors = usable;
   }
   uint64_t surviving_sectors = UINT64_MAX;
 
@@ -488,9 +485,14 @@ struct Ftl::Impl {
     for (uint32_t d = die; d < D(); ++d) n += DataPos(l, row, d);
     return n + (P() - row - 1) * DataDiesPerRow(l, l.par != nullptr);
   }
+  // Sectors of data a LEB holds with `dies` usable dies: less a parity die per row (with
+  // FlashBack and 3+ dies) and its summary pages.
+  uint64_t LebDataSectors(uint32_t dies) const {
+    const uint32_t positions = (dies - (parity_on && dies >= 3 ? 1 : 0)) * P();
+    return uint64_t{positions - std::min(positions, summary_pages)} * S();
+  }
   uint32_t LebCapacity(const Leb& l) const {
-    const uint32_t positions = DataDiesPerRow(l, parity_on) * P();
-    return (positions - std::min(positions, summary_pages)) * S();
+    return static_cast<uint32_t>(LebDataSectors(l.good_dies()));
   }
 
   void OpenLeb(AppendPoint& ap, Leb& l) {
