@@ -10,16 +10,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "bench/bench_report.h"
+#include "bench/ftl_bench_pipe.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
@@ -27,8 +25,6 @@
 
 namespace vsl {
 namespace {
-namespace fs = std::filesystem;
-
 struct Window {
   uint64_t writes = 0;
   DurNs span = 0;
@@ -59,21 +55,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::string dir = (fs::exists("/dev/shm") ? std::string("/dev/shm") : fs::temp_directory_path().string()) +
-                          "/openvsl-rebuild-" + std::to_string(::getpid());
-  fs::remove_all(dir);
-  simcard::CreateOptions co;
-  co.blocks_per_lun = blocks;
-  if (!simcard::SimCard::Create(dir, simcard::FindProfile("duo-slc").value(), co).ok()) return 3;
-  VirtualClock clock(1);
-  auto card = std::move(simcard::SimCard::Open(dir, clock).value());
-  std::optional<Status> st;
-  ftl::Ftl::Format(card->pipe(0), clock, {}, [&](Status s) { st = s; });
-  clock.RunUntilTrue([&] { return st.has_value(); });
-  if (!st->ok()) return 3;
-  std::unique_ptr<ftl::Ftl> f;
-  ftl::Ftl::Open(card->pipe(0), clock, {}, [&](Result<std::unique_ptr<ftl::Ftl>> r) { f = std::move(r).value(); });
-  clock.RunUntilTrue([&] { return f != nullptr; });
+  bench::FtlBenchPipe pipe;
+  if (!pipe.Start("rebuild", "duo-slc", blocks)) return 3;
+  VirtualClock& clock = pipe.clock;
+  auto& card = pipe.card;
+  auto& f = pipe.ftl;
   const uint64_t n = f->sectors();
   const auto span = static_cast<uint64_t>(static_cast<double>(n) * fill);
   std::vector<uint8_t> data(4096, 0x5A);
@@ -147,8 +133,5 @@ int main(int argc, char** argv) {
                 before.Iops() > 0 ? during.Iops() / before.Iops() : 0.0, fb.lost_lbas.size(), std::string(ftl::HealthModeName(fb.mode)).c_str());
   report.Line(buf);
   if (!report.WriteTo(out)) std::fprintf(stderr, "cannot write %s\n", out.c_str());
-  f.reset();
-  card.reset();
-  fs::remove_all(dir);
   return fb.lost_lbas.empty() && fb.rebuild_lebs_left == 0 ? 0 : 1;
 }

@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "bench/bench_report.h"
+#include "bench/ftl_bench_pipe.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
@@ -29,7 +29,6 @@
 
 namespace vsl {
 namespace {
-namespace fs = std::filesystem;
 
 struct Round {
   double iops, avg_us, p99_us, p999_us, max_us, waf;
@@ -69,24 +68,12 @@ int main(int argc, char** argv) {
     blocks = 24;
     rounds = 2;
   }
-  const std::string dir = (fs::exists("/dev/shm") ? std::string("/dev/shm") : fs::temp_directory_path().string()) +
-                          "/openvsl-lat-" + std::to_string(::getpid());
-  fs::remove_all(dir);
-  auto profile = simcard::FindProfile("duo-slc").value();
-  simcard::CreateOptions co;
-  co.blocks_per_lun = blocks;
-  if (!simcard::SimCard::Create(dir, profile, co).ok()) return 3;
-  VirtualClock clock(1);
-  auto card = std::move(simcard::SimCard::Open(dir, clock).value());
-  std::optional<Status> st;
-  ftl::Ftl::Format(card->pipe(0), clock, {}, [&](Status s) { st = s; });
-  clock.RunUntilTrue([&] { return st.has_value(); });
-  if (!st->ok()) return 3;
-  std::unique_ptr<ftl::Ftl> f;
   ftl::FtlOptions fopts;
   if (partial_parity_us >= 0) fopts.partial_parity_delay_ns = static_cast<DurNs>(partial_parity_us) * kUs;
-  ftl::Ftl::Open(card->pipe(0), clock, fopts, [&](Result<std::unique_ptr<ftl::Ftl>> r) { f = std::move(r).value(); });
-  clock.RunUntilTrue([&] { return f != nullptr; });
+  bench::FtlBenchPipe pipe;
+  if (!pipe.Start("lat", "duo-slc", blocks, fopts)) return 3;
+  VirtualClock& clock = pipe.clock;
+  auto& f = pipe.ftl;
   const uint64_t n = f->sectors();
   std::vector<uint8_t> data(4096, 0x3C);
   Rng rng(7);
@@ -162,9 +149,6 @@ int main(int argc, char** argv) {
     line(buf);
   }
   if (!report.WriteTo(out)) std::fprintf(stderr, "cannot write %s\n", out.c_str());
-  f.reset();
-  card.reset();
-  fs::remove_all(dir);
   if (check_max_ms > 0) {
     for (std::size_t i = 0; i < rs.size(); ++i) {
       if (rs[i].max_us > check_max_ms * 1000 || !(rs[i].iops > 0)) {
