@@ -81,6 +81,7 @@ struct Ftl::Impl {
   uint32_t victim_reads = 0;   // page reads in flight
   uint32_t victim_refs = 0;    // GC pages holding its relocated data, not yet durable
   bool victim_held = false;    // something could not be moved out: do not release it
+  bool rebuild_turn_ = false;  // alternates rebuild and space victims while space is short
   std::vector<f::TrimRecord> carry_trims;  // kept records of the victim, to rewrite
   bool wear_check_due = true;  // an erase count changed since the last wear check
   bool shutting_down = false;
@@ -969,7 +970,11 @@ struct Ftl::Impl {
   void MaybeGroom() {
     if (victim != nullptr || shutting_down || device_lost) return;
     const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
-    Leb* v = NextRebuildVictim();
+    // Rebuild goes first, but when space is short every other victim is groomed for
+    // space, so host writes are not starved while rebuild victims (nearly full) free
+    // little.
+    Leb* v = (need && rebuild_turn_) ? nullptr : NextRebuildVictim();
+    rebuild_turn_ = !rebuild_turn_;
     if (v != nullptr) {
       ++f.stats_.rebuild_lebs;
     } else if (!need && groom_waiters.empty()) {
