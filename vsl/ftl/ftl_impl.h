@@ -615,8 +615,8 @@ struct Ftl::Impl {
       // Groomer pages are never padded on idle: they fill, or are pushed out when a
       // victim must be released. Host pages are programmed when nothing more is coming.
       if (!ap.gc) {
-        auto flush = [this, alive = std::weak_ptr<char>(life), &ap, b] {
-          if (!alive.expired() && ap.open == b) SubmitOpen(ap);
+        auto flush = [this, &ap, b] {
+          if (ap.open == b) SubmitOpen(ap);
         };
         if (open_writes > 1 || pending.size() > 1) {
           f.clock_.After(f.opts_.pad_delay_ns, flush);
@@ -714,33 +714,16 @@ struct Ftl::Impl {
 
   // If the row stays part-written (no more pages for it), protect it with a partial
   // parity page (opts.partial_parity_delay_ns).
-  // One check is pending per open LEB at a time (not one timer per page): when it fires
-  // and the row has moved on, it re-arms for the row as it is then.
   void ScheduleRowProtection(Leb& l, uint32_t row) {
-    if (!l.par || l.par->submitted || l.par->armed != 0 || f.opts_.partial_parity_delay_ns == 0) {
-      return;
-    }
+    if (!l.par || l.par->submitted || f.opts_.partial_parity_delay_ns == 0) return;
     const uint64_t mask = l.par->mask;
     const uint32_t leb = l.index;
-    const uint64_t gen = ++arm_gen;
-    l.par->armed = gen;
-    f.clock_.After(f.opts_.partial_parity_delay_ns,
-                   [this, alive = std::weak_ptr<char>(life), leb, row, mask, gen] {
-      if (alive.expired()) return;  // the Ftl is gone
-      Leb& l2 = f.lebs_.leb(leb);
-      if (!l2.par || l2.par->armed != gen) return;  // the LEB was closed or reopened
-      l2.par->armed = 0;
-      if (l2.par->row != row || l2.par->mask != mask) {
-        return ScheduleRowProtection(l2, l2.par->row);  // more pages came: wait again
-      }
+    f.clock_.After(f.opts_.partial_parity_delay_ns, [this, leb, row, mask] {
       for (AppendPoint* ap : {&host, &gcap}) {
         if (ap->leb != nullptr && ap->leb->index == leb) ProtectPartialRow(*ap, row, mask);
       }
     });
   }
-  uint64_t arm_gen = 0;
-  // Timers hold a weak reference to this: they do nothing once the Ftl is destroyed.
-  std::shared_ptr<char> life = std::make_shared<char>(0);
   void ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) {
     Leb& l = *ap.leb;
     if (&ap == &gcap && victim != nullptr && l.par && l.par->row == row && !l.par->submitted) {

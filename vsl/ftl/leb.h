@@ -20,7 +20,6 @@ namespace vsl::ftl {
 struct RowParity {
   static constexpr uint8_t kUndecided = 0xFF, kNone = 0xFE;
   uint32_t row = UINT32_MAX;  // the row being accumulated
-  uint64_t armed = 0;         // the pending partial-parity check (its generation), 0: none
   bool submitted = false;     // its parity page has been submitted
   uint64_t mask = 0;          // member dies so far
   std::vector<uint8_t> data, meta;  // XOR of the members' data and leading metadata
