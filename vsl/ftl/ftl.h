@@ -113,6 +113,9 @@ struct FtlStats {
   uint64_t paced_waits = 0;   // times host writes waited for grooming credits
   uint64_t wear_moves = 0;    // LEBs groomed to level wear, not to free space
   uint64_t parity_pages = 0, partial_parity_pages = 0, rebuilt_pages = 0, rebuild_lebs = 0;
+  // Running parity of part-written rows parked in the controller's stage slots, and times
+  // a row found every slot taken (its writes then wait for the row's parity page).
+  uint64_t parity_stages = 0, stage_slot_waits = 0;
   double Waf() const {
     return host_write_sectors ? static_cast<double>(host_write_sectors + gc_write_sectors +
                                                     pad_sectors) / host_write_sectors

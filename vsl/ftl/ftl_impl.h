@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -42,6 +43,12 @@ struct Ftl::PageBuf {
   uint32_t used = 0;
   uint64_t seq = 0;
   bool submitted = false, durable = false;
+  // FlashBack's acknowledgement rule: a member of a parity row is durable only once a
+  // parity page covering it is durable too (accepted under PLP, else on flash).
+  bool covered = true;     // false while its row's parity does not yet protect it
+  bool accepted = false;   // in the controller's protected buffer (PLP healthy)
+  bool flash_done = false; // programmed
+  bool final_parity = false;  // the row's own parity page (not a partial one elsewhere)
   // Write requests waiting on this page: (ctx, acknowledged already).
   std::vector<WriteCtx*> waiters;
   std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
@@ -105,6 +112,18 @@ struct Ftl::Impl {
   std::vector<uint64_t> lost_lbas;      // sectors a second failure made unrecoverable
   std::vector<std::string> events;
   HealthMode mode = HealthMode::kNormal;
+  // Coverage of parity rows, by (leb, row): members submitted but not yet covered by a
+  // durable parity page, and the stage slot (if any) holding the row's running parity.
+  struct RowCover {
+    uint32_t pd = UINT32_MAX;
+    std::vector<PageBuf*> waiting;
+    int slot = -1;
+    uint64_t staged_mask = 0;  // members in the last image sent to the slot
+  };
+  std::map<std::pair<uint32_t, uint32_t>, RowCover> covers;
+  std::vector<uint8_t> slot_busy;  // per stage slot: owned by a row until its parity lands
+  bool stage_posted = false;
+  bool shutdown_parity_done = false;
 
   explicit Impl(Ftl& ftl) : f(ftl) {
     const uint64_t bytes =
@@ -114,6 +133,7 @@ struct Ftl::Impl {
       summary_pages = static_cast<uint32_t>(k);
     }
     die_failed.assign(f.geo_.dies_per_pipe(), 0);
+    slot_busy.assign(f.pipe_.stage_slots(), 0);
   }
 
   void Event(std::string e) {
@@ -207,13 +227,167 @@ struct Ftl::Impl {
     const uint32_t pd = RowParityDie(l, rp.row);
     // A row whose members all failed still gets its (empty) parity page: pages of a block
     // are programmed in order, so the parity die's page must not be skipped.
-    if (pd == kNoDie || !l.good[pd]) return;  // this row goes unprotected
+    if (pd == kNoDie || !l.good[pd] || die_failed[pd]) {
+      // This row goes unprotected (its parity die failed): nothing more can cover it.
+      return CoverRow(l.index, rp.row, ~uint64_t{0}, true);
+    }
     PageBuf* b = MakeBuf(l.index, pd, rp.row, f::PageType::kParity);
     b->data = rp.data;
     b->pmeta = rp.meta;
     b->lbas[0] = rp.mask;
+    b->final_parity = true;
     ++f.stats_.parity_pages;
     Submit(b);
+  }
+
+  // --- the acknowledgement rule under parity ---
+  // Members of a parity row are "covered" once a durable parity page includes them: the
+  // row's own parity page, a partial parity page written while the row waited, or the
+  // row's running parity parked in a stage slot of the controller's protected buffer.
+  // Until then a member is not durable: its writes are not acknowledged, flushes and the
+  // groomer's victim wait, and the host keeps its buffer. So a die that dies with the
+  // page still in the controller's buffer, followed by a power cut, loses nothing that
+  // was acknowledged: the page is rebuilt from the parity and the other members.
+  bool UseStages() const { return !slot_busy.empty() && PlpDurableOnAccept(); }
+
+  // A durable parity page (or stage) for (leb, row) with members `mask`: those members
+  // are covered. `final` (the row's own parity page, or the row can have no other): every
+  // member is, and the row's stage slot is free again.
+  void CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, bool landed = false) {
+    auto it = covers.find({leb, row});
+    if (it == covers.end()) return;
+    RowCover& rc = it->second;
+    std::vector<PageBuf*> now;
+    for (std::size_t i = 0; i < rc.waiting.size();) {
+      if (final || ((mask >> rc.waiting[i]->die) & 1)) {
+        now.push_back(rc.waiting[i]);
+        rc.waiting[i] = rc.waiting.back();
+        rc.waiting.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    if (final) {
+      if (rc.slot >= 0) {
+        // The row's parity page landing at the staged address retired the image; any
+        // other end of the row (no parity page after all) must empty the slot, or a
+        // stale image would be programmed at a power cut into a reused block.
+        if (!landed) f.pipe_.ClearStage(static_cast<uint32_t>(rc.slot));
+        slot_busy[static_cast<uint32_t>(rc.slot)] = 0;
+        ScheduleStage();  // a row that found no free slot may take this one
+      }
+      covers.erase(it);
+    }
+    for (PageBuf* b : now) {
+      b->covered = true;
+      Progress(b);
+    }
+  }
+  // Power is gone: pages on flash still waiting for cover will never get it. Their
+  // writes fail (they may or may not survive, like any unacknowledged write).
+  void FailUncovered() {
+    std::vector<PageBuf*> done;
+    for (auto& [key, rc] : covers) {
+      for (PageBuf* b : rc.waiting) {
+        if (b->flash_done) done.push_back(b);
+      }
+    }
+    for (PageBuf* b : done) {
+      Uncover(b);
+      FailWaiters(b);
+      pages.erase(b);
+    }
+  }
+  // `b` failed or was given up: it no longer waits for cover.
+  void Uncover(PageBuf* b) {
+    if (b->covered) return;
+    b->covered = true;
+    auto it = covers.find({b->leb, b->page});
+    if (it == covers.end()) return;
+    auto& w = it->second.waiting;
+    w.erase(std::remove(w.begin(), w.end(), b), w.end());
+  }
+  // Moves a page on as far as its state allows: durable (and non-FUA writes acknowledged)
+  // once covered and accepted under PLP; finished once covered and on flash.
+  void Progress(PageBuf* b) {
+    if (!b->covered) return;
+    if (b->accepted || b->flash_done) {
+      MarkDurable(b);
+      std::vector<WriteCtx*> keep;
+      for (WriteCtx* c : b->waiters) {
+        if (c->fua && !b->flash_done) keep.push_back(c);
+        else Ack(c);
+      }
+      b->waiters.swap(keep);
+    }
+    if (b->flash_done) pages.erase(b);
+  }
+
+  // Stage slots: after each burst of submissions, the running parity of every open row
+  // with uncovered members goes to the row's slot (one image per row per burst).
+  void ScheduleStage() {
+    if (stage_posted) return;
+    stage_posted = true;
+    f.clock_.Post([this] {
+      stage_posted = false;
+      StageRows();
+    });
+  }
+  void StageRows() {
+    if (device_lost || !UseStages()) return;
+    for (AppendPoint* ap : {&host, &gcap}) {
+      Leb* l = ap->leb;
+      if (l == nullptr || !l->par || l->par->row == UINT32_MAX || l->par->submitted) continue;
+      RowParity& rp = *l->par;
+      auto it = covers.find({l->index, rp.row});
+      if (it == covers.end()) continue;
+      RowCover& rc = it->second;
+      bool need = false;
+      for (PageBuf* b : rc.waiting) need = need || !((rc.staged_mask >> b->die) & 1);
+      if (!need || rc.pd == kNoDie || die_failed[rc.pd]) continue;
+      if (rc.slot < 0) {
+        for (uint32_t s = 0; s < slot_busy.size() && rc.slot < 0; ++s) {
+          if (!slot_busy[s]) {
+            slot_busy[s] = 1;
+            rc.slot = static_cast<int>(s);
+          }
+        }
+        if (rc.slot < 0) {
+          ++f.stats_.stage_slot_waits;
+          continue;  // its members wait for the row's parity page, or a free slot
+        }
+      }
+      auto img = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+      img->first = rp.data;
+      img->second.assign(f.geo_.meta_bytes_per_page(), 0xFF);
+      FillParityMeta(img->second.data(), f.next_seq_++, rp.mask, rp.meta);
+      rc.staged_mask = rp.mask;
+      ++f.stats_.parity_stages;
+      const uint32_t leb = l->index, row = rp.row, pd = rc.pd;
+      const uint64_t mask = rp.mask;
+      f.pipe_.Stage(static_cast<uint32_t>(rc.slot), {{pd, leb, row}, img->first.data(), img->second.data()},
+                    [this, img, leb, row, mask](const Completion&) {
+                      if (PlpDurableOnAccept()) CoverRow(leb, row, mask, false);
+                    },
+                    [this, img, pd](const Completion& c) {
+                      if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(pd);
+                    });
+    }
+  }
+  // Spare area of a parity page: header, member mask, XOR of the members' metadata, CRC.
+  void FillParityMeta(uint8_t* meta, uint64_t seq, uint64_t mask, const std::vector<uint8_t>& pmeta) {
+    auto* h = reinterpret_cast<f::PageHeader*>(meta);
+    h->bad_block_marker = 0xFF;
+    h->type = static_cast<uint8_t>(f::PageType::kParity);
+    h->version_major = f::kVersionMajor;
+    h->sectors = static_cast<uint8_t>(S());
+    h->epoch = f.epoch_;
+    h->seq = seq;
+    std::memcpy(meta + sizeof(f::PageHeader), &mask, 8);
+    std::memcpy(meta + sizeof(f::PageHeader) + 8, pmeta.data(), pmeta.size());
+    const std::size_t n = f::ParityMetaBytes(S()) - 4;
+    const uint32_t crc = Crc32c(meta, n);
+    std::memcpy(meta + n, &crc, 4);
   }
   // The LEB takes no more pages: parity of a last, partial row, then the state goes.
   void FinishParity(Leb& l) {
@@ -230,9 +404,21 @@ struct Ftl::Impl {
       std::vector<std::vector<uint8_t>> data, meta;
       std::vector<uint8_t> ok;
       RebuildDone done;
+      // The row still being written: its running parity, from host memory (on flash it
+      // exists at most as a stage image, which is programmed only at a power cut).
+      uint64_t acc_mask = 0;
+      std::vector<uint8_t> acc_data, acc_meta;
     };
     auto r = std::make_shared<R>();
     r->done = std::move(done);
+    if (leb < f.lebs_.size()) {
+      Leb& l = f.lebs_.leb(leb);
+      if (l.par && l.par->row == row && !l.par->submitted && ((l.par->mask >> die) & 1)) {
+        r->acc_mask = l.par->mask;
+        r->acc_data = l.par->data;
+        r->acc_meta = l.par->meta;
+      }
+    }
     r->data.resize(D());
     r->meta.resize(D());
     r->ok.assign(D(), 0);
@@ -244,15 +430,26 @@ struct Ftl::Impl {
       };
       if (!parity_on) return fail();
       // A row has its parity page and perhaps a partial one (written while the row
-      // waited): any whose members are all readable rebuilds the page.
-      for (uint32_t pd = 0; pd < D(); ++pd) {
-        if (pd == die || !r->ok[pd] || !ParityValid(r->meta[pd].data())) continue;
-        const uint64_t mask = ParityMask(r->meta[pd].data());
-        if (!((mask >> die) & 1)) continue;
-        std::vector<uint8_t> data = r->data[pd];
-        std::vector<uint8_t> lead(r->meta[pd].begin() + sizeof(f::PageHeader) + 8,
-                                  r->meta[pd].begin() + sizeof(f::PageHeader) + 8 + f::MetaBytes(S()));
-        const uint64_t pseq = reinterpret_cast<const f::PageHeader*>(r->meta[pd].data())->seq;
+      // waited), or, while it is being written, the running parity in memory: any whose
+      // members are all readable rebuilds the page.
+      for (uint32_t pd = 0; pd <= D(); ++pd) {
+        uint64_t mask, pseq;
+        std::vector<uint8_t> data, lead;
+        if (pd == D()) {
+          if (r->acc_mask == 0) continue;
+          mask = r->acc_mask;
+          pseq = UINT64_MAX;
+          data = r->acc_data;
+          lead = r->acc_meta;
+        } else {
+          if (pd == die || !r->ok[pd] || !ParityValid(r->meta[pd].data())) continue;
+          mask = ParityMask(r->meta[pd].data());
+          if (!((mask >> die) & 1)) continue;
+          data = r->data[pd];
+          lead.assign(r->meta[pd].begin() + sizeof(f::PageHeader) + 8,
+                      r->meta[pd].begin() + sizeof(f::PageHeader) + 8 + f::MetaBytes(S()));
+          pseq = reinterpret_cast<const f::PageHeader*>(r->meta[pd].data())->seq;
+        }
         // Members must be the pages the parity was made of: written (valid header, this
         // format) before it. An erased, torn or newer page means the row is not whole.
         auto member_ok = [&](const std::vector<uint8_t>& m) {
@@ -366,6 +563,13 @@ struct Ftl::Impl {
         rebuild_queue.push_back(i);
       }
     }
+    // Rows whose parity was to go to this die can get none: their members (on live dies)
+    // are as safe as they can be.
+    std::vector<std::pair<uint32_t, uint32_t>> orphans;
+    for (const auto& [key, rc] : covers) {
+      if (rc.pd == d) orphans.push_back(key);
+    }
+    for (const auto& k : orphans) CoverRow(k.first, k.second, ~uint64_t{0}, true);
     UpdateMode();
     MaybeGroom();
   }
@@ -690,11 +894,7 @@ struct Ftl::Impl {
       }
     }
     if (b->type == f::PageType::kParity) {
-      std::memcpy(b->meta.data() + sizeof(f::PageHeader), &b->lbas[0], 8);
-      std::memcpy(b->meta.data() + sizeof(f::PageHeader) + 8, b->pmeta.data(), b->pmeta.size());
-      const std::size_t n = f::ParityMetaBytes(S()) - 4;
-      const uint32_t crc = Crc32c(b->meta.data(), n);
-      std::memcpy(b->meta.data() + n, &crc, 4);
+      FillParityMeta(b->meta.data(), b->seq, b->lbas[0], b->pmeta);
     } else {
       const std::size_t hdr = f::MetaBytes(S()) - 4;
       const uint32_t crc = Crc32c(b->meta.data(), hdr);
@@ -707,8 +907,23 @@ struct Ftl::Impl {
                     [this, b](const Completion&) { OnAccepted(b); },
                     [this, b](const Completion& c) { OnDone(b, c); });
     if (l.par && b->type != f::PageType::kParity) {
+      const uint32_t pd = RowParityDie(l, b->page);
+      // A member is covered once a durable parity includes it; a row without a parity
+      // page (narrow LEB, failed parity die, parity already written at shutdown) cannot
+      // be covered and is taken as it is.
+      if (pd != kNoDie && l.good[pd] && !die_failed[pd] &&
+          !(l.par->row == b->page && l.par->submitted)) {
+        b->covered = false;
+        RowCover& rc = covers[{l.index, b->page}];
+        rc.pd = pd;
+        rc.waiting.push_back(b);
+      }
       AccumulateParity(l, b);
-      ScheduleRowProtection(l, b->page);
+      if (UseStages()) {
+        if (!b->covered) ScheduleStage();
+      } else {
+        ScheduleRowProtection(l, b->page);
+      }
     }
   }
 
@@ -726,7 +941,8 @@ struct Ftl::Impl {
   }
   void ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) {
     Leb& l = *ap.leb;
-    if (&ap == &gcap && victim != nullptr && l.par && l.par->row == row && !l.par->submitted) {
+    if (&ap == &gcap && victim != nullptr && l.par && l.par->row == row && !l.par->submitted &&
+        (victim_cursor < P() * D() || victim_reads > 0)) {
       // The groomer is still moving data into this row: look again later rather than
       // spend a position on a partial parity page now.
       return ScheduleRowProtection(l, row);
@@ -762,17 +978,15 @@ struct Ftl::Impl {
     }
   }
 
+  // In the protected buffer: durable while PLP is healthy. Non-FUA writes are acknowledged
+  // now if the page is covered (see CoverRow); FUA waits for the page to be on flash.
   void OnAccepted(PageBuf* b) {
     if (!PlpDurableOnAccept()) return;
-    MarkDurable(b);
-    // Acknowledge non-FUA writes now: the page is in the protected buffer. FUA waits for
-    // done (the page is on flash).
-    std::vector<WriteCtx*> keep;
-    for (WriteCtx* c : b->waiters) {
-      if (c->fua) keep.push_back(c);
-      else Ack(c);
+    b->accepted = true;
+    if (b->type == f::PageType::kParity) {
+      CoverRow(b->leb, b->page, b->lbas[0], b->final_parity, b->final_parity);
     }
-    b->waiters.swap(keep);
+    Progress(b);
   }
 
   void MarkDurable(PageBuf* b) {
@@ -794,9 +1008,13 @@ struct Ftl::Impl {
       // Power lost or the die was reset: nothing can be rewritten now. Unacknowledged
       // writes fail; acknowledged ones are the controller's (PLP) or recovery's business.
       device_lost = true;
+      Uncover(b);
       FailWaiters(b);
+      pages.erase(b);
+      FailUncovered();
     } else if (!c.ok()) {
       ++f.stats_.program_failures;
+      Uncover(b);
       if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(b->die);
       l.good[b->die] = 0;
       if (!l.summary.empty()) l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())] = 0;
@@ -805,6 +1023,8 @@ struct Ftl::Impl {
         Logger("ftl")->warn("parity program failed leb={} die={} page={}: that row is unprotected",
                             b->leb, b->die, b->page);
         MarkDurable(b);
+        // Its members are as safe as they will get (a stage may still hold the row).
+        if (b->final_parity) CoverRow(b->leb, b->page, ~uint64_t{0}, true);
       } else if (b->type == f::PageType::kSummary) {
         // The LEB simply has no summary: a scan reads it page by page.
         Logger("ftl")->warn("summary program failed leb={} die={} page={} status={}", b->leb,
@@ -815,12 +1035,14 @@ struct Ftl::Impl {
                             b->die, b->page, nand::FlashStatusName(c.status));
         Rewrite(b);
       }
+      pages.erase(b);
     } else {
-      MarkDurable(b);
-      for (WriteCtx* ctx : b->waiters) Ack(ctx);
-      b->waiters.clear();
+      b->flash_done = true;
+      if (b->type == f::PageType::kParity && !b->accepted) {
+        CoverRow(b->leb, b->page, b->lbas[0], b->final_parity, b->final_parity);
+      }
+      Progress(b);  // frees `b` unless it still waits for cover
     }
-    pages.erase(b);
     MaybeWriteSummary(l);
     MaybeGroom();
     if (shutting_down) CheckShutdown();
@@ -1263,7 +1485,18 @@ struct Ftl::Impl {
   Done shutdown_done;
   void CheckShutdown() {
     if (!shutting_down || !shutdown_done) return;
-    if (!pages.empty() || victim != nullptr || !pending.empty()) return;
+    if (victim != nullptr || !pending.empty()) return;
+    if (!shutdown_parity_done && !device_lost) {
+      // Nothing more will be appended: part-written rows get their parity page now, so
+      // every row is protected after a clean shutdown (a stage is only for power cuts).
+      shutdown_parity_done = true;
+      SubmitOpen(host);
+      SubmitOpen(gcap);
+      for (AppendPoint* ap : {&host, &gcap}) {
+        if (ap->leb != nullptr && ap->leb->par) SubmitParity(*ap->leb);
+      }
+    }
+    if (!pages.empty()) return;
     Done d = std::move(shutdown_done);
     f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kCheckpoint), std::move(d));
   }

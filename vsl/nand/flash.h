@@ -109,6 +109,34 @@ class FlashPipe {
   // READ PARAMETER PAGE: `len` bytes (copies of 256 bytes back to back) into `out`.
   virtual void ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len,
                                  FlashCallback done) = 0;
+
+  // Parity staging (FlashBack). The controller keeps stage_slots() page images in its
+  // protected write buffer that are programmed only if power fails: the host parks the
+  // running XOR of a part-written stripe row there, so the row is protected across a
+  // power cut without spending a flash page on every partial parity.
+  //
+  // Stage puts an image for `req.ppa` into `slot`. It is admitted like a program (same
+  // buffer and hold-up budget, behind the die's earlier programs); `accepted` fires when
+  // it has landed and, while PLP is healthy, will reach flash at a power cut. A landed
+  // image replaces the slot's previous one. The image leaves the slot when a Program of
+  // the same address lands in the buffer (the real page supersedes it), when a newer
+  // image lands in the slot, or on ClearStage; `done` then fires kOk. At a power cut the
+  // PLP flush programs each landed image after the other accepted work of its die, and
+  // `done` fires kAborted. A stage to a dead die ends kDieTimeout; a bad slot or address,
+  // kInvalidAddress (the default for controllers without slots). Buffers as for Program.
+  virtual uint32_t stage_slots() const { return 0; }
+  virtual void Stage(uint32_t slot, const ProgramRequest& req, FlashCallback accepted,
+                     FlashCallback done) {
+    (void)slot;
+    (void)req;
+    (void)accepted;
+    Completion c;
+    c.status = FlashStatus::kInvalidAddress;
+    done(c);
+  }
+  // Empties `slot`, images still landing included (their `done` fires kOk, `accepted`
+  // never); nothing if it is empty.
+  virtual void ClearStage(uint32_t slot) { (void)slot; }
 };
 
 }  // namespace vsl::nand

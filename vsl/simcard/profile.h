@@ -56,6 +56,7 @@ struct Plp {
   // everything accepted within this budget.
   DurNs holdup_ns = 5 * kMs;
   uint64_t buffer_bytes_per_pipe = 4 << 20;  // controller DRAM for accepted programs
+  uint32_t stage_slots = 4;  // per pipe: parity staging slots (FlashPipe::Stage)
 };
 
 struct Profile {

@@ -49,6 +49,8 @@ struct PipeStats {
   uint64_t program_fails = 0, erase_fails = 0, die_timeouts = 0, aborted = 0;
   uint64_t invalid_address = 0, violation_not_erased = 0, violation_out_of_order = 0;
   uint64_t admission_waits = 0;  // programs that waited for write-buffer room
+  uint64_t stages = 0;           // parity images that landed in a stage slot
+  uint64_t stages_flushed = 0;   // of those, programmed by a power-cut flush
   uint64_t rule_violations() const { return violation_not_erased + violation_out_of_order; }
 };
 

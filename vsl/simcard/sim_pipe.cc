@@ -22,7 +22,8 @@ SimPipe::SimPipe(SimCard& card, uint32_t controller, uint32_t pipe_in_ctrl, uint
       rel_(card.profile_.reliability),
       dies_(card.geometry_.dies_per_pipe()),
       channels_(card.geometry_.channels_per_pipe),
-      scratch_(uint64_t{card.geometry_.page_data_bytes} + card.geometry_.page_spare_bytes) {
+      scratch_(uint64_t{card.geometry_.page_data_bytes} + card.geometry_.page_spare_bytes),
+      stage_(card.profile_.plp.present ? card.profile_.plp.stage_slots : 0, nullptr) {
   topology_.controller = controller;
   topology_.pipe = pipe_in_ctrl;
   topology_.controllers = g_.controllers;
@@ -73,6 +74,7 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->data = op->meta = nullptr;
   op->src_data = op->src_meta = nullptr;
   op->admitted = op->data_ready = op->started = false;
+  op->stage_slot = -1;
   op->submit_ns = Now();
   op->bus_start_ns = op->array_end_ns = 0;
   op->flush_cost_ns = op->flush_xfer_ns = 0;
@@ -164,7 +166,6 @@ void SimPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
   Op* op = NewOp(Op::Kind::kErase, std::move(done));
   op->ppa = {die, block, 0};
   op->flush_cost_ns = EraseCostNs();
-  dies_[die].flush_work_ns += op->flush_cost_ns;
   Enqueue(op);
 }
 
@@ -174,31 +175,75 @@ void SimPipe::Enqueue(Op* op) {
   TryStartDie(op->ppa.die);
 }
 
+// Flush work a power cut does on `d` before `op`: the queued, unstarted programs ahead
+// of it that are in the buffer, and the erases ahead of those. A staged image (not in
+// the queue) goes after all accepted programs; the erases it needs beyond them (its own
+// block's) are in its flush cost, see StageErasesNs.
+DurNs SimPipe::FlushWorkAhead(const Die& d, const Op* op) const {
+  DurNs work = 0, erases = 0;
+  for (const Op& q : d.queue) {
+    if (&q == op) return work + erases;
+    if (q.started) continue;
+    if (q.kind == Op::Kind::kErase) {
+      erases += q.flush_cost_ns;
+    } else if (q.kind == Op::Kind::kProgram && q.admitted) {
+      work += erases + q.flush_cost_ns;
+      erases = 0;
+    }
+  }
+  return work;
+}
+
+// Erases queued behind the die's last accepted program up to the last erase of the
+// staged page's block: the flush must do them before programming the image.
+DurNs SimPipe::StageErasesNs(const Die& d, const Op* op) const {
+  DurNs need = 0, erases = 0;
+  for (const Op& q : d.queue) {
+    if (q.started) continue;
+    if (q.kind == Op::Kind::kErase) {
+      erases += q.flush_cost_ns;
+      if (q.ppa.block == op->ppa.block) {
+        need += erases;
+        erases = 0;
+      }
+    } else if (q.kind == Op::Kind::kProgram && q.admitted) {
+      need = erases = 0;
+    }
+  }
+  return need;
+}
+
 // Admission to the protected write buffer. While PLP is healthy a program is admitted only
-// if the worst-case time to flush everything its die would then hold still fits in the
-// hold-up budget: the die's running op, its queued programs and erases, every queued
-// transfer on its channel and the bus time already reserved there. This bound is never
-// below what PowerCut's flush takes, so an accepted page always reaches flash.
+// if the worst-case time to flush everything it depends on still fits in the hold-up
+// budget: the die's running op, the buffered programs and needed erases ahead of it, the
+// die's staged images, every queued transfer on its channel and the bus time already
+// reserved there. This bound is never below what PowerCut's flush takes, so an accepted
+// page always reaches flash. With nothing but staged images buffered, a program is always
+// admitted (progress; the profiles' hold-up covers one program plus the stage slots).
 bool SimPipe::TryAdmit(Op* op) {
   const uint64_t slot_bytes = scratch_.size();
-  const bool buffer_empty = buffer_used_bytes_ == 0;
+  const bool buffer_empty = buffer_used_bytes_ == stage_bytes_;
   if (!buffer_empty && buffer_used_bytes_ + slot_bytes > card_.profile_.plp.buffer_bytes_per_pipe) {
     return false;
   }
   Die& d = dies_[op->ppa.die];
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
   const TimeNs now = Now();
+  if (op->stage_slot >= 0) op->flush_cost_ns = ProgramCostNs() + StageErasesNs(d, op);
   if (card_.plp_state() == nand::PlpState::kHealthy && !buffer_empty) {
     const DurNs die_left = d.busy_until > now ? d.busy_until - now : 0;
     const DurNs bus_left = ch.bus_free > now ? ch.bus_free - now : 0;
-    const DurNs estimate =
-        die_left + d.flush_work_ns + bus_left + ch.flush_xfer_ns + op->flush_cost_ns;
+    const DurNs estimate = die_left + FlushWorkAhead(d, op) + d.stage_work_ns + bus_left +
+                           ch.flush_xfer_ns + op->flush_cost_ns;
     if (estimate > card_.profile_.plp.holdup_ns) return false;
   }
   op->admitted = true;
-  d.flush_work_ns += op->flush_cost_ns;
   ch.flush_xfer_ns += op->flush_xfer_ns;
   buffer_used_bytes_ += slot_bytes;
+  if (op->stage_slot >= 0) {
+    d.stage_work_ns += op->flush_cost_ns;
+    stage_bytes_ += slot_bytes;
+  }
   // Host-link DMA into the controller buffer; the page is accepted when it lands.
   TimeNs& link = card_.link_free_[controller_];
   const TimeNs start = std::max(now, link);
@@ -219,13 +264,100 @@ bool SimPipe::TryAdmit(Op* op) {
     std::memset(s + g_.page_data_bytes + meta, 0, g_.page_spare_bytes - meta);
     op->src_data = op->src_meta = nullptr;
     op->data_ready = true;
+    const bool staged = op->stage_slot >= 0;
+    if (staged) {
+      InstallStage(op);
+    } else {
+      RetireStagesFor(op->ppa);
+    }
     if (op->accepted) {
       FlashCallback cb = std::move(op->accepted);
       cb(Completion{FlashStatus::kOk, 0, op->submit_ns, Now()});
     }
-    if (op->serial == serial) TryStartDie(op->ppa.die);
+    if (!staged && op->serial == serial) TryStartDie(op->ppa.die);
   });
   return true;
+}
+
+// ---- Parity staging ----
+
+void SimPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCallback accepted,
+                    FlashCallback done) {
+  if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
+  if (slot >= stage_.size() || !ValidPpa(req.ppa) || req.data == nullptr) {
+    return Reject(std::move(done), FlashStatus::kInvalidAddress);
+  }
+  Op* op = NewOp(Op::Kind::kProgram, std::move(done));
+  op->stage_slot = static_cast<int32_t>(slot);
+  op->ppa = req.ppa;
+  op->src_data = req.data;
+  op->src_meta = req.meta;
+  op->accepted = std::move(accepted);
+  op->flush_cost_ns = ProgramCostNs();
+  op->flush_xfer_ns = ProgramXferNs();
+  all_.push_back(*op);
+  if (DieFailed(op->ppa.die)) return TimeOutStage(op);
+  Die& d = dies_[op->ppa.die];
+  if (!d.admit_wait.empty() || !TryAdmit(op)) {
+    ++stats_.admission_waits;
+    d.admit_wait.push_back(op);
+  }
+}
+
+void SimPipe::ClearStage(uint32_t slot) {
+  if (slot >= stage_.size()) return;
+  // Images for the slot still on their way in are void too.
+  std::vector<Op*> gone;
+  for (Op& op : all_) {
+    if (op.stage_slot == static_cast<int32_t>(slot)) gone.push_back(&op);
+  }
+  for (Op* op : gone) {
+    op->serial = next_serial_++;  // a landing in flight is void
+    op->accepted.Reset();
+    RetireStage(op, FlashStatus::kOk);
+  }
+}
+
+void SimPipe::InstallStage(Op* op) {
+  ++stats_.stages;
+  Op*& cur = stage_[static_cast<uint32_t>(op->stage_slot)];
+  Op* old = cur;
+  cur = op;
+  if (old != nullptr) RetireStage(old, FlashStatus::kOk);
+}
+
+void SimPipe::RetireStage(Op* op, FlashStatus status) {
+  Op*& cur = stage_[static_cast<uint32_t>(op->stage_slot)];
+  if (cur == op) cur = nullptr;
+  ReleaseBudget(op);
+  op->admitted = false;
+  Complete(op, status);
+  RetryAdmission();
+}
+
+void SimPipe::RetireStagesFor(const nand::Ppa& ppa) {
+  for (Op* op : stage_) {
+    if (op != nullptr && op->ppa.die == ppa.die && op->ppa.block == ppa.block &&
+        op->ppa.page == ppa.page) {
+      RetireStage(op, FlashStatus::kOk);
+    }
+  }
+}
+
+// A staged image for a dead die never reaches flash: it leaves the buffer and reports a
+// timeout, like a program would.
+void SimPipe::TimeOutStage(Op* op) {
+  if (op->stage_slot >= 0 && stage_[static_cast<uint32_t>(op->stage_slot)] == op) {
+    stage_[static_cast<uint32_t>(op->stage_slot)] = nullptr;
+  }
+  ReleaseBudget(op);
+  op->admitted = false;
+  op->accepted.Reset();
+  op->serial = next_serial_++;  // a landing still in flight is void
+  const uint64_t serial = op->serial;
+  card_.clock_.After(t_.die_timeout_ns, [this, op, serial] {
+    if (op->serial == serial) Complete(op, FlashStatus::kDieTimeout);
+  });
 }
 
 // Retries waiting programs on every die: room freed on one channel also frees write-buffer
@@ -239,12 +371,14 @@ void SimPipe::RetryAdmission() {
 void SimPipe::ReleaseBudget(Op* op) {
   Die& d = dies_[op->ppa.die];
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
-  if (op->kind == Op::Kind::kErase && !op->started) d.flush_work_ns -= op->flush_cost_ns;
   if (op->kind == Op::Kind::kProgram) {
     if (op->admitted) {
       buffer_used_bytes_ -= scratch_.size();
+      if (op->stage_slot >= 0) {
+        d.stage_work_ns -= op->flush_cost_ns;
+        stage_bytes_ -= scratch_.size();
+      }
       if (!op->started) {
-        d.flush_work_ns -= op->flush_cost_ns;
         ch.flush_xfer_ns -= op->flush_xfer_ns;
       }
     } else {
@@ -334,7 +468,6 @@ void SimPipe::StartProgram(Op* op) {
   op->bus_start_ns = start;
   op->array_end_ns = ch.bus_free + t_.t_prog_ns;
   d.busy_until = op->array_end_ns;
-  d.flush_work_ns -= op->flush_cost_ns;
   ch.flush_xfer_ns -= op->flush_xfer_ns;
   const uint64_t serial = op->serial;
   card_.clock_.At(op->array_end_ns, [this, op, serial] { ProgramFinish(op, serial); });
@@ -361,7 +494,6 @@ void SimPipe::StartErase(Op* op) {
   op->bus_start_ns = start;
   op->array_end_ns = ch.bus_free + t_.t_erase_ns;
   d.busy_until = op->array_end_ns;
-  d.flush_work_ns -= op->flush_cost_ns;
   const uint64_t serial = op->serial;
   card_.clock_.At(op->array_end_ns, [this, op, serial] { EraseFinish(op, serial); });
 }
@@ -655,6 +787,16 @@ void SimPipe::InjectDieFailure(uint32_t die) {
     }
   }
   d.busy = false;
+  // Staged images for the die (landed or waiting for room) time out; its queued programs
+  // do so through TryStartDie.
+  std::vector<Op*> staged;
+  for (Op* op : d.admit_wait) {
+    if (op->stage_slot >= 0) staged.push_back(op);
+  }
+  for (Op* op : stage_) {
+    if (op != nullptr && op->ppa.die == die) staged.push_back(op);
+  }
+  for (Op* op : staged) TimeOutStage(op);
   d.admit_wait.clear();
   TryStartDie(die);
   RetryAdmission();
@@ -697,6 +839,19 @@ void SimPipe::PowerCut(DurNs budget_ns) {
           lane.todo.push_back(&op);
         }
       }
+      // Staged parity images go after the die's last accepted program and the last
+      // erase of their own block (their pages follow every page the die holds for that
+      // block), ahead of other erases queued behind, which nothing accepted needs.
+      for (Op* op : stage_) {
+        if (op == nullptr || op->ppa.die != die) continue;
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < lane.todo.size(); ++i) {
+          const Op* q = lane.todo[i];
+          if (q->kind == Op::Kind::kProgram || q->ppa.block == op->ppa.block) at = i + 1;
+        }
+        lane.todo.insert(lane.todo.begin() + static_cast<std::ptrdiff_t>(at), op);
+        ++stats_.stages_flushed;
+      }
       lanes.push_back(std::move(lane));
     }
     // Flush the protected buffer: dies work in parallel, transfers share the channel bus;
@@ -733,6 +888,7 @@ void SimPipe::PowerCut(DurNs budget_ns) {
     }
   }
   // Power is gone: every outstanding command ends aborted.
+  std::fill(stage_.begin(), stage_.end(), nullptr);
   while (!all_.empty()) {
     Op* op = &all_.front();
     ReleaseBudget(op);
@@ -742,12 +898,13 @@ void SimPipe::PowerCut(DurNs budget_ns) {
   for (auto& d : dies_) {
     d.busy = false;
     d.busy_until = now;
-    d.flush_work_ns = 0;
+    d.stage_work_ns = 0;
     d.admit_wait.clear();
     ++d.reset_serial;
   }
   for (auto& ch : channels_) ch = Channel{};
   buffer_used_bytes_ = 0;
+  stage_bytes_ = 0;
 }
 
 void SimPipe::PowerOn() {

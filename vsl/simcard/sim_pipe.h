@@ -37,6 +37,7 @@ struct Op : QueueHook, AllHook {
   const uint8_t* src_meta = nullptr;
   std::unique_ptr<uint8_t[]> slot;    // controller buffer copy of a program (data + spare)
   bool admitted = false, data_ready = false, started = false;
+  int32_t stage_slot = -1;  // a staged image (FlashPipe::Stage) for this slot; never queued
   TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
   DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
   nand::FlashCallback accepted, done;
@@ -61,6 +62,10 @@ class SimPipe final : public nand::FlashPipe {
               nand::FlashCallback done) override;
   void ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len,
                          nand::FlashCallback done) override;
+  uint32_t stage_slots() const override { return static_cast<uint32_t>(stage_.size()); }
+  void Stage(uint32_t slot, const nand::ProgramRequest& req, nand::FlashCallback accepted,
+             nand::FlashCallback done) override;
+  void ClearStage(uint32_t slot) override;
 
   const PipeStats& stats() const { return stats_; }
   // Power cut at Now() with `budget_ns` of hold-up: see SimCard::PowerCut.
@@ -78,7 +83,7 @@ class SimPipe final : public nand::FlashPipe {
     OpQueue queue;                 // FIFO; front() is running when busy
     bool busy = false;
     TimeNs busy_until = 0;
-    DurNs flush_work_ns = 0;       // queued, unstarted programs and erases
+    DurNs stage_work_ns = 0;       // staged images for this die (landed or landing)
     std::deque<Op*> admit_wait;    // programs waiting for write-buffer room
     uint64_t reset_serial = 0;     // current reset in progress (stale-event guard)
   };
@@ -95,6 +100,8 @@ class SimPipe final : public nand::FlashPipe {
   bool ValidPpa(const nand::Ppa& ppa) const;
   void Enqueue(Op* op);
   bool TryAdmit(Op* op);
+  DurNs FlushWorkAhead(const Die& d, const Op* op) const;
+  DurNs StageErasesNs(const Die& d, const Op* op) const;
   void RetryAdmission();
   void TryStartDie(uint32_t die);
   void StartRead(Op* op);
@@ -105,6 +112,12 @@ class SimPipe final : public nand::FlashPipe {
   void StartErase(Op* op);
   void EraseFinish(Op* op, uint64_t serial);
   void ReleaseBudget(Op* op);
+  // Staged images: install a landed one, retire one (done kOk), retire every image a
+  // landed program of `ppa` supersedes, time out those of a dead die.
+  void InstallStage(Op* op);
+  void RetireStage(Op* op, nand::FlashStatus status);
+  void RetireStagesFor(const nand::Ppa& ppa);
+  void TimeOutStage(Op* op);
   // Effects on the image. Each returns the status the die would report.
   nand::FlashStatus ApplyProgram(Op* op);
   nand::FlashStatus ApplyErase(uint32_t die, uint32_t block);
@@ -137,8 +150,10 @@ class SimPipe final : public nand::FlashPipe {
   std::vector<std::unique_ptr<Op>> pool_;  // free ops for reuse
   uint64_t next_serial_ = 1;
   uint64_t buffer_used_bytes_ = 0;     // accepted or in-DMA programs in the write buffer
+  uint64_t stage_bytes_ = 0;           // of which staged images
   std::set<std::tuple<uint32_t, uint32_t, uint32_t>> inject_program_fail_, inject_erase_fail_;
   std::vector<uint8_t> scratch_;       // one slot
+  std::vector<Op*> stage_;             // per stage slot: the landed image, or null
   PipeStats stats_;
 };
 
