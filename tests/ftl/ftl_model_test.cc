@@ -156,12 +156,12 @@ class FtlModelTest : public FtlFixture {
         clock_.RunFor(rng.Range(0, 2 * kMs));
         PowerCycle();
         Status s = Attach(oo);
-        ASSERT_TRUE(s.ok()) << "attach after power cut: " << s.ToString();
+        ASSERT_TRUE(s.ok()) << "seed " << seed << " round " << r << " attach after power cut: " << s.ToString();
         ASSERT_FALSE(ftl_->attach_info().from_checkpoint);
         CheckAll(fmt("seed {} round {} after power cut", seed, r));
       } else if (action == 1) {
         clock_.RunUntilIdle();
-        ASSERT_TRUE(Shutdown().ok());
+        ASSERT_TRUE(Shutdown().ok()) << "seed " << seed << " round " << r;
         ftl_.reset();
         card_.reset();
         OpenCard();

@@ -213,6 +213,11 @@ class Ftl {
   using SummaryDone = Function<void(std::vector<uint64_t>,
                                     std::vector<std::pair<uint64_t, std::vector<uint8_t>>>)>;
   void ReadSummary(uint32_t leb, SummaryDone done);
+  // FlashBack, at attach: whether every member page of LEB `leb` (spares from a scan,
+  // by (leb, die, page)) is covered by a valid parity page of its row written after it.
+  // Uncovered data pages are listed for ReprotectPages; false if a trim page is uncovered.
+  bool RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& meta,
+                   const std::vector<uint8_t>& ok);
   // Physical room for user data, in sectors (the limit of a sparse device).
   uint64_t PhysicalUserSectors() const;
 

@@ -109,6 +109,7 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
     const Leb& l = lebs_.leb(i);
     f::MetaLeb m{};
     m.state = static_cast<uint8_t>(l.state);
+    m.flags = l.unprotected && with_map ? f::kMetaLebUnprotected : 0;
     m.erase_count = l.erase_count;
     // For a free LEB this field carries its stale_seq (data not yet erased).
     m.open_seq = !with_map ? 0 : (l.state == LebState::kFree ? l.stale_seq : l.open_seq);
@@ -161,6 +162,8 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
         l.open_seq = 0;
       }
       lebs_.SetState(l, holds ? LebState::kClosed : LebState::kFree);
+      l.unprotected = false;
+      if (holds && (m.flags & f::kMetaLebUnprotected) != 0) impl_->Reprotect(l);
     }
   }
   if (with_map) {
@@ -561,9 +564,14 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
         // a crash scans only the LEBs opened after it, and trim records older than it
         // need not be kept. If it does not fit, a mount record (full scan) is written.
         auto done_ok = [raw, shared_done, t0]() {
-          std::unique_ptr<Ftl> owner2(raw);
-          raw->attach_.attach_ns = raw->clock_.Now() - t0;
-          (*shared_done)(std::move(owner2));
+          // Pages the cut left without parity move first (after the checkpoint, so a
+          // crash now scans the LEB they move into); the FTL is handed out once they are
+          // durable and covered again.
+          raw->impl_->ReprotectPages([raw, shared_done, t0]() {
+            std::unique_ptr<Ftl> owner2(raw);
+            raw->attach_.attach_ns = raw->clock_.Now() - t0;
+            (*shared_done)(std::move(owner2));
+          });
         };
         const uint64_t seq = raw->next_seq_;
         const uint32_t target = raw->meta_leb_ == 0 ? 1 : 0;
@@ -721,6 +729,43 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
   st->read_row(P - 1);
 }
 
+bool Ftl::RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& meta,
+                      const std::vector<uint8_t>& ok) {
+  const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
+  bool all = true;
+  for (uint32_t row = 0; row < P; ++row) {
+    uint64_t members = 0, covered = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> parities;  // (seq, mask)
+    std::vector<std::tuple<uint32_t, uint64_t, uint8_t>> mem;  // (die, seq, type)
+    for (uint32_t d = 0; d < D; ++d) {
+      const uint64_t i = (uint64_t{leb} * D + d) * P + row;
+      if (!ok[i] || meta[i].empty()) continue;
+      const uint8_t* m = meta[i].data();
+      const auto* h = reinterpret_cast<const f::PageHeader*>(m);
+      if (impl_->ParityValid(m)) {
+        parities.emplace_back(h->seq, Impl::ParityMask(m));
+      } else if (HeaderValid(m, spp_) && h->epoch == epoch_) {
+        mem.emplace_back(d, h->seq, h->type);
+        members |= uint64_t{1} << d;
+      }
+    }
+    for (const auto& [d, seq, type] : mem) {
+      for (const auto& [pseq, mask] : parities) {
+        if (pseq > seq && ((mask >> d) & 1)) covered |= uint64_t{1} << d;
+      }
+      if ((covered >> d) & 1) continue;
+      // Data pages are moved right after attach; a LEB with an uncovered trim page is
+      // groomed (its records carried) like a rebuild victim.
+      if (type == static_cast<uint8_t>(f::PageType::kData)) {
+        impl_->reprotect_pages.push_back({leb, d, row});
+      } else if (type == static_cast<uint8_t>(f::PageType::kTrim)) {
+        all = false;
+      }
+    }
+  }
+  return all;
+}
+
 void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
   struct PageRec {
     uint64_t seq;
@@ -735,6 +780,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     std::shared_ptr<Function<void(uint32_t, uint32_t)>> scan_row;  // reset when done
     std::shared_ptr<Function<void(uint32_t)>> read_summary;        // reset when done
     std::vector<uint8_t> skipped;  // per LEB: left as the checkpoint had it
+    std::vector<uint8_t> summarized;  // per LEB: read through its summary
     uint64_t max_seq = 0;          // of pages known only through a summary (parity)
   };
   auto ctx = std::make_shared<Ctx>();
@@ -746,6 +792,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
   ctx->meta.resize(uint64_t{L} * D * P);
   ctx->ok.assign(uint64_t{L} * D * P, 0);
   ctx->skipped.assign(L, 0);
+  ctx->summarized.assign(L, 0);
   auto replay_main = [this, ctx, D, P, L, idx, after_seq]() {
     // Trim pages need their data area: read those now, then replay.
     std::vector<PageRec> data_pages, trim_pages;
@@ -828,10 +875,15 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
               ctx->meta[idx(pr.leb, pr.die, pr.page)].data() + sizeof(f::PageHeader));
           for (uint32_t s = 0; s < spp_; ++s) {
             if (se[s].lba == f::kNoLba || se[s].lba >= map_.sectors()) continue;
+            if (se[s].lba == Impl::TraceLba()) {
+              fmt::print(stderr, "trace attach maps it to leb {} die {} page {} seq {}\n", pr.leb,
+                         pr.die, pr.page, pr.seq);
+            }
             impl_->Remap(se[s].lba, impl_->MakePsa(pr.leb, pr.die, pr.page, s));
           }
         } else {
           std::vector<uint64_t> mapped;
+          if (Impl::TraceLba() - e.a < e.b) fmt::print(stderr, "trace attach replays a trim seq {}\n", e.seq);
           map_.ForEachMappedIn(e.a, e.b, [&](uint64_t l, Psa) { mapped.push_back(l); });
           for (uint64_t l : mapped) impl_->Remap(l, kUnmapped);
         }
@@ -849,6 +901,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         last[pr.leb] = std::max(last[pr.leb], pr.seq);
         seen[pr.leb] = true;
       }
+      uint32_t unprotected = 0;
       for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
         Leb& l = lebs_.leb(i);
         if (ctx->skipped[i] == 2 && l.valid == 0) {
@@ -866,10 +919,22 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           l.open_seq = first[i];
           l.close_seq = last[i];
           lebs_.SetState(l, LebState::kClosed);
+          // A LEB cut while open may hold members no parity covers (written after its
+          // row's last durable parity): FlashBack moves their data into protected LEBs.
+          const std::size_t before = impl_->reprotect_pages.size();
+          if (impl_->parity_on && !ctx->summarized[i]) {
+            if (!RowsCovered(i, ctx->meta, ctx->ok)) impl_->Reprotect(l);
+            unprotected += impl_->reprotect_pages.size() != before || l.unprotected;
+          }
         } else {
           l.open_seq = 0;
           lebs_.SetState(l, LebState::kFree);
         }
+      }
+      if (unprotected != 0) {
+        impl_->Event(fmt::format("FlashBack: {} LEB(s) cut while open hold {} page(s) no parity "
+                                 "covers; moving their data into protected LEBs",
+                                 unprotected, impl_->reprotect_pages.size()));
       }
       auto d = std::move(ctx->done);
       d(Status::Ok());
@@ -957,6 +1022,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
       // No usable summary: read the LEB row by row (row 0 is in already).
       if (grid.empty()) return (*scan_row)(leb, 1);
       ++attach_.summaries_used;
+      ctx->summarized[leb] = 1;
       for (auto& [pos, meta] : pages) {
         const uint64_t i = idx(leb, static_cast<uint32_t>(pos % D), static_cast<uint32_t>(pos / D));
         ctx->meta[i] = std::move(meta);

@@ -128,7 +128,8 @@ struct MetaHeader {
 };
 struct MetaLeb {
   uint8_t state;           // LebState
-  uint8_t reserved[3];
+  uint8_t flags;           // kMetaLebUnprotected (0 in records before it existed)
+  uint8_t reserved[2];
   uint32_t erase_count;
   uint64_t open_seq;       // seq of its first page (0 if free)
   uint32_t trim_pages;     // count of page indices that follow (uint32_t each)
@@ -137,6 +138,9 @@ struct MetaLeb {
 #pragma pack(pop)
 inline constexpr uint32_t kFlagSparse = 1;     // sparse address space
 inline constexpr uint32_t kFlagFlashBack = 2;  // stripe rows carry parity (format 1.2)
+// MetaLeb.flags: the LEB holds pages no parity covers (it was open at a power cut);
+// FlashBack moves its data into protected LEBs.
+inline constexpr uint8_t kMetaLebUnprotected = 1;
 static_assert(sizeof(MetaHeader) == 80, "MetaHeader size is part of the format");
 static_assert(sizeof(MetaLeb) == 20, "MetaLeb size is part of the format");
 

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -209,17 +211,6 @@ struct Ftl::Impl {
     rp.mask |= uint64_t{1} << b->die;
     if (IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
   }
-  // A member that failed to program before its row's parity was written is taken out of
-  // it, so the row's other pages stay recoverable.
-  void DropFromParity(Leb& l, PageBuf* b) {
-    if (!l.par || l.par->row != b->page || l.par->submitted ||
-        !((l.par->mask >> b->die) & 1)) {
-      return;
-    }
-    XorInto(l.par->data.data(), b->data.data(), l.par->data.size());
-    XorInto(l.par->meta.data(), b->meta.data(), l.par->meta.size());
-    l.par->mask &= ~(uint64_t{1} << b->die);
-  }
   void SubmitParity(Leb& l) {
     RowParity& rp = *l.par;
     if (rp.submitted || rp.row == UINT32_MAX) return;
@@ -309,7 +300,25 @@ struct Ftl::Impl {
   }
   // Moves a page on as far as its state allows: durable (and non-FUA writes acknowledged)
   // once covered and accepted under PLP; finished once covered and on flash.
+  // Debug aid: VSL_TRACE_LBA=<lba> prints, on stderr, every page that carries that sector
+  // as it is appended, submitted and acknowledged, and each mapping attach replays.
+  static uint64_t TraceLba() {
+    static const uint64_t t = [] {
+      const char* e = std::getenv("VSL_TRACE_LBA");
+      return e ? std::strtoull(e, nullptr, 10) : UINT64_MAX;
+    }();
+    return t;
+  }
+  bool Traced(const PageBuf* b) const {
+    if (TraceLba() == UINT64_MAX || b->type != f::PageType::kData) return false;
+    return std::find(b->lbas.begin(), b->lbas.end(), TraceLba()) != b->lbas.end();
+  }
   void Progress(PageBuf* b) {
+    if (Traced(b)) {
+      fmt::print(stderr, "trace t={} progress leb {} die {} page {} covered={} accepted={} done={} waiters={}\n",
+                 f.clock_.Now(), b->leb, b->die, b->page, b->covered, b->accepted, b->flash_done,
+                 b->waiters.size());
+    }
     if (!b->covered) return;
     if (b->accepted || b->flash_done) {
       MarkDurable(b);
@@ -532,6 +541,52 @@ struct Ftl::Impl {
     }
   }
 
+  // Data pages an attach found without parity, by (leb, die, row): their live sectors are
+  // read and rewritten (through the rewrite backlog, ahead of host writes, as space
+  // allows); `done` once they are all durable, and so covered, again.
+  std::vector<std::array<uint32_t, 3>> reprotect_pages;
+  std::vector<Function<void()>> backlog_waiters;  // run once the backlog is empty
+  void ReprotectPages(Function<void()> done) {
+    if (reprotect_pages.empty()) return done();
+    auto left = std::make_shared<uint32_t>(1);
+    auto shared = std::make_shared<Function<void()>>(std::move(done));
+    auto finish = [this, left, shared]() {
+      if (--*left != 0) return;
+      backlog_waiters.push_back([this, shared]() {
+        SubmitOpen(host);
+        SubmitOpen(gcap);
+        f.Flush([shared](Status) { (*shared)(); });
+      });
+      RunPending();
+      MaybeGroom();
+      if (victim == nullptr) RunBacklogWaiters();  // no room will appear: do not wait
+    };
+    std::vector<std::array<uint32_t, 3>> todo;
+    todo.swap(reprotect_pages);
+    for (const auto& [leb, die, row] : todo) {
+      if (die_failed[die]) continue;  // nothing to read: not recoverable (no parity)
+      ++*left;
+      auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+      buf->first.resize(f.geo_.page_data_bytes);
+      buf->second.resize(f.geo_.meta_bytes_per_page());
+      f.pipe_.Read({{die, leb, row}, 0, 0, buf->first.data(), buf->second.data()},
+                   [this, buf, finish, leb = leb, die = die, row = row](const Completion& c) mutable {
+                     if (c.ok()) QueueRewrite(leb, die, row, buf->first, buf->second);
+                     finish();
+                   });
+    }
+    finish();
+  }
+
+  // `l` holds pages no parity covers: the groomer moves its data (with the rebuild's
+  // priority), and the flag persists in checkpoints until then.
+  void Reprotect(Leb& l) {
+    l.unprotected = true;
+    if (std::find(rebuild_queue.begin(), rebuild_queue.end(), l.index) == rebuild_queue.end()) {
+      rebuild_queue.push_back(l.index);
+    }
+  }
+
   void OnDieTimeout(uint32_t d) {
     if (d < D() && !die_failed[d]) DeclareDieFailed(d);
   }
@@ -712,6 +767,7 @@ struct Ftl::Impl {
     l.valid = 0;
     l.capacity = LebCapacity(l);
     l.summary_due = false;
+    l.unprotected = false;
     if (summary_pages != 0) l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
     l.par.reset();
     if (parity_on) {
@@ -830,6 +886,10 @@ struct Ftl::Impl {
       }
     }
     PageBuf* b = ap.open;
+    if (lba == TraceLba()) {
+      fmt::print(stderr, "trace t={} append gc={} was psa {} -> leb {} die {} page {} slot {} data {:02x}{:02x}\n",
+                 f.clock_.Now(), ap.gc, f.map_.Get(lba), b->leb, b->die, b->page, b->used, src[0], src[1]);
+    }
     const uint32_t slot = b->used++;
     std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
     b->lbas[slot] = lba;
@@ -900,10 +960,17 @@ struct Ftl::Impl {
       const uint32_t crc = Crc32c(b->meta.data(), hdr);
       std::memcpy(b->meta.data() + hdr, &crc, 4);
     }
+    if (Traced(b)) {
+      fmt::print(stderr, "trace t={} submit leb {} die {} page {} seq {}\n", f.clock_.Now(), b->leb,
+                 b->die, b->page, b->seq);
+    }
     ++l.inflight;
     inflight_seqs.insert(b->seq);
     ++f.stats_.pages_programmed;
-    f.pipe_.Program({{b->die, b->leb, b->page}, b->data.data(), b->meta.data()},
+    // A parity page is fenced: accepted only once every member before it is, so a
+    // durable parity page always has its members in the buffer or on flash.
+    f.pipe_.Program({{b->die, b->leb, b->page}, b->data.data(), b->meta.data(),
+                     b->type == f::PageType::kParity},
                     [this, b](const Completion&) { OnAccepted(b); },
                     [this, b](const Completion& c) { OnDone(b, c); });
     if (l.par && b->type != f::PageType::kParity) {
@@ -1017,8 +1084,10 @@ struct Ftl::Impl {
       Uncover(b);
       if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(b->die);
       l.good[b->die] = 0;
-      if (!l.summary.empty()) l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())] = 0;
-      DropFromParity(l, b);
+      // A failed member stays in its row's parity: until its rewritten sectors are
+      // durable, the stage or parity page holding its XOR is what brings its acknowledged
+      // data back after a power cut. (The price: a second fault in that row cannot be
+      // rebuilt, the double-failure case.)
       if (b->type == f::PageType::kParity) {
         Logger("ftl")->warn("parity program failed leb={} die={} page={}: that row is unprotected",
                             b->leb, b->die, b->page);
@@ -1070,28 +1139,143 @@ struct Ftl::Impl {
     std::vector<PageBuf*> targets;  // pages now holding the rewritten sectors
     for (uint32_t s = 0; s < S(); ++s) {
       const uint64_t lba = b->lbas[s];
-      if (lba == f::kNoLba || f.map_.Get(lba) != MakePsa(b->leb, b->die, b->page, s)) continue;
-      PageBuf* t = AppendSector(ap, lba, b->data.data() + uint64_t{s} * f.sector_bytes_, nullptr,
-                                b->victim);
+      if (lba == f::kNoLba) continue;
+      if (f.map_.Get(lba) != MakePsa(b->leb, b->die, b->page, s)) {
+        AddSupersedingHolders(lba, b, targets);
+        continue;
+      }
+      const uint8_t* src = b->data.data() + uint64_t{s} * f.sector_bytes_;
+      // (Host sectors do not take the groomer's reserve: it must stay free for the
+      // groomer to make room, for them too.)
+      PageBuf* t = AppendSector(ap, lba, src, nullptr, b->victim);
       if (t == nullptr) {
-        Logger("ftl")->error("no room to rewrite lba={} after a program failure", lba);
+        // No page anywhere now: the sector waits in host memory (its writes unanswered,
+        // a groomer victim it came from held) until space appears.
+        Logger("ftl")->warn("no room to rewrite lba={} after a program failure; it waits for space", lba);
+        RewriteJob job{lba, MakePsa(b->leb, b->die, b->page, s),
+                       std::vector<uint8_t>(src, src + f.sector_bytes_), {}, b->victim};
+        if (job.victim != nullptr) ++victim_refs;
+        for (WriteCtx* w : waiters) {
+          ++w->remaining;
+          job.waiters.push_back(w);
+        }
+        rewrite_backlog.push_back(std::move(job));
       } else if (std::find(targets.begin(), targets.end(), t) == targets.end()) {
         targets.push_back(t);
       }
     }
-    // The waiters now wait for every page holding rewritten sectors (one may have filled
-    // and gone already: it still owes its acknowledgement), then drop their hold on `b`.
+    // The waiters now wait for every page holding rewritten (or superseding) sectors (one
+    // may have filled and gone already: it still owes its acknowledgement), then drop
+    // their hold on `b`.
     for (WriteCtx* w : waiters) {
       for (PageBuf* t : targets) {
         ++w->remaining;
         t->waiters.push_back(w);
       }
     }
-    if (ap.open != nullptr && std::find(targets.begin(), targets.end(), ap.open) != targets.end()) {
-      SubmitOpen(ap);
+    for (AppendPoint* a : {&host, &gcap}) {
+      if (a->open != nullptr && std::find(targets.begin(), targets.end(), a->open) != targets.end()) {
+        SubmitOpen(*a);
+      }
     }
     for (WriteCtx* w : waiters) Ack(w);
     MarkDurable(b);
+  }
+
+  // `lba` was written again or trimmed after a write now being rewritten: that write's
+  // acknowledgement must wait for the newer state to be durable, or a power cut could
+  // leave the sector older than what was acknowledged. Adds the pages holding the newer
+  // state that are not durable yet.
+  void AddSupersedingHolders(uint64_t lba, PageBuf* except, std::vector<PageBuf*>& out) {
+    const Psa cur = f.map_.Get(lba);
+    for (auto& [h, own] : pages) {
+      if (h == except || h->durable) continue;
+      bool holds = false;
+      if (cur != kUnmapped) {
+        holds = h->type == f::PageType::kData && h->leb == LebOf(cur) && h->die == DieOf(cur) &&
+                h->page == PageOf(cur);
+      } else if (h->type == f::PageType::kTrim) {
+        for (const auto& t : h->trims) holds = holds || (lba >= t.lba && lba - t.lba < t.count);
+      }
+      if (holds && std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+    }
+  }
+
+  // Sectors of failed pages that found no page when they were rewritten, oldest first.
+  struct RewriteJob {
+    uint64_t lba;
+    Psa from;  // the failed page's slot the map points at while the job waits
+    std::vector<uint8_t> data;
+    std::vector<WriteCtx*> waiters;  // each holds a reference until the sector has a page
+    Leb* victim;                     // a groomer victim it came from, held until then
+  };
+  std::deque<RewriteJob> rewrite_backlog;
+  // Live sectors of page (leb, die, page), read back, join the rewrite backlog.
+  void QueueRewrite(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
+                    const std::vector<uint8_t>& meta) {
+    const auto* h = reinterpret_cast<const f::PageHeader*>(meta.data());
+    if (h->type != static_cast<uint8_t>(f::PageType::kData)) return;
+    const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
+    for (uint32_t s = 0; s < S(); ++s) {
+      const Psa p = MakePsa(leb, die, page, s);
+      if (e[s].lba >= f.map_.sectors() || f.map_.Get(e[s].lba) != p) continue;
+      const uint8_t* src = data.data() + uint64_t{s} * f.sector_bytes_;
+      if (Crc32c(src, f.sector_bytes_) != e[s].crc) continue;
+      rewrite_backlog.push_back({e[s].lba, p, std::vector<uint8_t>(src, src + f.sector_bytes_), {}, nullptr});
+    }
+  }
+  // Gives backlogged sectors their pages; false while some still find none.
+  bool DrainRewrites() {
+    bool any = false;
+    while (!rewrite_backlog.empty()) {
+      RewriteJob& job = rewrite_backlog.front();
+      if (f.map_.Get(job.lba) != job.from) {
+        // Written again or trimmed since: the job's copy is stale; its writes wait for
+        // the newer state instead.
+        std::vector<PageBuf*> holders;
+        AddSupersedingHolders(job.lba, nullptr, holders);
+        for (WriteCtx* w : job.waiters) {
+          for (PageBuf* h : holders) {
+            ++w->remaining;
+            h->waiters.push_back(w);
+          }
+        }
+      } else {
+        PageBuf* t = AppendSector(job.victim != nullptr ? gcap : host, job.lba, job.data.data(),
+                                  nullptr, job.victim);
+        if (t == nullptr) return false;
+        any = true;
+        for (WriteCtx* w : job.waiters) {
+          ++w->remaining;
+          t->waiters.push_back(w);
+        }
+      }
+      std::vector<WriteCtx*> waiters = std::move(job.waiters);
+      Leb* v = job.victim;
+      rewrite_backlog.pop_front();
+      for (WriteCtx* w : waiters) Ack(w);
+      if (v != nullptr) {
+        --victim_refs;
+        MaybeFinishVictim();
+      }
+    }
+    if (any) {
+      SubmitOpen(host);
+      SubmitOpen(gcap);
+    }
+    RunBacklogWaiters();
+    return true;
+  }
+  void RunBacklogWaiters() {
+    if (backlog_waiters.empty()) return;
+    if (!rewrite_backlog.empty()) {
+      Logger("ftl")->warn("{} sector(s) wait for room to be rewritten under parity", rewrite_backlog.size());
+    }
+    std::vector<Function<void()>> w;
+    w.swap(backlog_waiters);
+    f.clock_.Post([w = std::move(w)]() mutable {
+      for (auto& fn : w) fn();
+    });
   }
 
   void FailWaiters(PageBuf* b) {
@@ -1106,6 +1290,13 @@ struct Ftl::Impl {
   // --- host work ---
   void RunPending() {
     if (device_lost) {
+      for (RewriteJob& job : rewrite_backlog) {
+        for (WriteCtx* w : job.waiters) {
+          w->status = Status::IOError("device lost (power cut)");
+          Ack(w);
+        }
+      }
+      rewrite_backlog.clear();
       while (!pending.empty()) {
         Pending p = std::move(pending.front());
         pending.pop_front();
@@ -1116,6 +1307,10 @@ struct Ftl::Impl {
           p.trim_done(Status::IOError("device lost (power cut)"));
         }
       }
+      return;
+    }
+    if (!DrainRewrites()) {
+      MaybeGroom();
       return;
     }
     while (!pending.empty()) {
@@ -1238,17 +1433,23 @@ struct Ftl::Impl {
   Leb* NextRebuildVictim() {
     for (std::size_t k = 0; k < rebuild_queue.size();) {
       Leb& l = f.lebs_.leb(rebuild_queue[k]);
-      bool still = false;
+      bool still = l.unprotected && l.valid > 0;
       for (uint32_t d = 0; d < D() && !still; ++d) still = die_failed[d] && HasValidOnDie(l, d);
       if (!still || l.state == LebState::kFree) {
+        if (l.valid == 0) l.unprotected = false;
         rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
         if (rebuild_queue.empty()) {
-          Event("FlashBack rebuild complete: no data left on failed dies");
+          bool any_failed = false;
+          for (uint8_t x : die_failed) any_failed = any_failed || x;
+          Event(any_failed ? "FlashBack rebuild complete: no data left on failed dies"
+                           : "FlashBack: every stripe row is protected again");
           UpdateMode();
         }
         continue;
       }
-      if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip) {
+      // Only a victim whose data fits where the groomer can write: one that runs out of
+      // room half-way is held with its data, and takes the room with it.
+      if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.valid <= GroomerRoom()) {
         rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
         rebuild_queue.push_back(l.index);  // leaves the queue once it is empty of such data
         return &l;
@@ -1256,6 +1457,19 @@ struct Ftl::Impl {
       ++k;
     }
     return nullptr;
+  }
+
+  // Sectors the groomer can still write: its open LEB's remaining positions and the free
+  // LEBs (each as wide as the surviving dies make it).
+  uint64_t GroomerRoom() {
+    uint32_t alive = 0;
+    for (uint32_t d = 0; d < D(); ++d) alive += !die_failed[d];
+    uint64_t room = uint64_t{f.lebs_.free_count()} * LebDataSectors(alive);
+    if (gcap.leb != nullptr && gcap.row < P()) {
+      const uint32_t left = RemainingPositions(*gcap.leb, gcap.row, gcap.die);
+      room += uint64_t{left > summary_pages ? left - summary_pages : 0} * S();
+    }
+    return room;
   }
 
   // The closed LEB with the lowest erase count, when it lags the most-erased data LEB by
@@ -1473,6 +1687,7 @@ struct Ftl::Impl {
     f.clock_.Post([this] {
       RunPending();
       MaybeGroom();
+      if (victim == nullptr) RunBacklogWaiters();  // the groomer is done: no more room
       if (victim == nullptr && !groom_waiters.empty()) {
         for (auto& w : groom_waiters) w(Status::Ok());
         groom_waiters.clear();
@@ -1486,6 +1701,22 @@ struct Ftl::Impl {
   void CheckShutdown() {
     if (!shutting_down || !shutdown_done) return;
     if (victim != nullptr || !pending.empty()) return;
+    if (!rewrite_backlog.empty()) {
+      if (DrainRewrites()) return CheckShutdown();
+      // No room and nothing being groomed: the sectors stay mapped where they are (a
+      // failed page reads back through its row's parity, an uncovered one as it is);
+      // writes still waiting on them fail.
+      Logger("ftl")->error("shutdown: {} sector(s) could not be rewritten under parity (no room)",
+                           rewrite_backlog.size());
+      for (RewriteJob& job : rewrite_backlog) {
+        for (WriteCtx* w : job.waiters) {
+          w->status = Status::IOError("no room to rewrite the sector after a program failure");
+          Ack(w);
+        }
+        if (job.victim != nullptr) --victim_refs;
+      }
+      rewrite_backlog.clear();
+    }
     if (!shutdown_parity_done && !device_lost) {
       // Nothing more will be appended: part-written rows get their parity page now, so
       // every row is protected after a clean shutdown (a stage is only for power cuts).

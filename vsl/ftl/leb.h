@@ -43,6 +43,7 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   uint32_t capacity = 0;         // sectors it holds when full
   uint32_t inflight = 0;         // programs submitted and not done
   uint32_t bucket = 0;           // the valid-count bucket it is linked in (closed LEBs)
+  bool unprotected = false;  // FlashBack: holds pages no parity covers (cut while open)
   bool gc_skip = false;  // grooming could not empty it (unreadable sectors, no room to
                          // carry trim records): not a victim until some LEB frees up
   std::vector<uint8_t> good;     // per die: 1 if this LEB's block on that die is usable

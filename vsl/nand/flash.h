@@ -68,10 +68,15 @@ struct ReadRequest {
 
 // Program page `ppa` with a whole page of `data` and `meta` (meta_bytes_per_page; null
 // programs 0xFF). Pages of a block must be programmed in order, each once per erase.
+// `fence`: the page enters the write buffer only after every program submitted before it
+// on this pipe has (on any die), so once it is accepted they are all in the buffer too
+// (a parity page vouches for members that will reach flash with it). Stage images are
+// always fenced.
 struct ProgramRequest {
   Ppa ppa;
   const uint8_t* data = nullptr;
   const uint8_t* meta = nullptr;
+  bool fence = false;
 };
 
 enum class PlpState : uint8_t { kHealthy = 0, kFailed, kAbsent };

@@ -75,6 +75,7 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->src_data = op->src_meta = nullptr;
   op->admitted = op->data_ready = op->started = false;
   op->stage_slot = -1;
+  op->fence = false;
   op->submit_ns = Now();
   op->bus_start_ns = op->array_end_ns = 0;
   op->flush_cost_ns = op->flush_xfer_ns = 0;
@@ -148,6 +149,7 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
   op->src_data = req.data;
   op->src_meta = req.meta;
   op->accepted = std::move(accepted);
+  op->fence = req.fence;
   op->flush_cost_ns = ProgramCostNs();
   op->flush_xfer_ns = ProgramXferNs();
   Enqueue(op);
@@ -226,6 +228,15 @@ bool SimPipe::TryAdmit(Op* op) {
   if (!buffer_empty && buffer_used_bytes_ + slot_bytes > card_.profile_.plp.buffer_bytes_per_pipe) {
     return false;
   }
+  if (op->fence) {
+    // Every die's waiting programs are in submission order: the fronts are the oldest.
+    for (const Die& o : dies_) {
+      if (!o.admit_wait.empty() && o.admit_wait.front() != op &&
+          o.admit_wait.front()->serial < op->serial) {
+        return false;
+      }
+    }
+  }
   Die& d = dies_[op->ppa.die];
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
   const TimeNs now = Now();
@@ -289,6 +300,7 @@ void SimPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCallbac
   }
   Op* op = NewOp(Op::Kind::kProgram, std::move(done));
   op->stage_slot = static_cast<int32_t>(slot);
+  op->fence = true;
   op->ppa = req.ppa;
   op->src_data = req.data;
   op->src_meta = req.meta;
@@ -363,8 +375,15 @@ void SimPipe::TimeOutStage(Op* op) {
 // Retries waiting programs on every die: room freed on one channel also frees write-buffer
 // bytes that a die on another channel may be waiting for. Each die keeps its FIFO order.
 void SimPipe::RetryAdmission() {
-  for (Die& d : dies_) {
-    while (!d.admit_wait.empty() && TryAdmit(d.admit_wait.front())) d.admit_wait.pop_front();
+  // Until nothing more goes in: a fenced program may be waiting on a die visited earlier.
+  for (bool more = true; more;) {
+    more = false;
+    for (Die& d : dies_) {
+      while (!d.admit_wait.empty() && TryAdmit(d.admit_wait.front())) {
+        d.admit_wait.pop_front();
+        more = true;
+      }
+    }
   }
 }
 

@@ -38,6 +38,7 @@ struct Op : QueueHook, AllHook {
   std::unique_ptr<uint8_t[]> slot;    // controller buffer copy of a program (data + spare)
   bool admitted = false, data_ready = false, started = false;
   int32_t stage_slot = -1;  // a staged image (FlashPipe::Stage) for this slot; never queued
+  bool fence = false;       // admitted only after every earlier program (ProgramRequest::fence)
   TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
   DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
   nand::FlashCallback accepted, done;
