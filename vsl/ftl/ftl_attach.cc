@@ -691,6 +691,29 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
                  [this, st, n, row, dies, D, fail, read_data](const Completion& c) mutable {
                    st->row_ok[n] = c.ok();
                    if (--st->left != 0) return;
+                   if (impl_->parity_on && row == geo_.pages_per_block - 1) {
+                     // The summary may have landed without the last row's parity (fenced,
+                     // so its landing implies every page before it did): then pages of
+                     // that row may be unprotected, and the page-by-page scan finds them.
+                     uint64_t members = 0, covered = 0, newest = 0;
+                     for (std::size_t m = 0; m < dies.size(); ++m) {
+                       const uint8_t* meta = st->row_meta[m].data();
+                       if (!st->row_ok[m]) continue;
+                       const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
+                       if (impl_->ParityValid(meta)) continue;
+                       if (!HeaderValid(meta, spp_) || h->epoch != epoch_) continue;
+                       members |= uint64_t{1} << dies[m];
+                       newest = std::max(newest, h->seq);
+                     }
+                     for (std::size_t m = 0; m < dies.size(); ++m) {
+                       const uint8_t* meta = st->row_meta[m].data();
+                       if (!st->row_ok[m] || !impl_->ParityValid(meta)) continue;
+                       if (reinterpret_cast<const f::PageHeader*>(meta)->seq > newest) {
+                         covered |= Impl::ParityMask(meta);
+                       }
+                     }
+                     if ((members & ~covered) != 0) return fail();
+                   }
                    uint32_t here = 0;
                    for (std::size_t m = 0; m < dies.size(); ++m) {
                      const uint8_t* meta = st->row_meta[m].data();
@@ -749,6 +772,11 @@ bool Ftl::RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& met
         members |= uint64_t{1} << d;
       }
     }
+    // A row whose parity could sit on a failed die is the rebuild's business (the die's
+    // failure already took its protection; the LEB is moved as a rebuild victim).
+    bool failed_die = false;
+    for (uint32_t d = 0; d < D; ++d) failed_die = failed_die || impl_->die_failed[d];
+    if (failed_die && parities.empty()) continue;
     for (const auto& [d, seq, type] : mem) {
       for (const auto& [pseq, mask] : parities) {
         if (pseq > seq && ((mask >> d) & 1)) covered |= uint64_t{1} << d;

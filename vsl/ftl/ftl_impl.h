@@ -1409,6 +1409,7 @@ struct Ftl::Impl {
       if (v != nullptr && v->valid >= v->capacity && groom_waiters.empty()) v = nullptr;
     }
     if (v == nullptr) {
+      if (need) f.clock_.Post([this] { FailStuckWrites(); });
       for (auto& w : groom_waiters) w(Status::Ok());
       groom_waiters.clear();
       return;
@@ -1426,6 +1427,29 @@ struct Ftl::Impl {
     f.lebs_.SetState(*v, LebState::kVictim);
     ++f.stats_.victims;
     GroomStep();
+  }
+
+  // Space is short and the groomer found nothing it can move (every LEB full of live
+  // data, or held): nothing will free room, so host writes waiting for it fail with a
+  // clear error instead of waiting for ever. (Trims need a page too.)
+  void FailStuckWrites() {
+    if (victim != nullptr || pending.empty() || device_lost) return;
+    RunPending();
+    if (victim != nullptr || pending.empty() || f.lebs_.free_count() > f.opts_.gc_reserve_lebs) return;
+    Logger("ftl")->error("no room: the groomer cannot free space; {} waiting request(s) fail",
+                         pending.size());
+    while (!pending.empty()) {
+      Pending p = std::move(pending.front());
+      pending.pop_front();
+      const Status s = Status::NoSpace("no room: the surviving flash is full and nothing can be groomed");
+      if (p.kind == Pending::kWrite) {
+        p.ctx->status = s;
+        Ack(p.ctx);
+      } else {
+        p.trim_done(s);
+      }
+    }
+    if (shutting_down) CheckShutdown();
   }
 
   // The next LEB holding data of a failed die that can be groomed now. Rebuild goes
