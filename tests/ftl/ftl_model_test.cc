@@ -1,11 +1,14 @@
 // Randomized, seeded test of the FTL against a reference model: overwrites, trims, reads,
 // flushes, grooming at high fill, clean shutdowns and power cuts at random instants, each
-// followed by recovery and a check of every sector touched. The rule checked: a sector
+// followed by recovery and a check of every sector touched. In ~30% of seeds one die dies
+// at a random instant (FlashBack: its data is rebuilt from parity, online and across the
+// power cuts and restarts that follow). The rule checked: a sector
 // reads as its last acknowledged contents, or as the contents of a write (or trim)
 // issued after that acknowledgement and still in flight at the cut; never anything else.
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -103,8 +106,11 @@ class FtlModelTest : public FtlFixture {
     // grooming, before a power cut or a clean shutdown, and so before recovery and
     // during the rebuild). 4 KiB sectors (test-small's spare area has no room for parity
     // with 512 B sectors) and enough spare that the pipe stays writable on 3 dies.
-    // Opt-in (VSL_DIE_FAILURES=1) until the campaign passes: see docs/flashback.md.
-    const bool die_fails = rng.Bernoulli(0.3) && std::getenv("VSL_DIE_FAILURES") != nullptr;
+    // The rule checked is the same: no acknowledged write lost, never wrong data (a
+    // sector may fail with an I/O error only if two failures hit its stripe, which this
+    // campaign does not inject). VSL_DIE_FAILURES=0 leaves die failures out.
+    const char* df = std::getenv("VSL_DIE_FAILURES");
+    const bool die_fails = rng.Bernoulli(0.3) && !(df != nullptr && std::string(df) == "0");
     const int fail_round = static_cast<int>(rng.Below(6));
     const int fail_op = static_cast<int>(rng.Below(50));
     const auto fail_die = static_cast<uint32_t>(rng.Below(4));
