@@ -71,6 +71,34 @@ TEST_F(FlashBackTest, DeadDieLosesNothingAndIsRebuiltOnline) {
   ExpectAll("after a clean restart");
 }
 
+// A die that still answers but keeps failing (media errors) is retired like a dead one
+// once its error count crosses the bound, and stays retired across a clean restart.
+TEST_F(FlashBackTest, DieWhoseErrorRateCrossesTheBoundIsRetired) {
+  ftl::FtlOptions o;
+  o.die_error_limit = 4;
+  ASSERT_TRUE(Shutdown().ok());
+  ASSERT_TRUE(Attach(o).ok());
+  // Every block of die 2 fails its next program of pages 0..3: the first LEBs written
+  // lose die-2 pages one after another (each rewritten elsewhere).
+  for (uint32_t b = 0; b < card_->geometry().blocks_per_lun; ++b) {
+    for (uint32_t p = 0; p < 4; ++p) card_->InjectProgramFail(0, {2, b, p});
+  }
+  FillTwice();
+  clock_.RunUntilIdle();
+  auto st = ftl_->flashback_status();
+  ASSERT_EQ(st.failed_dies, std::vector<uint32_t>{2});
+  bool saw_retired = false;
+  for (const auto& e : st.events) saw_retired |= e.find("die 2 retired") != std::string::npos;
+  EXPECT_TRUE(saw_retired);
+  EXPECT_EQ(st.rebuild_lebs_left, 0u);
+  EXPECT_TRUE(st.lost_lbas.empty());
+  ExpectAll("after the retirement");
+  ASSERT_TRUE(Shutdown().ok());
+  ASSERT_TRUE(Attach(o).ok());
+  EXPECT_EQ(ftl_->flashback_status().failed_dies, std::vector<uint32_t>{2});
+  ExpectAll("after a clean restart");
+}
+
 TEST_F(FlashBackTest, DieDeadAcrossAPowerCutIsRebuiltFromParityAtAttach) {
   FillTwice();
   clock_.RunUntilIdle();

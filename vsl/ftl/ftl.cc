@@ -215,6 +215,7 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
                [this, rc, finish, meta, dst, l, n, slot, sb, p](const Completion& c) mutable {
                  Impl& im2 = *impl_;
                  if (c.status == FlashStatus::kDieTimeout) im2.OnDieTimeout(im2.DieOf(p));
+                 if (c.status == FlashStatus::kUncorrectable) im2.NoteDieError(im2.DieOf(p), im2.LebOf(p));
                  if (!c.ok() && c.status != FlashStatus::kAborted) {
                    // FlashBack: rebuild the page from the rest of its row, answer from
                    // it, and move its live sectors to a healthy die.

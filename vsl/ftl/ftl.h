@@ -93,10 +93,17 @@ struct FtlOptions {
   // (queue depth 1: the write waits one DMA). With other writes in flight it waits up to
   // this long for more sectors, so pages fill instead of being padded.
   DurNs pad_delay_ns = 50 * kUs;
-  // FlashBack: a stripe row left part-written this long (the writes stopped) gets a
-  // partial parity page in its next position, so the pages already written survive a
-  // die failure even if the row is never completed (a power cut, a quiet host).
+  // FlashBack without controller stage slots (or with PLP failed): a stripe row left
+  // part-written this long gets a partial parity page in its next position, so its
+  // members are covered (and their writes acknowledged) even if the row is never
+  // completed. With stage slots the running parity is parked there instead.
   DurNs partial_parity_delay_ns = 200 * kUs;
+  // FlashBack: a die whose error rate crosses this bound is retired like a dead one
+  // (declared failed, its data rebuilt elsewhere): uncorrectable reads, program or erase
+  // failures in `die_error_limit` distinct blocks within `die_error_window_ns`. 0
+  // disables it.
+  uint32_t die_error_limit = 16;
+  DurNs die_error_window_ns = 10 * kSec;
   // Static wear levelling: when the most-erased LEB is this many P/E cycles ahead of the
   // least-erased LEB holding data, that LEB's (cold) data is moved so the young block
   // returns to the free pool. 0 disables it.

@@ -545,6 +545,25 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       if (Status s = ftl->LoadMetaPayload(*payload, with_map); !s.ok()) {
         return (*shared_done)(s);
       }
+      // A die retired earlier (dead, or its error rate) is out of both metadata LEBs and
+      // every free LEB in the record: it stays retired, and its data keeps moving off.
+      if (with_map && ftl->impl_->parity_on) {
+        for (uint32_t d = 0; d < g.dies_per_pipe(); ++d) {
+          bool out = true;
+          uint32_t free_lebs = 0;
+          for (uint32_t b = 0; b < ftl->lebs_.size() && out; ++b) {
+            const Leb& l = ftl->lebs_.leb(b);
+            if (b < kMetaLebs || l.state == LebState::kFree) {
+              out = !l.good[d];
+              free_lebs += b >= kMetaLebs;
+            }
+          }
+          if (out && free_lebs >= 2 && !ftl->impl_->die_failed[d]) {
+            Logger("ftl")->warn("die {} was retired before: it stays out", d);
+            ftl->impl_->die_failed[d] = 1;
+          }
+        }
+      }
       // Dies that did not answer at attach: the scan rebuilds their page headers from
       // parity; after attach they are declared failed (nothing more is written to them,
       // and FlashBack moves their data off).

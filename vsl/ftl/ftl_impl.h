@@ -587,6 +587,27 @@ struct Ftl::Impl {
     }
   }
 
+  // An uncorrectable read, program or erase failure in block `block` of die `d`: errors
+  // in too many distinct blocks within the window retire the die
+  // (FtlOptions::die_error_limit). A block going bad fails every later page program in
+  // it: that is one error, not one per page.
+  std::vector<std::deque<std::pair<TimeNs, uint32_t>>> die_errors;  // (when, block)
+  void NoteDieError(uint32_t d, uint32_t block) {
+    if (d >= D() || die_failed[d] || f.opts_.die_error_limit == 0 || !parity_on) return;
+    if (die_errors.size() != D()) die_errors.resize(D());
+    auto& q = die_errors[d];
+    const TimeNs now = f.clock_.Now();
+    while (!q.empty() && now - q.front().first > f.opts_.die_error_window_ns) q.pop_front();
+    for (const auto& e : q) {
+      if (e.second == block) return;
+    }
+    q.emplace_back(now, block);
+    if (q.size() < f.opts_.die_error_limit) return;
+    Event(fmt::format("die {} retired: {} media errors within {} ms crossed the bound", d, q.size(),
+                      f.opts_.die_error_window_ns / kMs));
+    DeclareDieFailed(d);
+  }
+
   void OnDieTimeout(uint32_t d) {
     if (d < D() && !die_failed[d]) DeclareDieFailed(d);
   }
@@ -789,6 +810,7 @@ struct Ftl::Impl {
           if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(d);
           if (!c.ok() && c.status != FlashStatus::kAborted) {
             ++f.stats_.erase_failures;
+            if (c.status == FlashStatus::kEraseFail) NoteDieError(d, l.index);
             l.good[d] = 0;  // its programs fail too and are rewritten elsewhere
           }
           if (--left->first == 0 && left->second) l.stale_seq = 0;  // nothing stale left
@@ -1082,6 +1104,7 @@ struct Ftl::Impl {
     } else if (!c.ok()) {
       ++f.stats_.program_failures;
       Uncover(b);
+      if (c.status == FlashStatus::kProgramFail) NoteDieError(b->die, b->leb);
       if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(b->die);
       l.good[b->die] = 0;
       // A failed member stays in its row's parity: until its rewritten sectors are
@@ -1537,6 +1560,7 @@ struct Ftl::Impl {
       f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
                    [this, v, die, page, buf, is_trim](const Completion& c) {
                      if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
+                     if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
                      if (!c.ok() && c.status != FlashStatus::kAborted && !device_lost) {
                        // FlashBack: rebuild the page from its row, then move it as usual.
                        RebuildPage(v->index, die, page,
