@@ -401,6 +401,7 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       if (dies_up >= 3 && f::ParityMetaBytes(spp) <= g.meta_bytes_per_page() &&
           g.dies_per_pipe() <= 64) {
         ftl->impl_->parity_on = true;
+        ftl->lebs_.set_min_good(3);
       } else {
         Logger("ftl")->warn("FlashBack is off for this format: it needs 3 or more dies and {} "
                             "bytes of page metadata ({} dies, {} bytes)",
@@ -444,7 +445,9 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       real->epoch_ = prov->epoch_;
       real->sparse_ = opts.sparse;
       real->impl_->parity_on = prov->impl_->parity_on;
+      real->lebs_.set_min_good(real->impl_->parity_on ? 3 : 0);
       for (uint32_t b = 0; b < g.blocks_per_lun; ++b) real->lebs_.leb(b).good = prov->lebs_.leb(b).good;
+      real->lebs_.Recount();
       Ftl* rp = real.release();
       // Both metadata LEBs get the new record, so nothing of an older format can be newer.
       rp->WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount), [rp, shared_done](Status s) {
@@ -516,6 +519,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       ftl->epoch_ = h.epoch;
       ftl->sparse_ = (h.flags & f::kFlagSparse) != 0;
       ftl->impl_->parity_on = (h.flags & f::kFlagFlashBack) != 0;
+      ftl->lebs_.set_min_good(ftl->impl_->parity_on ? 3 : 0);
       ftl->reserve_ppm_ = h.reserve_ppm;
       ftl->meta_leb_ = st->best_leb;
       ftl->next_seq_ = std::max(h.next_seq, st->best->seq + 1);
@@ -545,6 +549,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       if (Status s = ftl->LoadMetaPayload(*payload, with_map); !s.ok()) {
         return (*shared_done)(s);
       }
+      ftl->lebs_.Recount();
       // A die retired earlier (dead, or its error rate) is out of both metadata LEBs and
       // every free LEB in the record: it stays retired, and its data keeps moving off.
       if (with_map && ftl->impl_->parity_on) {

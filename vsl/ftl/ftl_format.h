@@ -138,8 +138,9 @@ struct MetaLeb {
 #pragma pack(pop)
 inline constexpr uint32_t kFlagSparse = 1;     // sparse address space
 inline constexpr uint32_t kFlagFlashBack = 2;  // stripe rows carry parity (format 1.2)
-// MetaLeb.flags: the LEB holds pages no parity covers (it was open at a power cut);
-// FlashBack moves its data into protected LEBs.
+// MetaLeb.flags: the LEB holds rows that could not survive another die failure (pages a
+// power cut left without parity, or stripes that include a failed die); FlashBack moves
+// its data into protected LEBs.
 inline constexpr uint8_t kMetaLebUnprotected = 1;
 static_assert(sizeof(MetaHeader) == 80, "MetaHeader size is part of the format");
 static_assert(sizeof(MetaLeb) == 20, "MetaLeb size is part of the format");

@@ -611,13 +611,6 @@ struct Ftl::Impl {
   void OnDieTimeout(uint32_t d) {
     if (d < D() && !die_failed[d]) DeclareDieFailed(d);
   }
-  bool HasValidOnDie(const Leb& l, uint32_t d) const {
-    const uint32_t per_die = P() * S();
-    for (uint32_t s = d * per_die; s < (d + 1) * per_die; ++s) {
-      if ((l.valid_bits[s / 64] >> (s % 64)) & 1) return true;
-    }
-    return false;
-  }
   // A die stopped answering: write nothing more to it, and move every LEB's data off it
   // (the groomer reads its pages back through parity). Also called at attach for dies
   // that did not answer.
@@ -633,12 +626,18 @@ struct Ftl::Impl {
         l.capacity = LebCapacity(l);
         continue;
       }
-      if (l.state == LebState::kOpen) l.good[d] = 0;  // no more pages there
-      if (HasValidOnDie(l, d) &&
-          std::find(rebuild_queue.begin(), rebuild_queue.end(), i) == rebuild_queue.end()) {
-        rebuild_queue.push_back(i);
+      // Every LEB whose stripes include the die is moved, not only its pages on the die:
+      // their rows have lost their redundancy, and only LEBs formed without the die let
+      // the pipe survive the next failure the same way.
+      // (An open LEB's earlier rows include the die: it is queued when it closes.)
+      if (l.state == LebState::kOpen) {
+        l.unprotected = true;
+      } else if (l.good[d] && l.valid > 0) {
+        Reprotect(l);
       }
+      if (l.state == LebState::kOpen) l.good[d] = 0;  // no more pages there
     }
+    f.lebs_.Recount();  // free LEBs left with fewer than 3 good dies are out
     // Rows whose parity was to go to this die can get none: their members (on live dies)
     // are as safe as they can be.
     std::vector<std::pair<uint32_t, uint32_t>> orphans;
@@ -769,6 +768,7 @@ struct Ftl::Impl {
   // Sectors of data a LEB holds with `dies` usable dies: less a parity die per row (with
   // FlashBack and 3+ dies) and its summary pages.
   uint64_t LebDataSectors(uint32_t dies) const {
+    if (parity_on && dies < 3) return 0;  // not formed: it could not carry parity
     const uint32_t positions = (dies - (parity_on && dies >= 3 ? 1 : 0)) * P();
     return uint64_t{positions - std::min(positions, summary_pages)} * S();
   }
@@ -789,6 +789,7 @@ struct Ftl::Impl {
     l.capacity = LebCapacity(l);
     l.summary_due = false;
     l.unprotected = false;
+
     if (summary_pages != 0) l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
     l.par.reset();
     if (parity_on) {
@@ -831,6 +832,7 @@ struct Ftl::Impl {
     l.summary_due = !l.summary.empty();
     f.lebs_.SetState(l, LebState::kClosed);
     ap.leb = nullptr;
+    if (l.unprotected) Reprotect(l);  // formed with a die that has failed since
     if (l.summary_due) {
       MaybeWriteSummary(l);
     } else {
@@ -983,8 +985,8 @@ struct Ftl::Impl {
       std::memcpy(b->meta.data() + hdr, &crc, 4);
     }
     if (Traced(b)) {
-      fmt::print(stderr, "trace t={} submit leb {} die {} page {} seq {}\n", f.clock_.Now(), b->leb,
-                 b->die, b->page, b->seq);
+      fmt::print(stderr, "trace t={} submit leb {} die {} page {} seq {} good dies {}\n", f.clock_.Now(),
+                 b->leb, b->die, b->page, b->seq, l.good_dies());
     }
     ++l.inflight;
     inflight_seqs.insert(b->seq);
@@ -1165,6 +1167,14 @@ struct Ftl::Impl {
       if (lba == f::kNoLba) continue;
       if (f.map_.Get(lba) != MakePsa(b->leb, b->die, b->page, s)) {
         AddSupersedingHolders(lba, b, targets);
+        // The newer state may itself be waiting for room to be rewritten.
+        for (RewriteJob& j : rewrite_backlog) {
+          if (j.lba != lba || f.map_.Get(lba) != j.from) continue;
+          for (WriteCtx* w : waiters) {
+            ++w->remaining;
+            j.waiters.push_back(w);
+          }
+        }
         continue;
       }
       const uint8_t* src = b->data.data() + uint64_t{s} * f.sector_bytes_;
@@ -1475,20 +1485,21 @@ struct Ftl::Impl {
     if (shutting_down) CheckShutdown();
   }
 
-  // The next LEB holding data of a failed die that can be groomed now. Rebuild goes
-  // before grooming for space: it frees LEBs too.
+  // The next LEB to rebuild (data whose stripes include a failed die, or pages a power cut
+  // left without parity) that can be groomed now. Rebuild goes before grooming for
+  // space: it frees LEBs too.
   Leb* NextRebuildVictim() {
     for (std::size_t k = 0; k < rebuild_queue.size();) {
       Leb& l = f.lebs_.leb(rebuild_queue[k]);
-      bool still = l.unprotected && l.valid > 0;
-      for (uint32_t d = 0; d < D() && !still; ++d) still = die_failed[d] && HasValidOnDie(l, d);
+      const bool still = l.unprotected && l.valid > 0;
       if (!still || l.state == LebState::kFree) {
         if (l.valid == 0) l.unprotected = false;
         rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
         if (rebuild_queue.empty()) {
           bool any_failed = false;
           for (uint8_t x : die_failed) any_failed = any_failed || x;
-          Event(any_failed ? "FlashBack rebuild complete: no data left on failed dies"
+          Event(any_failed ? "FlashBack rebuild complete: every stripe is formed without the "
+                             "failed die(s); the pipe can survive another die failure"
                            : "FlashBack: every stripe row is protected again");
           UpdateMode();
         }

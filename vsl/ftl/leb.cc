@@ -23,6 +23,8 @@ void LebTable::Unlink(Leb& l) {
   if (!l.is_linked()) return;
   if (l.state == LebState::kFree) {
     free_.erase(List::s_iterator_to(l));
+    unusable_free_ -= l.counted_unusable;
+    l.counted_unusable = false;
   } else if (l.state == LebState::kClosed) {
     buckets_[l.bucket].erase(List::s_iterator_to(l));
     --closed_count_;
@@ -32,6 +34,8 @@ void LebTable::Unlink(Leb& l) {
 void LebTable::Link(Leb& l) {
   if (l.state == LebState::kFree) {
     free_.push_back(l);
+    l.counted_unusable = l.good_dies() < min_good_;
+    unusable_free_ += l.counted_unusable;
   } else if (l.state == LebState::kClosed) {
     l.bucket = BucketOf(l.valid);
     buckets_[l.bucket].push_back(l);
@@ -55,9 +59,18 @@ void LebTable::OnValidChanged(Leb& l) {
 Leb* LebTable::PickFree() {
   Leb* best = nullptr;
   for (Leb& l : free_) {
+    if (l.counted_unusable) continue;
     if (best == nullptr || l.erase_count < best->erase_count) best = &l;
   }
   return best;
+}
+
+void LebTable::Recount() {
+  unusable_free_ = 0;
+  for (Leb& l : free_) {
+    l.counted_unusable = l.good_dies() < min_good_;
+    unusable_free_ += l.counted_unusable;
+  }
 }
 
 Leb* LebTable::PickVictim(VictimPolicy policy, uint64_t now_seq) {

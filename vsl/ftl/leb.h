@@ -43,7 +43,9 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   uint32_t capacity = 0;         // sectors it holds when full
   uint32_t inflight = 0;         // programs submitted and not done
   uint32_t bucket = 0;           // the valid-count bucket it is linked in (closed LEBs)
-  bool unprotected = false;  // FlashBack: holds pages no parity covers (cut while open)
+  // FlashBack: holds rows that could not survive another die failure (cut while open
+  // without parity, or formed with a die that has since failed): its data is moved.
+  bool unprotected = false;
   bool gc_skip = false;  // grooming could not empty it (unreadable sectors, no room to
                          // carry trim records): not a victim until some LEB frees up
   std::vector<uint8_t> good;     // per die: 1 if this LEB's block on that die is usable
@@ -55,6 +57,7 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   uint32_t summary_from = 0;  // first page position left for the summary when it closed
   bool summary_due = false;   // closed; write the summary once nothing is in flight
   std::unique_ptr<RowParity> par;  // while written, if FlashBack is on
+  bool counted_unusable = false;  // LebTable bookkeeping
   uint32_t good_dies() const {
     uint32_t n = 0;
     for (uint8_t g : good) n += g;
@@ -74,7 +77,16 @@ class LebTable {
   Leb& leb(uint32_t i) { return lebs_[i]; }
   const Leb& leb(uint32_t i) const { return lebs_[i]; }
   uint32_t size() const { return static_cast<uint32_t>(lebs_.size()); }
-  uint32_t free_count() const { return static_cast<uint32_t>(free_.size()); }
+  // Free LEBs that can be formed (see set_min_good).
+  uint32_t free_count() const { return static_cast<uint32_t>(free_.size()) - unusable_free_; }
+  // FlashBack: a LEB with fewer good dies than this cannot carry parity and is not handed
+  // out (its data could not survive a die failure). Call Recount after changing `good`
+  // of free LEBs.
+  void set_min_good(uint32_t m) {
+    min_good_ = m;
+    Recount();
+  }
+  void Recount();
   uint32_t closed_count() const { return closed_count_; }
 
   // Moves `l` to `s`, keeping the lists right.
@@ -98,6 +110,8 @@ class LebTable {
   std::vector<List> buckets_;  // closed LEBs by valid count
   uint32_t bucket_width_;
   uint32_t closed_count_ = 0;
+  uint32_t min_good_ = 0;
+  uint32_t unusable_free_ = 0;  // free LEBs below min_good_ (each has counted_unusable)
 };
 
 }  // namespace vsl::ftl
