@@ -66,6 +66,7 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   VSL_ASSIGN_OR_RETURN(card->profile_, FindProfile(id0.profile));
   card->profile_.geometry = card->geometry_;  // the image's shape wins (blocks override)
   if (opts.plp) card->profile_.plp = *opts.plp;
+  if (opts.reliability) card->profile_.reliability = *opts.reliability;
   card->images_.push_back(std::move(first));
   for (uint32_t c = 1; c < card->geometry_.controllers; ++c) {
     VSL_ASSIGN_OR_RETURN(auto img, ControllerImage::Open(ImagePath(dir, c)));

@@ -33,6 +33,9 @@ struct SimCardOptions {
   // Replaces the profile's power-loss protection (hold-up budget, buffer size), e.g. to
   // model a card with smaller capacitors.
   std::optional<Plp> plp;
+  // Replaces the profile's reliability model, e.g. to run a campaign with no random
+  // program or erase failures (one injected fault at a time).
+  std::optional<Reliability> reliability;
 };
 
 struct CreateOptions {
