@@ -128,7 +128,8 @@ class FlashPipe {
   // image lands in the slot, or on ClearStage; `done` then fires kOk. At a power cut the
   // PLP flush programs each landed image after the other accepted work of its die, and
   // `done` fires kAborted. A stage to a dead die ends kDieTimeout; a bad slot or address,
-  // kInvalidAddress (the default for controllers without slots). Buffers as for Program.
+  // kInvalidAddress. Buffers as for Program. The default (a controller without slots)
+  // completes at once with kInvalidAddress; callers check stage_slots() first.
   virtual uint32_t stage_slots() const { return 0; }
   virtual void Stage(uint32_t slot, const ProgramRequest& req, FlashCallback accepted,
                      FlashCallback done) {
