@@ -222,6 +222,9 @@ class Ftl {
   void ReadSummary(uint32_t leb, SummaryDone done);
   // FlashBack, at attach: whether every member page of LEB `leb` (spares from a scan,
   // by (leb, die, page)) is covered by a valid parity page of its row written after it.
+  // The spares of one stripe row, by die (null: not read): the dies of valid member pages
+  // that no valid parity page written after them covers. `has_parity`: any valid one.
+  uint64_t UncoveredMembers(const std::vector<const uint8_t*>& row, bool* has_parity) const;
   // Uncovered data pages are listed for ReprotectPages; false if a trim page is uncovered.
   bool RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& meta,
                    const std::vector<uint8_t>& ok);

@@ -719,24 +719,11 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
                      // The summary may have landed without the last row's parity (fenced,
                      // so its landing implies every page before it did): then pages of
                      // that row may be unprotected, and the page-by-page scan finds them.
-                     uint64_t members = 0, covered = 0, newest = 0;
+                     std::vector<const uint8_t*> spares(D, nullptr);
                      for (std::size_t m = 0; m < dies.size(); ++m) {
-                       const uint8_t* meta = st->row_meta[m].data();
-                       if (!st->row_ok[m]) continue;
-                       const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
-                       if (impl_->ParityValid(meta)) continue;
-                       if (!HeaderValid(meta, spp_) || h->epoch != epoch_) continue;
-                       members |= uint64_t{1} << dies[m];
-                       newest = std::max(newest, h->seq);
+                       if (st->row_ok[m]) spares[dies[m]] = st->row_meta[m].data();
                      }
-                     for (std::size_t m = 0; m < dies.size(); ++m) {
-                       const uint8_t* meta = st->row_meta[m].data();
-                       if (!st->row_ok[m] || !impl_->ParityValid(meta)) continue;
-                       if (reinterpret_cast<const f::PageHeader*>(meta)->seq > newest) {
-                         covered |= Impl::ParityMask(meta);
-                       }
-                     }
-                     if ((members & ~covered) != 0) return fail();
+                     if (UncoveredMembers(spares, nullptr) != 0) return fail();
                    }
                    uint32_t here = 0;
                    for (std::size_t m = 0; m < dies.size(); ++m) {
@@ -776,38 +763,49 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
   st->read_row(P - 1);
 }
 
+uint64_t Ftl::UncoveredMembers(const std::vector<const uint8_t*>& row, bool* has_parity) const {
+  std::vector<std::pair<uint64_t, uint64_t>> parities;  // (seq, mask)
+  for (const uint8_t* m : row) {
+    if (m != nullptr && impl_->ParityValid(m)) {
+      parities.emplace_back(reinterpret_cast<const f::PageHeader*>(m)->seq, Impl::ParityMask(m));
+    }
+  }
+  if (has_parity != nullptr) *has_parity = !parities.empty();
+  uint64_t uncovered = 0;
+  for (uint32_t d = 0; d < row.size(); ++d) {
+    const uint8_t* m = row[d];
+    if (m == nullptr || impl_->ParityValid(m) || !HeaderValid(m, spp_)) continue;
+    const auto* h = reinterpret_cast<const f::PageHeader*>(m);
+    if (h->epoch != epoch_) continue;
+    bool covered = false;
+    for (const auto& [pseq, mask] : parities) covered = covered || (pseq > h->seq && ((mask >> d) & 1));
+    if (!covered) uncovered |= uint64_t{1} << d;
+  }
+  return uncovered;
+}
+
 bool Ftl::RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& meta,
                       const std::vector<uint8_t>& ok) {
   const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
+  bool failed_die = false;
+  for (uint32_t d = 0; d < D; ++d) failed_die = failed_die || impl_->die_failed[d];
   bool all = true;
+  std::vector<const uint8_t*> spares(D);
   for (uint32_t row = 0; row < P; ++row) {
-    uint64_t members = 0, covered = 0;
-    std::vector<std::pair<uint64_t, uint64_t>> parities;  // (seq, mask)
-    std::vector<std::tuple<uint32_t, uint64_t, uint8_t>> mem;  // (die, seq, type)
     for (uint32_t d = 0; d < D; ++d) {
       const uint64_t i = (uint64_t{leb} * D + d) * P + row;
-      if (!ok[i] || meta[i].empty()) continue;
-      const uint8_t* m = meta[i].data();
-      const auto* h = reinterpret_cast<const f::PageHeader*>(m);
-      if (impl_->ParityValid(m)) {
-        parities.emplace_back(h->seq, Impl::ParityMask(m));
-      } else if (HeaderValid(m, spp_) && h->epoch == epoch_) {
-        mem.emplace_back(d, h->seq, h->type);
-        members |= uint64_t{1} << d;
-      }
+      spares[d] = ok[i] && !meta[i].empty() ? meta[i].data() : nullptr;
     }
+    bool has_parity = false;
+    const uint64_t uncovered = UncoveredMembers(spares, &has_parity);
     // A row whose parity could sit on a failed die is the rebuild's business (the die's
     // failure already took its protection; the LEB is moved as a rebuild victim).
-    bool failed_die = false;
-    for (uint32_t d = 0; d < D; ++d) failed_die = failed_die || impl_->die_failed[d];
-    if (failed_die && parities.empty()) continue;
-    for (const auto& [d, seq, type] : mem) {
-      for (const auto& [pseq, mask] : parities) {
-        if (pseq > seq && ((mask >> d) & 1)) covered |= uint64_t{1} << d;
-      }
-      if ((covered >> d) & 1) continue;
+    if (failed_die && !has_parity) continue;
+    for (uint32_t d = 0; d < D; ++d) {
+      if (!((uncovered >> d) & 1)) continue;
       // Data pages are moved right after attach; a LEB with an uncovered trim page is
       // groomed (its records carried) like a rebuild victim.
+      const uint8_t type = reinterpret_cast<const f::PageHeader*>(spares[d])->type;
       if (type == static_cast<uint8_t>(f::PageType::kData)) {
         impl_->reprotect_pages.push_back({leb, d, row});
       } else if (type == static_cast<uint8_t>(f::PageType::kTrim)) {

@@ -510,25 +510,35 @@ struct Ftl::Impl {
 
   // Sectors of a rebuilt page that are still current go to the groomer's append point,
   // so the next read finds them on a healthy die.
-  void RelocateRebuilt(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
-                       const std::vector<uint8_t>& meta) {
-    if (device_lost || shutting_down) return;
+  // Calls fn(lba, psa, sector data) for each sector of data page (leb, die, page), read
+  // back as `data`/`meta`, that is still current and passes its CRC; stops when fn
+  // returns false.
+  template <typename Fn>
+  void ForEachLiveSector(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
+                         const std::vector<uint8_t>& meta, Fn fn) {
     const auto* h = reinterpret_cast<const f::PageHeader*>(meta.data());
     if (h->type != static_cast<uint8_t>(f::PageType::kData)) return;
     const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
-    bool moved = false;
     for (uint32_t s = 0; s < S(); ++s) {
       const uint64_t lba = e[s].lba;
-      if (lba == f::kNoLba || lba >= f.map_.sectors() ||
-          f.map_.Get(lba) != MakePsa(leb, die, page, s)) {
-        continue;
-      }
+      const Psa p = MakePsa(leb, die, page, s);
+      if (lba >= f.map_.sectors() || f.map_.Get(lba) != p) continue;  // kNoLba is out of range
       const uint8_t* src = data.data() + uint64_t{s} * f.sector_bytes_;
       if (Crc32c(src, f.sector_bytes_) != e[s].crc) continue;
-      if (!AppendSector(gcap, lba, src, nullptr, nullptr)) return;
+      if (!fn(lba, p, src)) return;
+    }
+  }
+
+  void RelocateRebuilt(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
+                       const std::vector<uint8_t>& meta) {
+    if (device_lost || shutting_down) return;
+    bool moved = false;
+    ForEachLiveSector(leb, die, page, data, meta, [&](uint64_t lba, Psa, const uint8_t* src) {
+      if (!AppendSector(gcap, lba, src, nullptr, nullptr)) return false;
       ++f.stats_.gc_write_sectors;
       moved = true;
-    }
+      return true;
+    });
     if (moved && (victim == nullptr || gcap.open == nullptr || gcap.open->victim == nullptr)) {
       SubmitOpen(gcap);
     }
@@ -1246,16 +1256,10 @@ struct Ftl::Impl {
   // Live sectors of page (leb, die, page), read back, join the rewrite backlog.
   void QueueRewrite(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
                     const std::vector<uint8_t>& meta) {
-    const auto* h = reinterpret_cast<const f::PageHeader*>(meta.data());
-    if (h->type != static_cast<uint8_t>(f::PageType::kData)) return;
-    const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
-    for (uint32_t s = 0; s < S(); ++s) {
-      const Psa p = MakePsa(leb, die, page, s);
-      if (e[s].lba >= f.map_.sectors() || f.map_.Get(e[s].lba) != p) continue;
-      const uint8_t* src = data.data() + uint64_t{s} * f.sector_bytes_;
-      if (Crc32c(src, f.sector_bytes_) != e[s].crc) continue;
-      rewrite_backlog.push_back({e[s].lba, p, std::vector<uint8_t>(src, src + f.sector_bytes_), {}, nullptr});
-    }
+    ForEachLiveSector(leb, die, page, data, meta, [&](uint64_t lba, Psa p, const uint8_t* src) {
+      rewrite_backlog.push_back({lba, p, std::vector<uint8_t>(src, src + f.sector_bytes_), {}, nullptr});
+      return true;
+    });
   }
   // Gives backlogged sectors their pages; false while some still find none.
   bool DrainRewrites() {
