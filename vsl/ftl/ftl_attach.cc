@@ -192,9 +192,15 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
   const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
   const uint64_t page_bytes = geo_.page_data_bytes;
   const uint64_t pages = (payload->size() + page_bytes - 1) / page_bytes;
-  // Every page is written twice, on two different dies, so one dead die cannot take the
-  // record with it.
-  if (2 * pages > uint64_t{l.good_dies()} * P || l.good_dies() < 2) {
+  // Every page is written on `copies` different dies: as many as there are good dies
+  // when the record fits that many times (small records: the LEB is erased whole
+  // anyway), and never fewer than two. So one dead die never takes a record with it, and
+  // with FlashBack a record written before a die failure still has copies after the
+  // next one (sequential failures leave no chance to rewrite it in between).
+  const uint32_t G = l.good_dies();
+  const uint64_t fit = pages == 0 ? 0 : uint64_t{G} * P / pages;
+  const uint32_t copies = static_cast<uint32_t>(std::min<uint64_t>({G, fit, 255}));
+  if (copies < 2 || pages >= f::MetaPageTag::kMaxPages) {
     return clock_.Post([d = std::move(done), pages]() mutable {
       d(Status::NoSpace(fmt::format("metadata record of {} pages does not fit a metadata LEB", pages)));
     });
@@ -224,12 +230,15 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
     });
   }
   ++l.erase_count;
-  ctx->metas.resize(2 * pages);
-  uint64_t placed = 0;  // copies placed; copy c holds page c / 2
-  for (uint32_t row = 0; row < P && placed < 2 * pages; ++row) {
-    for (uint32_t d = 0; d < D && placed < 2 * pages; ++d) {
+  const uint64_t total = uint64_t{copies} * pages;
+  ctx->metas.resize(total);
+  // Row-major over the good dies: copy c holds page c / copies, so the copies of a page
+  // are `copies` consecutive positions, on distinct dies.
+  uint64_t placed = 0;
+  for (uint32_t row = 0; row < P && placed < total; ++row) {
+    for (uint32_t d = 0; d < D && placed < total; ++d) {
       if (!l.good[d]) continue;
-      const uint64_t idx = placed / 2;
+      const uint64_t idx = placed / copies;
       auto& meta = ctx->metas[placed];
       meta.assign(geo_.meta_bytes_per_page(), 0xFF);
       auto* h = reinterpret_cast<f::PageHeader*>(meta.data());
@@ -242,7 +251,7 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
       auto* e = reinterpret_cast<f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
       const uint8_t* data = payload->data() + idx * page_bytes;
       for (uint32_t s = 0; s < spp_; ++s) e[s] = {f::kNoLba, 0};
-      e[0] = {idx | (pages << 32), Crc32c(data, page_bytes)};
+      e[0] = {f::MetaPageTag{idx, pages, copies, G <= 255 ? G : 0}.Pack(), Crc32c(data, page_bytes)};
       const std::size_t n = f::MetaBytes(spp_) - 4;
       const uint32_t crc = Crc32c(meta.data(), n);
       std::memcpy(meta.data() + n, &crc, 4);
@@ -308,8 +317,9 @@ void ReadMetaLeb(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t leb,
       if (h == nullptr) continue;
       const auto* e = reinterpret_cast<const f::SectorEntry*>(ctx->meta[i].data() + sizeof(f::PageHeader));
       if (Crc32c(ctx->data[i].data(), ctx->data[i].size()) != e[0].crc) continue;
-      by_seq[h->seq][e[0].lba & 0xFFFFFFFF] = i;
-      counts[h->seq] = e[0].lba >> 32;
+      const auto tag = f::MetaPageTag::Unpack(e[0].lba);
+      by_seq[h->seq][tag.index] = i;
+      counts[h->seq] = tag.pages;
       ctx->spp = h->sectors;
     }
     std::optional<MetaRead> best;
@@ -342,18 +352,23 @@ void ReadMetaLeb(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t leb,
                   ++ctx->rows_read;
                   if (row == 0) {
                     // The newest record seen in row 0 says how many rows it spans.
-                    uint64_t best_seq = 0, pages = 0;
+                    uint64_t best_seq = 0;
+                    f::MetaPageTag tag;
                     for (uint32_t dd = 0; dd < D; ++dd) {
                       const f::PageHeader* h = valid_meta(dd);
                       if (h == nullptr || h->seq < best_seq) continue;
                       best_seq = h->seq;
                       const auto* e = reinterpret_cast<const f::SectorEntry*>(
                           ctx->meta[dd].data() + sizeof(f::PageHeader));
-                      pages = e[0].lba >> 32;
+                      tag = f::MetaPageTag::Unpack(e[0].lba);
                     }
-                    const uint64_t per_row = std::max<uint64_t>(1, ctx->dies.size());
+                    // Records before format 1.3 carry no layout: two copies, spread
+                    // over (at most) the dies that answer.
+                    const uint64_t copies = tag.copies != 0 ? tag.copies : 2;
+                    const uint64_t per_row =
+                        std::max<uint64_t>(1, tag.dies != 0 ? tag.dies : ctx->dies.size());
                     ctx->rows_needed = static_cast<uint32_t>(
-                        std::min<uint64_t>(P, (2 * pages + per_row - 1) / per_row));
+                        std::min<uint64_t>(P, (copies * tag.pages + per_row - 1) / per_row));
                   }
                   if (ctx->rows_read < ctx->rows_needed) return (*read_row)(row + 1);
                   auto self = std::move(*read_row);  // break the cycle before finishing
@@ -787,8 +802,13 @@ uint64_t Ftl::UncoveredMembers(const std::vector<const uint8_t*>& row, bool* has
 bool Ftl::RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& meta,
                       const std::vector<uint8_t>& ok) {
   const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
+  // A LEB whose stripes include a failed die is a rebuild victim (DeclareDieFailed): the
+  // die's failure took the protection of its rows, and the rebuild moves all its data.
+  // A LEB formed without the failed dies must have every row covered, or the next
+  // failure could take a member.
+  const Leb& lb = lebs_.leb(leb);
   bool failed_die = false;
-  for (uint32_t d = 0; d < D; ++d) failed_die = failed_die || impl_->die_failed[d];
+  for (uint32_t d = 0; d < D; ++d) failed_die = failed_die || (impl_->die_failed[d] && lb.good[d]);
   bool all = true;
   std::vector<const uint8_t*> spares(D);
   for (uint32_t row = 0; row < P; ++row) {
@@ -798,8 +818,7 @@ bool Ftl::RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& met
     }
     bool has_parity = false;
     const uint64_t uncovered = UncoveredMembers(spares, &has_parity);
-    // A row whose parity could sit on a failed die is the rebuild's business (the die's
-    // failure already took its protection; the LEB is moved as a rebuild victim).
+    // A row whose parity could sit on a failed die is the rebuild's business.
     if (failed_die && !has_parity) continue;
     for (uint32_t d = 0; d < D; ++d) {
       if (!((uncovered >> d) & 1)) continue;

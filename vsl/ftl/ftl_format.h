@@ -33,7 +33,8 @@
 namespace vsl::ftl::format {
 
 inline constexpr uint8_t kVersionMajor = 1;
-inline constexpr uint8_t kVersionMinor = 2;  // 1: LEB summary pages; 2: FlashBack parity pages
+inline constexpr uint8_t kVersionMinor = 3;  // 1: LEB summary pages; 2: FlashBack parity pages;
+                                             // 3: metadata copies on every good die
 inline constexpr uint64_t kNoLba = UINT64_MAX;
 
 enum class PageType : uint8_t {
@@ -107,6 +108,29 @@ enum class MetaKind : uint32_t {
   kCheckpoint = 2,  // written at clean shutdown: config, LEB table, forward map
   kDirtyCheckpoint = 3,  // written at every attach: a checkpoint that marks the FTL in use;
                          // recovery loads it and scans the LEBs opened after it
+};
+
+// Entry 0's LBA field of a metadata page: which page of its record it is, and how the
+// record is laid out. Bits 0-23 page index, 24-31 copies of each page (0 = written by
+// format 1.2 or older: two), 32-55 the record's page count, 56-63 the good dies the
+// record was spread over, row-major (0 = older: take the dies that answer). A reader
+// needs the layout to know how many rows the record spans.
+struct MetaPageTag {
+  static constexpr uint64_t kMaxPages = uint64_t{1} << 24;
+  uint64_t index = 0, pages = 0;
+  uint32_t copies = 0, dies = 0;
+  uint64_t Pack() const {
+    return (index & 0xFFFFFF) | (uint64_t{copies & 0xFF} << 24) | ((pages & 0xFFFFFF) << 32) |
+           (uint64_t{dies & 0xFF} << 56);
+  }
+  static MetaPageTag Unpack(uint64_t v) {
+    MetaPageTag t;
+    t.index = v & 0xFFFFFF;
+    t.copies = static_cast<uint32_t>((v >> 24) & 0xFF);
+    t.pages = (v >> 32) & 0xFFFFFF;
+    t.dies = static_cast<uint32_t>(v >> 56);
+    return t;
+  }
 };
 
 #pragma pack(push, 1)
