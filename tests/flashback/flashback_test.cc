@@ -115,6 +115,67 @@ TEST_F(FlashBackTest, DieDeadAcrossAPowerCutIsRebuiltFromParityAtAttach) {
   ExpectAll("after a second crash");
 }
 
+// Sequential failures: once the first rebuild has formed every stripe without the dead
+// die, a second die can die the same way. A 4-die pipe is left with 2 dies: its stripes
+// become mirrors (one data page and its parity), and the pipe keeps what fits (here a
+// quarter of the device is in use) writable in reduced-write mode. The metadata records
+// written before the first failure still have copies after the second: a power cut with
+// both dies dead attaches.
+TEST_F(FlashBackTest, SequentialFailuresWithARebuildBetweenLoseNothing) {
+  const uint64_t used = n_ / 4;
+  std::vector<uint64_t> version(used, 1);
+  for (uint64_t lba = 0; lba < used; ++lba) ASSERT_TRUE(Write(lba, Sector(lba, 1)).ok());
+  for (uint64_t lba = 0; lba < used; lba += 2) {
+    ASSERT_TRUE(Write(lba, Sector(lba, 2)).ok());
+    version[lba] = 2;
+  }
+  auto expect_all = [&](const char* when) {
+    std::vector<uint8_t> out;
+    for (uint64_t lba = 0; lba < used; ++lba) {
+      Status s = Read(lba, 1, &out);
+      ASSERT_TRUE(s.ok()) << when << " lba " << lba << ": " << s.ToString();
+      ASSERT_EQ(out, Sector(lba, version[lba])) << when << " lba " << lba;
+    }
+  };
+  clock_.RunUntilIdle();
+  card_->InjectDieFailure(0, 1);
+  expect_all("with die 1 dead");
+  clock_.RunUntilIdle();
+  auto st = ftl_->flashback_status();
+  ASSERT_EQ(st.failed_dies, std::vector<uint32_t>{1});
+  ASSERT_EQ(st.rebuild_lebs_left, 0u);
+  // Writes between the failures land on 3-die stripes.
+  for (uint64_t lba = 1; lba < used; lba += 4) {
+    ASSERT_TRUE(Write(lba, Sector(lba, 3)).ok());
+    version[lba] = 3;
+  }
+  clock_.RunUntilIdle();
+  card_->InjectDieFailure(0, 3);
+  expect_all("with dies 1 and 3 dead");
+  clock_.RunUntilIdle();
+  st = ftl_->flashback_status();
+  ASSERT_EQ(st.failed_dies, (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(st.rebuild_lebs_left, 0u) << "the second rebuild finishes too";
+  EXPECT_TRUE(st.lost_lbas.empty());
+  EXPECT_EQ(st.mode, ftl::HealthMode::kReducedWrite) << "2 of 4 dies hold less than the device";
+  expect_all("after the second rebuild");
+  // Still writable while what is mapped fits: these go to mirrored stripes.
+  for (uint64_t lba = 3; lba < used; lba += 8) {
+    Status ws = Write(lba, Sector(lba, 4));
+    ASSERT_TRUE(ws.ok()) << lba << ": " << ws.ToString();
+    version[lba] = 4;
+  }
+  expect_all("after writes on mirrored stripes");
+  PowerCycle();
+  ASSERT_TRUE(Attach().ok()) << "the metadata survives two dead dies";
+  expect_all("after a power cut with two dies dead");
+  clock_.RunUntilIdle();
+  ASSERT_TRUE(Shutdown().ok());
+  ASSERT_TRUE(Attach().ok());
+  expect_all("after a clean restart");
+  EXPECT_EQ(ftl_->flashback_status().failed_dies, (std::vector<uint32_t>{1, 3}));
+}
+
 TEST_F(FlashBackTest, TwoDeadDiesInOneStripeGiveExactErrorsNeverWrongData) {
   FillTwice();
   clock_.RunUntilIdle();

@@ -76,7 +76,10 @@ uint64_t Ftl::PhysicalUserSectors() const {
   for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
     phys += impl_->LebCapacity(lebs_.leb(i));
   }
-  const uint64_t per_leb = impl_->LebDataSectors(geo_.dies_per_pipe());
+  // The groomer's reserve is counted in LEBs as they are formed now: without failed dies.
+  uint32_t alive = 0;
+  for (uint32_t d = 0; d < geo_.dies_per_pipe(); ++d) alive += d >= impl_->die_failed.size() || !impl_->die_failed[d];
+  const uint64_t per_leb = impl_->LebDataSectors(alive);
   const uint64_t reserved = uint64_t{ReservedLebs()} * per_leb;
   if (phys <= reserved) return 0;
   return static_cast<uint64_t>(static_cast<double>(phys - reserved) /
@@ -416,7 +419,7 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       if (dies_up >= 3 && f::ParityMetaBytes(spp) <= g.meta_bytes_per_page() &&
           g.dies_per_pipe() <= 64) {
         ftl->impl_->parity_on = true;
-        ftl->lebs_.set_min_good(3);
+        ftl->lebs_.set_min_good(Impl::kMinStripeDies);
       } else {
         Logger("ftl")->warn("FlashBack is off for this format: it needs 3 or more dies and {} "
                             "bytes of page metadata ({} dies, {} bytes)",
@@ -460,7 +463,7 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       real->epoch_ = prov->epoch_;
       real->sparse_ = opts.sparse;
       real->impl_->parity_on = prov->impl_->parity_on;
-      real->lebs_.set_min_good(real->impl_->parity_on ? 3 : 0);
+      real->lebs_.set_min_good(real->impl_->parity_on ? Impl::kMinStripeDies : 0);
       for (uint32_t b = 0; b < g.blocks_per_lun; ++b) real->lebs_.leb(b).good = prov->lebs_.leb(b).good;
       real->lebs_.Recount();
       Ftl* rp = real.release();
@@ -534,7 +537,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       ftl->epoch_ = h.epoch;
       ftl->sparse_ = (h.flags & f::kFlagSparse) != 0;
       ftl->impl_->parity_on = (h.flags & f::kFlagFlashBack) != 0;
-      ftl->lebs_.set_min_good(ftl->impl_->parity_on ? 3 : 0);
+      ftl->lebs_.set_min_good(ftl->impl_->parity_on ? Impl::kMinStripeDies : 0);
       ftl->reserve_ppm_ = h.reserve_ppm;
       ftl->meta_leb_ = st->best_leb;
       ftl->next_seq_ = std::max(h.next_seq, st->best->seq + 1);

@@ -145,6 +145,10 @@ struct Ftl::Impl {
   }
 
   // --- FlashBack layout ---
+  // The narrowest stripe that carries parity: one data page and its parity (a mirror).
+  // A LEB with fewer good dies is not formed under FlashBack, so a 4-die pipe still
+  // rebuilds after its second die failure (onto 2-die mirrored stripes) if room allows.
+  static constexpr uint32_t kMinStripeDies = 2;
   // The die holding row `row`'s parity: the good dies at the row's first use, rotating.
   uint32_t RowParityDie(Leb& l, uint32_t row) {
     if (!l.par) return kNoDie;
@@ -154,7 +158,7 @@ struct Ftl::Impl {
       for (uint32_t d = 0; d < D(); ++d) {
         if (l.good[d]) g.push_back(d);
       }
-      pd = g.size() >= 3 ? static_cast<uint8_t>(g[row % g.size()]) : RowParity::kNone;
+      pd = g.size() >= kMinStripeDies ? static_cast<uint8_t>(g[row % g.size()]) : RowParity::kNone;
     }
     return pd == RowParity::kNone ? kNoDie : pd;
   }
@@ -167,7 +171,7 @@ struct Ftl::Impl {
   }
   uint32_t DataDiesPerRow(const Leb& l, bool with_parity) const {
     const uint32_t g = l.good_dies();
-    return g - (with_parity && g >= 3 ? 1 : 0);
+    return g - (with_parity && g >= kMinStripeDies ? 1 : 0);
   }
   static void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
     std::size_t i = 0;
@@ -647,7 +651,7 @@ struct Ftl::Impl {
       }
       if (l.state == LebState::kOpen) l.good[d] = 0;  // no more pages there
     }
-    f.lebs_.Recount();  // free LEBs left with fewer than 3 good dies are out
+    f.lebs_.Recount();  // free LEBs left too narrow to carry parity are out
     // Rows whose parity was to go to this die can get none: their members (on live dies)
     // are as safe as they can be.
     std::vector<std::pair<uint32_t, uint32_t>> orphans;
@@ -776,10 +780,10 @@ struct Ftl::Impl {
     return n + (P() - row - 1) * DataDiesPerRow(l, l.par != nullptr);
   }
   // Sectors of data a LEB holds with `dies` usable dies: less a parity die per row (with
-  // FlashBack and 3+ dies) and its summary pages.
+  // FlashBack) and its summary pages.
   uint64_t LebDataSectors(uint32_t dies) const {
-    if (parity_on && dies < 3) return 0;  // not formed: it could not carry parity
-    const uint32_t positions = (dies - (parity_on && dies >= 3 ? 1 : 0)) * P();
+    if (parity_on && dies < kMinStripeDies) return 0;  // not formed: it could not carry parity
+    const uint32_t positions = (dies - (parity_on ? 1 : 0)) * P();
     return uint64_t{positions - std::min(positions, summary_pages)} * S();
   }
   uint32_t LebCapacity(const Leb& l) const {
@@ -1441,9 +1445,21 @@ struct Ftl::Impl {
       ++f.stats_.wear_moves;
     } else {
       v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_);
-      // Moving a LEB with nothing stale in it frees nothing (a pipe over-full after die
-      // failures): grooming would only churn.
-      if (v != nullptr && v->valid >= v->capacity && groom_waiters.empty()) v = nullptr;
+      // Grooming must free more than it writes. A victim's room once freed is what it
+      // offers when formed again (without failed dies: less than it held if it still
+      // spans one); its live data and the trim records it carries take room again. On a
+      // pipe over-full after die failures a victim that gains nothing would only churn.
+      // (Trim pages count only then: most records need not be carried, and a pipe
+      // with all its dies has stale room elsewhere.)
+      if (v != nullptr && groom_waiters.empty()) {
+        uint32_t g = 0, failed = 0;
+        for (uint32_t d = 0; d < D(); ++d) {
+          g += v->good[d] && !die_failed[d];
+          failed += die_failed[d];
+        }
+        const uint64_t refills = v->valid + (failed != 0 ? uint64_t{v->trim_pages.size()} * S() : 0);
+        if (refills >= LebDataSectors(g)) v = nullptr;
+      }
     }
     if (v == nullptr) {
       if (need) f.clock_.Post([this] { FailStuckWrites(); });
@@ -1500,11 +1516,17 @@ struct Ftl::Impl {
         if (l.valid == 0) l.unprotected = false;
         rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
         if (rebuild_queue.empty()) {
-          bool any_failed = false;
-          for (uint8_t x : die_failed) any_failed = any_failed || x;
-          Event(any_failed ? "FlashBack rebuild complete: every stripe is formed without the "
-                             "failed die(s); the pipe can survive another die failure"
-                           : "FlashBack: every stripe row is protected again");
+          uint32_t failed = 0;
+          for (uint8_t x : die_failed) failed += x;
+          const uint32_t alive = D() - failed;
+          Event(failed == 0 ? std::string("FlashBack: every stripe row is protected again")
+                : alive > kMinStripeDies
+                    ? fmt::format("FlashBack rebuild complete: every stripe is formed without the "
+                                  "failed die(s) on {} dies; the pipe can survive another die "
+                                  "failure as far as spare room allows", alive)
+                    : fmt::format("FlashBack rebuild complete: every stripe is formed without the "
+                                  "failed die(s) on {} dies (mirrored); another die failure "
+                                  "leaves too few dies for parity", alive));
           UpdateMode();
         }
         continue;
