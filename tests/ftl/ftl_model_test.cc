@@ -2,9 +2,12 @@
 // flushes, grooming at high fill, clean shutdowns and power cuts at random instants, each
 // followed by recovery and a check of every sector touched. In ~30% of seeds one die dies
 // at a random instant (FlashBack: its data is rebuilt from parity, online and across the
-// power cuts and restarts that follow). The rule checked: a sector
-// reads as its last acknowledged contents, or as the contents of a write (or trim)
-// issued after that acknowledgement and still in flight at the cut; never anything else.
+// power cuts and restarts that follow); in some of those a second die dies after the
+// rebuild (sequential) or before it ends (double). The rule checked: a sector reads as
+// its last acknowledged contents, or as the contents of a write (or trim) issued after
+// that acknowledgement and still in flight at the cut; never anything else. Only after a
+// double failure may a read fail, with IOError, for a sector the status lists as lost.
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -27,13 +30,15 @@ struct SectorModel {
   uint64_t acked = 0;            // version; 0 = zeroes (never written or trimmed)
   uint64_t acked_issue = 0;      // issue number of the op that set `acked`
   std::map<uint64_t, uint64_t> inflight;  // issue number -> version (0 = trim)
+  bool lost = false;  // a double failure took its acknowledged version (reads may fail)
 };
 
 class FtlModelTest : public FtlFixture {
  protected:
   std::map<uint64_t, SectorModel> model_;
   uint64_t issue_ = 0, version_ = 0;
-  uint64_t acked_ops_ = 0, failed_ops_ = 0, checked_ = 0;
+  uint64_t acked_ops_ = 0, failed_ops_ = 0, checked_ = 0, lost_sectors_ = 0;
+  bool double_failure_ = false;  // this seed kills a second die before the rebuild ends
 
   void Issue(uint64_t lba, uint32_t n, uint64_t version, uint64_t issue) {
     for (uint32_t i = 0; i < n; ++i) {
@@ -49,6 +54,7 @@ class FtlModelTest : public FtlFixture {
         if (issue > m.acked_issue) {
           m.acked = version;
           m.acked_issue = issue;
+          m.lost = false;
         }
       }
       // A failed op stays "in flight": it may or may not have reached flash.
@@ -62,6 +68,18 @@ class FtlModelTest : public FtlFixture {
     for (auto& [lba, m] : model_) {
       std::vector<uint8_t> out;
       Status s = Read(lba, 1, &out);
+      if (!s.ok() && double_failure_) {
+        // Two failures in one stripe: the sector may be unreadable, but then it says so
+        // (IOError) and is listed in the status; it never reads wrong.
+        const auto st = ftl_->flashback_status();
+        ASSERT_EQ(s.code(), StatusCode::kIOError) << when << ": read of " << lba << ": " << s.ToString();
+        ASSERT_NE(std::find(st.lost_lbas.begin(), st.lost_lbas.end(), lba), st.lost_lbas.end())
+            << when << ": sector " << lba << " failed without being listed as lost";
+        m.lost = true;
+        m.inflight.clear();
+        ++lost_sectors_;
+        continue;
+      }
       ASSERT_TRUE(s.ok()) << when << ": read of " << lba << " failed: " << s.ToString();
       std::set<uint64_t> allowed{m.acked};
       for (auto& [iss, v] : m.inflight) {
@@ -128,6 +146,16 @@ class FtlModelTest : public FtlFixture {
     const bool second_fails = rng.Bernoulli(0.5) && !(sd != nullptr && std::string(sd) == "0");
     const auto second_die = static_cast<uint32_t>((fail_die + 1 + rng.Below(3)) % 4);
     const uint64_t second_delay = rng.Range(0, 200);  // ops after the rebuild completes
+    // In a quarter of the die-failure seeds without a sequential failure, a second die
+    // dies a few operations after the first, before the rebuild can finish (a double
+    // failure): sectors whose stripe lost two members may read back as IOError, listed in
+    // the status, and never as wrong data (VSL_DOUBLE_DIE=0 leaves it out).
+    const char* dd = std::getenv("VSL_DOUBLE_DIE");
+    const bool double_fails = die_fails && !second_fails && rng.Bernoulli(0.25) &&
+                              !(dd != nullptr && std::string(dd) == "0");
+    const uint64_t double_gap = rng.Range(0, 30);
+    uint64_t ops_since_first = 0;
+    double_failure_ = false;
     bool first_failed = false, second_failed = false;
     uint64_t ops_since_rebuild = 0;
     // A die-failure seed injects exactly one fault: the card's random program and erase
@@ -162,6 +190,10 @@ class FtlModelTest : public FtlFixture {
         if (die_fails && r == fail_round && i == fail_op) {
           card_->InjectDieFailure(0, fail_die);
           first_failed = true;
+        } else if (double_fails && first_failed && !second_failed && ops_since_first++ >= double_gap) {
+          card_->InjectDieFailure(0, second_die);
+          second_failed = true;
+          double_failure_ = true;
         } else if (die_fails && second_fails && first_failed && !second_failed) {
           const auto st = ftl_->flashback_status();
           if (st.failed_dies.size() == 1 && st.rebuild_lebs_left == 0 && ops_since_rebuild++ >= second_delay) {
@@ -192,7 +224,11 @@ class FtlModelTest : public FtlFixture {
         }
         if (rng.Bernoulli(0.2)) clock_.RunFor(rng.Range(0, 300 * kUs));
       }
-      const uint64_t action = rng.Below(3);
+      uint64_t action = rng.Below(3);
+      // Not yet: a power cut after a double failure can bring back older data of the pages
+      // whose headers no stripe can rebuild (docs/flashback.md, "Not done"); the seed goes
+      // on with clean restarts and live checks instead.
+      if (double_failure_ && action == 0 && std::getenv("VSL_DOUBLE_DIE_CUTS") == nullptr) action = 1;
       if (action == 0) {
         // Power cut at a random instant while work is in flight.
         clock_.RunFor(rng.Range(0, 2 * kMs));
@@ -244,11 +280,11 @@ TEST_P(FtlModelShard, RandomWorkloadsWithPowerCutsNeverLoseAcknowledgedData) {
     RunSeed(static_cast<uint64_t>(std::atoll(one)));
     return;
   }
-  uint64_t acked = 0, checked = 0;
-  int ran = 0;
+  uint64_t acked = 0, checked = 0, lost = 0;
+  int ran = 0, doubles = 0;
   for (int s = 1 + shard; s <= total; s += kShards) {
     model_.clear();
-    issue_ = version_ = acked_ops_ = failed_ops_ = checked_ = 0;
+    issue_ = version_ = acked_ops_ = failed_ops_ = checked_ = lost_sectors_ = 0;
     ftl_.reset();
     card_.reset();
     std::filesystem::remove_all(tmp_.Sub("card"));
@@ -256,8 +292,12 @@ TEST_P(FtlModelShard, RandomWorkloadsWithPowerCutsNeverLoseAcknowledgedData) {
     if (HasFatalFailure()) return;
     acked += acked_ops_;
     checked += checked_;
+    lost += lost_sectors_;
+    doubles += double_failure_;
     ++ran;
   }
+  std::printf("shard %d: %d seeds, %d with a double die failure, %llu sector reads reported lost\n",
+              shard, ran, doubles, static_cast<unsigned long long>(lost));
   EXPECT_GT(acked, static_cast<uint64_t>(ran) * 100);
   EXPECT_GT(checked, static_cast<uint64_t>(ran) * 100);
 }
