@@ -178,6 +178,18 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
       d(s);
     }
   };
+  // A read that fails (or reads another sector) after its sector moved — the groomer
+  // relocated it while the read waited, e.g. for a dead die's timeout, and its old LEB
+  // was erased and reused — is not a loss: read the sector again where it is now.
+  auto RetryMoved = [this, rc, finish](uint64_t sector, Psa was, uint8_t* dst) {
+    if (map_.Get(sector) == was) return false;
+    ++rc->remaining;
+    Read(sector, 1, dst, [rc, finish](Status s) mutable {
+      if (!s.ok()) rc->status = s;
+      finish();
+    });
+    return true;
+  };
   Impl& im = *impl_;
   const uint32_t sb = sector_bytes_;
   const uint32_t cw_per_sector = sb / geo_.ecc_codeword_bytes;
@@ -212,7 +224,7 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
     const uint32_t slot = im.SlotOf(p);
     pipe_.Read({{im.DieOf(p), im.LebOf(p), im.PageOf(p)}, slot * cw_per_sector, n * cw_per_sector,
                 dst, meta->data()},
-               [this, rc, finish, meta, dst, l, n, slot, sb, p](const Completion& c) mutable {
+               [this, rc, finish, meta, dst, l, n, slot, sb, p, RetryMoved](const Completion& c) mutable {
                  Impl& im2 = *impl_;
                  if (c.status == FlashStatus::kDieTimeout) im2.OnDieTimeout(im2.DieOf(p));
                  if (c.status == FlashStatus::kUncorrectable) im2.NoteDieError(im2.DieOf(p), im2.LebOf(p));
@@ -222,7 +234,7 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
                    ++stats_.read_errors;
                    const uint32_t leb = im2.LebOf(p), die = im2.DieOf(p), page = im2.PageOf(p);
                    im2.RebuildPage(leb, die, page,
-                                   [this, rc, finish, dst, l, n, slot, sb, leb, die, page, st = c.status](
+                                   [this, rc, finish, dst, l, n, slot, sb, leb, die, page, p, RetryMoved, st = c.status](
                                        bool ok, std::vector<uint8_t> data, std::vector<uint8_t> m) mutable {
                                      const auto* e = ok ? reinterpret_cast<const f::SectorEntry*>(
                                                               m.data() + sizeof(f::PageHeader))
@@ -230,6 +242,7 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
                                      for (uint32_t k = 0; k < n; ++k) {
                                        const uint8_t* src = ok ? data.data() + uint64_t{slot + k} * sb : nullptr;
                                        if (!ok || e[slot + k].lba != l + k || Crc32c(src, sb) != e[slot + k].crc) {
+                                         if (RetryMoved(l + k, p + k, dst + uint64_t{k} * sb)) continue;
                                          impl_->NoteLost(l + k);
                                          rc->status = Status::IOError(fmt::format(
                                              "sector {} is unreadable and its stripe cannot rebuild it ({})",
@@ -251,6 +264,7 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
                    const auto* e = reinterpret_cast<const f::SectorEntry*>(meta->data() + sizeof(f::PageHeader));
                    for (uint32_t k = 0; k < n; ++k) {
                      if (e[slot + k].lba != l + k || Crc32c(dst + uint64_t{k} * sb, sb) != e[slot + k].crc) {
+                       if (RetryMoved(l + k, p + k, dst + uint64_t{k} * sb)) continue;
                        ++stats_.read_errors;
                        rc->status = Status::IOError(fmt::format("sector {} failed its check on read", l + k));
                      }
