@@ -34,7 +34,7 @@ namespace vsl::ftl::format {
 
 inline constexpr uint8_t kVersionMajor = 1;
 inline constexpr uint8_t kVersionMinor = 3;  // 1: LEB summary pages; 2: FlashBack parity pages;
-                                             // 3: metadata copies on every good die
+                                             // 3: metadata pages in up to 3 copies, layout in the tag
 inline constexpr uint64_t kNoLba = UINT64_MAX;
 
 enum class PageType : uint8_t {

@@ -21,6 +21,7 @@
 namespace vsl::ftl {
 
 inline constexpr uint32_t kMetaLebs = 2;  // blocks 0 and 1 of every die
+inline constexpr uint32_t kMetaCopies = 3;  // copies of each metadata record page, on distinct dies
 
 using nand::Completion;
 using nand::FlashStatus;
