@@ -31,6 +31,11 @@ struct SectorModel {
   uint64_t acked_issue = 0;      // issue number of the op that set `acked`
   std::map<uint64_t, uint64_t> inflight;  // issue number -> version (0 = trim)
   bool lost = false;  // a double failure took its acknowledged version (reads may fail)
+  // Writes and trims that completed with an error: the sector is indeterminate between
+  // its contents before and after such an op until a later op on it succeeds (a failed
+  // write may still land, e.g. from a page the FTL could not rewrite elsewhere once the
+  // pipe turned read-only), so a check does not retire them.
+  std::map<uint64_t, uint64_t> failed;  // issue number -> version (0 = trim)
 };
 
 class FtlModelTest : public FtlFixture {
@@ -55,7 +60,10 @@ class FtlModelTest : public FtlFixture {
           m.acked = version;
           m.acked_issue = issue;
           m.lost = false;
+          m.failed.erase(m.failed.begin(), m.failed.lower_bound(issue));
         }
+      } else {
+        m.failed[issue] = version;
       }
       // A failed op stays "in flight": it may or may not have reached flash.
     }
@@ -83,6 +91,9 @@ class FtlModelTest : public FtlFixture {
       ASSERT_TRUE(s.ok()) << when << ": read of " << lba << " failed: " << s.ToString();
       std::set<uint64_t> allowed{m.acked};
       for (auto& [iss, v] : m.inflight) {
+        if (iss > m.acked_issue) allowed.insert(v);
+      }
+      for (auto& [iss, v] : m.failed) {
         if (iss > m.acked_issue) allowed.insert(v);
       }
       bool match = false;

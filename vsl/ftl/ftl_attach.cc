@@ -887,6 +887,13 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           const auto* h = reinterpret_cast<const f::PageHeader*>(m);
           if (h->epoch != epoch_) continue;
           max_seq = std::max(max_seq, h->seq);
+          // A LEB is read only if it was opened after the base checkpoint; a page of it
+          // at or before the base is a remnant of its previous use (its dies erased one
+          // by one when it was reused and the power went before all were): everything
+          // it held was moved or trimmed before the LEB was freed, and the base's map
+          // knows where to. Replaying it could bring back data a trim removed (the trim
+          // record, older than the base, is not kept).
+          if (after_seq != 0 && h->seq <= after_seq) continue;
           if (h->type == static_cast<uint8_t>(f::PageType::kData)) {
             data_pages.push_back({h->seq, leb, d, p});
           } else if (h->type == static_cast<uint8_t>(f::PageType::kTrim)) {

@@ -315,7 +315,14 @@ struct Ftl::Impl {
     return t;
   }
   bool Traced(const PageBuf* b) const {
-    if (TraceLba() == UINT64_MAX || b->type != f::PageType::kData) return false;
+    if (TraceLba() == UINT64_MAX) return false;
+    if (b->type == f::PageType::kTrim) {
+      for (const auto& t : b->trims) {
+        if (TraceLba() - t.lba < t.count) return true;
+      }
+      return false;
+    }
+    if (b->type != f::PageType::kData) return false;
     return std::find(b->lbas.begin(), b->lbas.end(), TraceLba()) != b->lbas.end();
   }
   void Progress(PageBuf* b) {
@@ -1407,6 +1414,7 @@ struct Ftl::Impl {
     b->waiters.push_back(ctx);
     // The record's own seq is the page's: assigned in Submit.
     b->trims.push_back({lba, count, f.next_seq_});
+    if (TraceLba() - lba < count) fmt::print(stderr, "trace t={} trim {}+{} page leb {} die {} page {} seq {}\n", f.clock_.Now(), lba, count, b->leb, b->die, b->page, f.next_seq_);
     Submit(b);
     return true;
   }
@@ -1631,6 +1639,7 @@ struct Ftl::Impl {
     }
     if (!c.ok()) {
       ++f.stats_.read_errors;
+      if (is_trim && TraceLba() != UINT64_MAX) fmt::print(stderr, "trace t={} groomer cannot read trim page leb {} die {} page {}\n", f.clock_.Now(), v.index, die, page);
       Logger("ftl")->error("groomer read failed leb={} die={} page={}: {}", v.index, die, page,
                            nand::FlashStatusName(c.status));
       return;  // FlashBack (issue 4) rebuilds such pages; until then they stay mapped
@@ -1657,6 +1666,10 @@ struct Ftl::Impl {
       const uint64_t oldest = f.base_ckpt_seq_ != 0 ? f.base_ckpt_seq_ : OldestDataSeqOnFlash();
       std::vector<f::TrimRecord> keep;
       for (uint64_t i = 0; i < n && i < data.size() / sizeof(f::TrimRecord); ++i) {
+        if (TraceLba() - recs[i].lba < recs[i].count) {
+          fmt::print(stderr, "trace t={} groomer {} trim record seq {} from leb {} die {} page {} (oldest {})\n",
+                     f.clock_.Now(), recs[i].seq > oldest ? "carries" : "drops", recs[i].seq, v.index, die, page, oldest);
+        }
         if (recs[i].seq > oldest) keep.push_back(recs[i]);
       }
       // Kept records are packed densely and written when the victim's pages are done.
