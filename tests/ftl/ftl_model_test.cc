@@ -44,14 +44,17 @@ class FtlModelTest : public FtlFixture {
   uint64_t issue_ = 0, version_ = 0;
   uint64_t acked_ops_ = 0, failed_ops_ = 0, checked_ = 0, lost_sectors_ = 0;
   bool double_failure_ = false;  // this seed kills a second die before the rebuild ends
+  int64_t unanswered_ = 0;        // writes and trims issued and not yet completed
 
   void Issue(uint64_t lba, uint32_t n, uint64_t version, uint64_t issue) {
+    ++unanswered_;
     for (uint32_t i = 0; i < n; ++i) {
       model_[lba + i].inflight[issue] = version;
       model_[lba + i].history.push_back(version);
     }
   }
   void OnResult(uint64_t lba, uint32_t n, uint64_t version, uint64_t issue, const Status& s) {
+    --unanswered_;
     for (uint32_t i = 0; i < n; ++i) {
       SectorModel& m = model_[lba + i];
       if (s.ok()) {
@@ -130,6 +133,9 @@ class FtlModelTest : public FtlFixture {
     clock_.RunUntilIdle(20'000'000);
     ASSERT_EQ(clock_.pending(), 0u) << "seed " << seed << " round " << round
                                     << ": still busy after 20M events (livelock?)";
+    // Idle means every request has its answer, success or error: none waits for ever.
+    ASSERT_EQ(unanswered_, 0) << "seed " << seed << " round " << round
+                              << ": writes or trims never completed";
   }
 
   void RunSeed(uint64_t seed) {
@@ -244,6 +250,7 @@ class FtlModelTest : public FtlFixture {
         // Power cut at a random instant while work is in flight.
         clock_.RunFor(rng.Range(0, 2 * kMs));
         PowerCycle();
+        unanswered_ = 0;  // what the cut dropped stays "in flight" in the model
         Status s = Attach(oo);
         ASSERT_TRUE(s.ok()) << "seed " << seed << " round " << r << " attach after power cut: " << s.ToString();
         ASSERT_FALSE(ftl_->attach_info().from_checkpoint);
@@ -296,6 +303,7 @@ TEST_P(FtlModelShard, RandomWorkloadsWithPowerCutsNeverLoseAcknowledgedData) {
   for (int s = 1 + shard; s <= total; s += kShards) {
     model_.clear();
     issue_ = version_ = acked_ops_ = failed_ops_ = checked_ = lost_sectors_ = 0;
+    unanswered_ = 0;
     ftl_.reset();
     card_.reset();
     std::filesystem::remove_all(tmp_.Sub("card"));

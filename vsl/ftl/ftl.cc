@@ -62,7 +62,7 @@ FlashBackStatus Ftl::flashback_status() const {
     if (im.die_failed[d]) st.failed_dies.push_back(d);
   }
   st.active = !st.failed_dies.empty();
-  st.rebuild_lebs_left = static_cast<uint32_t>(im.rebuild_queue.size());
+  st.rebuild_lebs_left = static_cast<uint32_t>(im.rebuild_queue.size()) + im.OpenUnprotected();
   st.rebuilt_pages = stats_.rebuilt_pages;
   st.lost_lbas = im.lost_lbas;
   st.mode = im.mode;

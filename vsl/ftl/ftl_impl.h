@@ -670,6 +670,13 @@ struct Ftl::Impl {
     UpdateMode();
     MaybeGroom();
   }
+  // Open LEBs formed with a die that has failed since (each joins the rebuild when it
+  // closes).
+  uint32_t OpenUnprotected() const {
+    uint32_t n = 0;
+    for (const AppendPoint* ap : {&host, &gcap}) n += ap->leb != nullptr && ap->leb->unprotected;
+    return n;
+  }
   // Capacity the surviving flash offers, against what the format promised and what is
   // mapped.
   void UpdateMode() {
@@ -1494,10 +1501,41 @@ struct Ftl::Impl {
   // Space is short and the groomer found nothing it can move (every LEB full of live
   // data, or held): nothing will free room, so host writes waiting for it fail with a
   // clear error instead of waiting for ever. (Trims need a page too.)
+  // Sectors waiting in the rewrite backlog (their page failed, e.g. on a die that died)
+  // stay mapped where they are: a failed page reads back through its row's parity. The
+  // writes waiting on them fail: their data could not be stored again under parity.
+  void FailBacklog(const char* why) {
+    if (rewrite_backlog.empty()) return;
+    Logger("ftl")->error("{}: {} sector(s) could not be rewritten under parity (no room)", why,
+                         rewrite_backlog.size());
+    std::vector<RewriteJob> jobs(std::make_move_iterator(rewrite_backlog.begin()),
+                                 std::make_move_iterator(rewrite_backlog.end()));
+    rewrite_backlog.clear();
+    for (RewriteJob& job : jobs) {
+      for (WriteCtx* w : job.waiters) {
+        w->status = Status::IOError("no room to rewrite the sector after a program failure");
+        Ack(w);
+      }
+      if (job.victim != nullptr) {
+        --victim_refs;
+        MaybeFinishVictim();
+      }
+    }
+    RunBacklogWaiters();
+  }
+
   void FailStuckWrites() {
-    if (victim != nullptr || pending.empty() || device_lost) return;
+    if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) || device_lost) return;
     RunPending();
-    if (victim != nullptr || pending.empty() || f.lebs_.free_count() > f.opts_.gc_reserve_lebs) return;
+    if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) ||
+        f.lebs_.free_count() > f.opts_.gc_reserve_lebs) {
+      return;
+    }
+    FailBacklog("no room");
+    if (pending.empty()) {
+      if (shutting_down) CheckShutdown();
+      return;
+    }
     Logger("ftl")->error("no room: the groomer cannot free space; {} waiting request(s) fail",
                          pending.size());
     while (!pending.empty()) {
@@ -1524,7 +1562,7 @@ struct Ftl::Impl {
       if (!still || l.state == LebState::kFree) {
         if (l.valid == 0) l.unprotected = false;
         rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
-        if (rebuild_queue.empty()) {
+        if (rebuild_queue.empty() && OpenUnprotected() == 0) {
           uint32_t failed = 0;
           for (uint8_t x : die_failed) failed += x;
           const uint32_t alive = D() - failed;
@@ -1802,19 +1840,8 @@ struct Ftl::Impl {
     if (victim != nullptr || !pending.empty()) return;
     if (!rewrite_backlog.empty()) {
       if (DrainRewrites()) return CheckShutdown();
-      // No room and nothing being groomed: the sectors stay mapped where they are (a
-      // failed page reads back through its row's parity, an uncovered one as it is);
-      // writes still waiting on them fail.
-      Logger("ftl")->error("shutdown: {} sector(s) could not be rewritten under parity (no room)",
-                           rewrite_backlog.size());
-      for (RewriteJob& job : rewrite_backlog) {
-        for (WriteCtx* w : job.waiters) {
-          w->status = Status::IOError("no room to rewrite the sector after a program failure");
-          Ack(w);
-        }
-        if (job.victim != nullptr) --victim_refs;
-      }
-      rewrite_backlog.clear();
+      // No room and nothing being groomed (an uncovered page reads as it is).
+      FailBacklog("shutdown");
     }
     if (!shutdown_parity_done && !device_lost) {
       // Nothing more will be appended: part-written rows get their parity page now, so
