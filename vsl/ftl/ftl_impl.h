@@ -660,6 +660,20 @@ struct Ftl::Impl {
       if (l.state == LebState::kOpen) l.good[d] = 0;  // no more pages there
     }
     f.lebs_.Recount();  // free LEBs left too narrow to carry parity are out
+    // The open LEBs' earlier rows include the die: they close now, without a summary (a
+    // scan reads them page by page; a summary placed mid-row would break the dies' page
+    // order), and join the rebuild instead of waiting to fill. Done at the engine's next
+    // turn, not inside whatever completion declared the failure.
+    f.clock_.Post([this] {
+      for (AppendPoint* ap : {&host, &gcap}) {
+        if (ap->leb == nullptr || !ap->leb->unprotected || device_lost || shutting_down) continue;
+        SubmitOpen(*ap);
+        if (ap->leb == nullptr) continue;
+        ap->leb->summary.clear();
+        CloseLeb(*ap);
+      }
+      MaybeGroom();
+    });
     // Rows whose parity was to go to this die can get none: their members (on live dies)
     // are as safe as they can be.
     std::vector<std::pair<uint32_t, uint32_t>> orphans;
