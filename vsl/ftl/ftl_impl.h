@@ -56,7 +56,14 @@ struct Ftl::PageBuf {
   std::vector<WriteCtx*> waiters;
   std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
   Leb* victim = nullptr;  // the LEB whose data this GC page relocates (holds a reference)
+  // Per slot: where the sector was before this copy (kUnmapped: nowhere; kKeepMapping: do
+  // not revert). Until the page is durable the LEBs of those places are pinned (not
+  // erased), and if the page can never be stored the map goes back to them, so a failed
+  // overwrite leaves the sector as it was, never without any copy.
+  std::vector<Psa> prev;
+  std::vector<uint32_t> pinned;  // LEB indices this page pins
 };
+inline constexpr Psa kKeepMapping = kUnmapped - 1;
 
 struct Ftl::AppendPoint {
   bool gc = false;
@@ -331,6 +338,10 @@ struct Ftl::Impl {
                  f.clock_.Now(), b->leb, b->die, b->page, b->covered, b->accepted, b->flash_done,
                  b->waiters.size());
     }
+    // On flash (or in the protected buffer) the copy no longer needs its old places kept:
+    // waiting for its row's parity too could hold a victim (and the room that would
+    // complete the row) for ever.
+    if ((b->accepted || b->flash_done) && !b->pinned.empty()) Unpin(b);
     if (!b->covered) return;
     if (b->accepted || b->flash_done) {
       MarkDurable(b);
@@ -934,7 +945,7 @@ struct Ftl::Impl {
   // Appends one sector to `ap`. Null when no page position could be had.
   // Returns the page the sector went into (submitted already if it filled), or null.
   PageBuf* AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
-                        Leb* src_victim) {
+                        Leb* src_victim, Psa prev = kUnmapped - 2) {
     if (ap.open == nullptr) {
       ap.open = NewPage(ap, f::PageType::kData);
       if (ap.open == nullptr) return nullptr;
@@ -968,6 +979,22 @@ struct Ftl::Impl {
       b->victim = src_victim;
       ++victim_refs;
     }
+    if (b->prev.size() != S()) b->prev.assign(S(), kKeepMapping);
+    Psa before = prev == kUnmapped - 2 ? f.map_.Get(lba) : prev;
+    // A copy still in an open buffer is killed when the map moves: go back past it.
+    for (AppendPoint* a : {&host, &gcap}) {
+      PageBuf* o = a->open;
+      if (o != nullptr && o != b && before < kKeepMapping && o->leb == LebOf(before) &&
+          o->die == DieOf(before) && o->page == PageOf(before)) {
+        before = SlotOf(before) < o->prev.size() ? o->prev[SlotOf(before)] : kKeepMapping;
+      }
+    }
+    if (before < kKeepMapping && b->leb == LebOf(before) && b->die == DieOf(before) &&
+        b->page == PageOf(before)) {
+      before = SlotOf(before) < b->prev.size() ? b->prev[SlotOf(before)] : kKeepMapping;
+    }
+    b->prev[slot] = before;
+    Pin(b, b->prev[slot]);
     Remap(lba, MakePsa(b->leb, b->die, b->page, slot));
     if (b->used == S()) SubmitOpen(ap);
     return b;
@@ -1123,9 +1150,57 @@ struct Ftl::Impl {
     Progress(b);
   }
 
+  void Pin(PageBuf* b, Psa p) {
+    if (p >= kKeepMapping) return;
+    const uint32_t l = LebOf(p);
+    if (std::find(b->pinned.begin(), b->pinned.end(), l) != b->pinned.end()) return;
+    b->pinned.push_back(l);
+    ++f.lebs_.leb(l).pins;
+  }
+  void UnpinLeb(uint32_t l) {
+    Leb& x = f.lebs_.leb(l);
+    if (x.pins > 0 && --x.pins == 0 && victim == &x) MaybeFinishVictim();
+  }
+  // The page is safe (or resolved): its previous places are no longer kept, and a later
+  // failure of it keeps the mapping (a failed member stays in its row's parity).
+  void Unpin(PageBuf* b) {
+    std::fill(b->prev.begin(), b->prev.end(), kKeepMapping);
+    std::vector<uint32_t> pinned;
+    pinned.swap(b->pinned);
+    for (uint32_t l : pinned) UnpinLeb(l);
+  }
+  // Page `b` will never be stored: sectors whose newest copy it held go back to where
+  // they were before it.
+  // Later copies that would go back to this page go back to where it would instead.
+  void RevertPage(PageBuf* b) {
+    if (b->type != f::PageType::kData) return;
+    for (uint32_t s = 0; s < S() && s < b->prev.size(); ++s) {
+      const uint64_t lba = b->lbas[s];
+      if (lba == f::kNoLba || b->prev[s] == kKeepMapping) continue;
+      const Psa here = MakePsa(b->leb, b->die, b->page, s);
+      if (f.map_.Get(lba) == here) Remap(lba, b->prev[s]);
+      for (auto& [q, owned] : pages) {
+        if (q == b) continue;
+        for (Psa& pv : q->prev) {
+          if (pv != here) continue;
+          pv = b->prev[s];
+          Pin(q, pv);
+        }
+      }
+      for (RewriteJob& j : rewrite_backlog) {
+        if (j.prev != here) continue;
+        j.prev = b->prev[s];
+        if (j.pinned == UINT32_MAX && j.prev < kKeepMapping) {
+          j.pinned = LebOf(j.prev);
+          ++f.lebs_.leb(j.pinned).pins;
+        }
+      }
+    }
+  }
   void MarkDurable(PageBuf* b) {
     if (b->durable) return;
     b->durable = true;
+    Unpin(b);
     inflight_seqs.erase(b->seq);
     if (b->victim != nullptr) {
       --victim_refs;
@@ -1223,13 +1298,18 @@ struct Ftl::Impl {
       const uint8_t* src = b->data.data() + uint64_t{s} * f.sector_bytes_;
       // (Host sectors do not take the groomer's reserve: it must stay free for the
       // groomer to make room, for them too.)
-      PageBuf* t = AppendSector(ap, lba, src, nullptr, b->victim);
+      const Psa before = s < b->prev.size() ? b->prev[s] : kKeepMapping;
+      PageBuf* t = AppendSector(ap, lba, src, nullptr, b->victim, before);
       if (t == nullptr) {
         // No page anywhere now: the sector waits in host memory (its writes unanswered,
         // a groomer victim it came from held) until space appears.
         Logger("ftl")->warn("no room to rewrite lba={} after a program failure; it waits for space", lba);
         RewriteJob job{lba, MakePsa(b->leb, b->die, b->page, s),
-                       std::vector<uint8_t>(src, src + f.sector_bytes_), {}, b->victim};
+                       std::vector<uint8_t>(src, src + f.sector_bytes_), {}, b->victim, before};
+        if (before < kKeepMapping) {
+          job.pinned = LebOf(before);
+          ++f.lebs_.leb(job.pinned).pins;
+        }
         if (job.victim != nullptr) ++victim_refs;
         for (WriteCtx* w : waiters) {
           ++w->remaining;
@@ -1284,6 +1364,8 @@ struct Ftl::Impl {
     std::vector<uint8_t> data;
     std::vector<WriteCtx*> waiters;  // each holds a reference until the sector has a page
     Leb* victim;                     // a groomer victim it came from, held until then
+    Psa prev = kKeepMapping;         // where the sector goes back to if it never finds room
+    uint32_t pinned = UINT32_MAX;    // the LEB of `prev`, pinned while the job waits
   };
   std::deque<RewriteJob> rewrite_backlog;
   // Live sectors of page (leb, die, page), read back, join the rewrite backlog.
@@ -1312,7 +1394,7 @@ struct Ftl::Impl {
         }
       } else {
         PageBuf* t = AppendSector(job.victim != nullptr ? gcap : host, job.lba, job.data.data(),
-                                  nullptr, job.victim);
+                                  nullptr, job.victim, job.prev);
         if (t == nullptr) return false;
         any = true;
         for (WriteCtx* w : job.waiters) {
@@ -1322,7 +1404,9 @@ struct Ftl::Impl {
       }
       std::vector<WriteCtx*> waiters = std::move(job.waiters);
       Leb* v = job.victim;
+      const uint32_t pinned = job.pinned;  // the new page pins `prev` itself now
       rewrite_backlog.pop_front();
+      if (pinned != UINT32_MAX) UnpinLeb(pinned);
       for (WriteCtx* w : waiters) Ack(w);
       if (v != nullptr) {
         --victim_refs;
@@ -1349,6 +1433,7 @@ struct Ftl::Impl {
   }
 
   void FailWaiters(PageBuf* b) {
+    RevertPage(b);
     for (WriteCtx* c : b->waiters) {
       c->status = Status::IOError("write could not be stored (power lost or no room)");
       Ack(c);
@@ -1361,6 +1446,7 @@ struct Ftl::Impl {
   void RunPending() {
     if (device_lost) {
       for (RewriteJob& job : rewrite_backlog) {
+        if (job.pinned != UINT32_MAX) UnpinLeb(job.pinned);
         for (WriteCtx* w : job.waiters) {
           w->status = Status::IOError("device lost (power cut)");
           Ack(w);
@@ -1526,6 +1612,9 @@ struct Ftl::Impl {
                                  std::make_move_iterator(rewrite_backlog.end()));
     rewrite_backlog.clear();
     for (RewriteJob& job : jobs) {
+      // The write never gets stored: the sector goes back to where it was before it.
+      if (job.prev != kKeepMapping && f.map_.Get(job.lba) == job.from) Remap(job.lba, job.prev);
+      if (job.pinned != UINT32_MAX) UnpinLeb(job.pinned);
       for (WriteCtx* w : job.waiters) {
         w->status = Status::IOError("no room to rewrite the sector after a program failure");
         Ack(w);
@@ -1572,7 +1661,9 @@ struct Ftl::Impl {
   Leb* NextRebuildVictim() {
     for (std::size_t k = 0; k < rebuild_queue.size();) {
       Leb& l = f.lebs_.leb(rebuild_queue[k]);
-      const bool still = l.unprotected && l.valid > 0;
+      // Done once nothing live is left and no newer copy of what it held is still on
+      // its way (if that copy fails, the sector goes back here and must be moved).
+      const bool still = l.unprotected && (l.valid > 0 || l.pins > 0);
       if (!still || l.state == LebState::kFree) {
         if (l.valid == 0) l.unprotected = false;
         rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
@@ -1811,6 +1902,23 @@ struct Ftl::Impl {
       if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
       return;
     }
+    // So must every newer copy of sectors it held (a write over them still on its way):
+    // if that copy fails, the sector goes back here.
+    // A rewrite job waiting for room also pins the LEB of its sector's previous copy;
+    // waiting for it here could deadlock (the room it needs is this victim's), so the
+    // victim is kept (closed, not erased) and the job can still go back to it.
+    uint32_t job_pins = 0;
+    for (const RewriteJob& j : rewrite_backlog) job_pins += j.pinned == v->index;
+    if (v->pins > job_pins && !device_lost) {
+      for (AppendPoint* a : {&host, &gcap}) {
+        if (a->open != nullptr && !a->open->pinned.empty() &&
+            std::find(a->open->pinned.begin(), a->open->pinned.end(), v->index) != a->open->pinned.end()) {
+          SubmitOpen(*a);
+        }
+      }
+      return;
+    }
+    if (job_pins > 0) victim_held = true;
     if (v->valid != 0 || victim_held) {
       // Sectors that could not be read stay where they are; try again later.
       if (!device_lost) {
