@@ -1170,8 +1170,7 @@ struct Ftl::Impl {
     for (uint32_t l : pinned) UnpinLeb(l);
   }
   // Page `b` will never be stored: sectors whose newest copy it held go back to where
-  // they were before it.
-  // Later copies that would go back to this page go back to where it would instead.
+  // they were before it, and later copies that would go back to `b` go back there too.
   void RevertPage(PageBuf* b) {
     if (b->type != f::PageType::kData) return;
     for (uint32_t s = 0; s < S() && s < b->prev.size(); ++s) {
