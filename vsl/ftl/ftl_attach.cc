@@ -77,9 +77,7 @@ uint64_t Ftl::PhysicalUserSectors() const {
     phys += impl_->LebCapacity(lebs_.leb(i));
   }
   // The groomer's reserve is counted in LEBs as they are formed now: without failed dies.
-  uint32_t alive = 0;
-  for (uint32_t d = 0; d < geo_.dies_per_pipe(); ++d) alive += d >= impl_->die_failed.size() || !impl_->die_failed[d];
-  const uint64_t per_leb = impl_->LebDataSectors(alive);
+  const uint64_t per_leb = impl_->LebDataSectors(impl_->AliveDies());
   const uint64_t reserved = uint64_t{ReservedLebs()} * per_leb;
   if (phys <= reserved) return 0;
   return static_cast<uint64_t>(static_cast<double>(phys - reserved) /

@@ -695,6 +695,12 @@ struct Ftl::Impl {
     UpdateMode();
     MaybeGroom();
   }
+  // Dies not declared failed (so how wide a LEB formed now is, with all blocks good).
+  uint32_t AliveDies() const {
+    uint32_t alive = 0;
+    for (uint32_t d = 0; d < D(); ++d) alive += d >= die_failed.size() || !die_failed[d];
+    return alive;
+  }
   // Open LEBs formed with a die that has failed since (each joins the rebuild when it
   // closes).
   uint32_t OpenUnprotected() const {
@@ -712,8 +718,7 @@ struct Ftl::Impl {
       for (uint32_t d = 0; d < D(); ++d) g += l.good[d] && !die_failed[d];
       phys += LebDataSectors(g);
     }
-    uint32_t alive = 0;
-    for (uint32_t d = 0; d < D(); ++d) alive += !die_failed[d];
+    const uint32_t alive = AliveDies();
     const uint64_t reserved =
         uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * LebDataSectors(alive);
     const uint64_t usable = phys > reserved ? phys - reserved : 0;
@@ -1188,8 +1193,11 @@ struct Ftl::Impl {
       }
       for (RewriteJob& j : rewrite_backlog) {
         if (j.prev != here) continue;
+        // The job's pin moves with its place to go back to.
+        if (j.pinned != UINT32_MAX) UnpinLeb(j.pinned);
+        j.pinned = UINT32_MAX;
         j.prev = b->prev[s];
-        if (j.pinned == UINT32_MAX && j.prev < kKeepMapping) {
+        if (j.prev < kKeepMapping) {
           j.pinned = LebOf(j.prev);
           ++f.lebs_.leb(j.pinned).pins;
         }
@@ -1567,12 +1575,10 @@ struct Ftl::Impl {
       // (Trim pages count only then: most records need not be carried, and a pipe
       // with all its dies has stale room elsewhere.)
       if (v != nullptr && groom_waiters.empty()) {
-        uint32_t g = 0, failed = 0;
-        for (uint32_t d = 0; d < D(); ++d) {
-          g += v->good[d] && !die_failed[d];
-          failed += die_failed[d];
-        }
-        const uint64_t refills = v->valid + (failed != 0 ? uint64_t{v->trim_pages.size()} * S() : 0);
+        uint32_t g = 0;
+        for (uint32_t d = 0; d < D(); ++d) g += v->good[d] && !die_failed[d];
+        const bool any_failed = AliveDies() != D();
+        const uint64_t refills = v->valid + (any_failed ? uint64_t{v->trim_pages.size()} * S() : 0);
         if (refills >= LebDataSectors(g)) v = nullptr;
       }
     }
@@ -1667,9 +1673,8 @@ struct Ftl::Impl {
         if (l.valid == 0) l.unprotected = false;
         rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
         if (rebuild_queue.empty() && OpenUnprotected() == 0) {
-          uint32_t failed = 0;
-          for (uint8_t x : die_failed) failed += x;
-          const uint32_t alive = D() - failed;
+          const uint32_t alive = AliveDies();
+          const uint32_t failed = D() - alive;
           Event(failed == 0 ? std::string("FlashBack: every stripe row is protected again")
                 : alive > kMinStripeDies
                     ? fmt::format("FlashBack rebuild complete: every stripe is formed without the "
@@ -1697,9 +1702,7 @@ struct Ftl::Impl {
   // Sectors the groomer can still write: its open LEB's remaining positions and the free
   // LEBs (each as wide as the surviving dies make it).
   uint64_t GroomerRoom() {
-    uint32_t alive = 0;
-    for (uint32_t d = 0; d < D(); ++d) alive += !die_failed[d];
-    uint64_t room = uint64_t{f.lebs_.free_count()} * LebDataSectors(alive);
+    uint64_t room = uint64_t{f.lebs_.free_count()} * LebDataSectors(AliveDies());
     if (gcap.leb != nullptr && gcap.row < P()) {
       const uint32_t left = RemainingPositions(*gcap.leb, gcap.row, gcap.die);
       room += uint64_t{left > summary_pages ? left - summary_pages : 0} * S();
