@@ -65,6 +65,8 @@ FlashBackStatus Ftl::flashback_status() const {
   st.rebuild_lebs_left = static_cast<uint32_t>(im.rebuild_queue.size()) + im.OpenUnprotected();
   st.rebuilt_pages = stats_.rebuilt_pages;
   st.lost_lbas = im.lost_lbas;
+  st.unnamed_lost_stripes = im.unnamed_lost_stripes;
+  st.failure_checkpoints = stats_.failure_checkpoints;
   st.mode = im.mode;
   st.events = im.events;
   return st;
@@ -279,6 +281,7 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
 
 void Ftl::Shutdown(Done done) {
   impl_->shutting_down = true;
+  impl_->DropCheckpoint();
   impl_->SubmitOpen(impl_->host);
   impl_->SubmitOpen(impl_->gcap);
   impl_->shutdown_done = std::move(done);

@@ -79,6 +79,12 @@ struct FlashBackStatus {
   uint32_t rebuild_lebs_left = 0;  // LEBs still holding data of a failed die
   uint64_t rebuilt_pages = 0;      // pages reconstructed from parity
   std::vector<uint64_t> lost_lbas; // sectors found unrecoverable (a second failure)
+  // Stripes a recovery found written since the last checkpoint with two or more members
+  // on failed dies, so the pages lost with them cannot even be named: the sectors they
+  // held may read as older data (docs/flashback.md). Zero unless a second die failed
+  // and the power was cut before the checkpoint that follows a failure was written.
+  uint64_t unnamed_lost_stripes = 0;
+  uint64_t failure_checkpoints = 0;  // checkpoints written because a die failed
   HealthMode mode = HealthMode::kNormal;
   std::vector<std::string> events;  // newest last, bounded
 };
@@ -114,6 +120,7 @@ struct FtlStats {
   uint64_t host_write_sectors = 0, host_read_sectors = 0, trim_sectors = 0;
   uint64_t gc_write_sectors = 0, pad_sectors = 0;
   uint64_t pages_programmed = 0, trim_pages = 0, meta_pages = 0, summary_pages = 0;
+  uint64_t failure_checkpoints = 0;  // checkpoints written because a die failed
   uint64_t lebs_erased = 0, victims = 0;
   uint64_t program_failures = 0, erase_failures = 0, read_errors = 0;
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
@@ -214,6 +221,8 @@ class Ftl {
   // Rebuilds state from page headers. With `after_seq` > 0 (a checkpoint of that seq is
   // already loaded), only LEBs whose first row was written after it are read.
   void Scan(uint64_t after_seq, Function<void(Status)> done);
+  void CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta, const std::vector<uint8_t>& ok,
+                          const std::vector<uint8_t>& skipped, uint64_t after_seq);
   // Reads the summary of closed LEB `leb`: `done` gets its grid (one entry per page
   // position, see ftl_format.h) and the spares of its pages by position, or an empty
   // grid when the LEB has no complete, valid summary.

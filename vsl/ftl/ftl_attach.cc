@@ -609,6 +609,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
           // durable and covered again.
           raw->impl_->ReprotectPages([raw, shared_done, t0]() {
             std::unique_ptr<Ftl> owner2(raw);
+            raw->impl_->serving = true;
             raw->attach_.attach_ns = raw->clock_.Now() - t0;
             (*shared_done)(std::move(owner2));
           });
@@ -661,6 +662,76 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
 }
 
 // ---- scan recovery ----
+
+// A stripe (row) of a LEB the scan reads with two or more members on failed dies cannot
+// be rebuilt, and its pages on those dies cannot even be named: their headers, the only
+// record of which sectors they held, are gone (a LEB written before the last checkpoint
+// needs no headers: the checkpoint's map names its sectors, and reading one reports the
+// loss). Such a stripe is counted when it was written since the base checkpoint — a
+// valid parity page names a lost member, or a live member or a later row of the LEB
+// holds a page newer than the base — and the recovery says so: the sectors those pages
+// held may read as older data. One failed die never leaves such a stripe (a lost member
+// without parity held only unacknowledged data), so this is silent unless two failed.
+void Ftl::CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta,
+                             const std::vector<uint8_t>& ok, const std::vector<uint8_t>& skipped,
+                             uint64_t after_seq) {
+  const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
+  auto idx = [D, P](uint32_t leb, uint32_t die, uint32_t page) {
+    return (uint64_t{leb} * D + die) * P + page;
+  };
+  auto newer = [&](uint64_t i) {
+    if (meta[i].empty() || !ok[i]) return false;
+    const uint8_t* m = meta[i].data();
+    if (!HeaderValid(m, spp_) && !impl_->ParityValid(m)) return false;
+    const auto* h = reinterpret_cast<const f::PageHeader*>(m);
+    return h->epoch == epoch_ && h->seq > after_seq;
+  };
+  uint64_t stripes = 0;
+  for (uint32_t leb = kMetaLebs; leb < lebs_.size(); ++leb) {
+    if (skipped[leb]) continue;
+    const Leb& l = lebs_.leb(leb);
+    uint32_t dead = 0;
+    for (uint32_t d = 0; d < D; ++d) dead += l.good[d] && impl_->die_failed[d];
+    if (dead < 2) continue;
+    bool later_written = false;  // a row after this one holds a page newer than the base
+    for (uint32_t p = P; p-- > 0;) {
+      uint64_t mask = 0;
+      bool parity = false, row_written = false;
+      uint32_t missing = 0;
+      for (uint32_t d = 0; d < D; ++d) {
+        if (!l.good[d]) continue;
+        const uint64_t i = idx(leb, d, p);
+        if (!meta[i].empty() && ok[i] && impl_->ParityValid(meta[i].data())) {
+          parity = true;
+          mask |= Impl::ParityMask(meta[i].data());
+        }
+        row_written = row_written || newer(i);
+        missing += impl_->die_failed[d] && !(ok[i] && !meta[i].empty() && HeaderValid(meta[i].data(), spp_));
+      }
+      bool lost = false;
+      if (parity) {
+        // The parity named a member on a failed die that could not be rebuilt.
+        for (uint32_t d = 0; d < D && !lost; ++d) {
+          const uint64_t i = idx(leb, d, p);
+          lost = ((mask >> d) & 1) && impl_->die_failed[d] &&
+                 !(ok[i] && !meta[i].empty() && HeaderValid(meta[i].data(), spp_));
+        }
+      } else {
+        lost = missing >= 2 && (row_written || later_written);
+      }
+      stripes += lost;
+      later_written = later_written || row_written;
+    }
+  }
+  impl_->unnamed_lost_stripes += stripes;
+  if (stripes != 0) {
+    impl_->Event(fmt::format(
+        "FlashBack: {} stripe(s) written since the last checkpoint lost two members to failed dies "
+        "before the power went: the sectors their pages held cannot be named and may read as older "
+        "data; restore what was written last from a backup",
+        stripes));
+  }
+}
 
 void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
   // Summary pages sit in the LEB's last page positions: read page spares row by row
@@ -901,6 +972,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
       }
     }
     next_seq_ = max_seq + 1;
+    CountUnnamedLosses(ctx->meta, ctx->ok, ctx->skipped, after_seq);
     auto apply = [this, ctx, data_pages, trim_pages, idx, D, after_seq]() mutable {
       struct Event {
         uint64_t seq;

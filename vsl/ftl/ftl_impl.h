@@ -120,6 +120,7 @@ struct Ftl::Impl {
   std::vector<uint8_t> die_failed;      // per die: declared failed (or silent at attach)
   std::vector<uint32_t> rebuild_queue;  // LEBs holding data of a failed die
   std::vector<uint64_t> lost_lbas;      // sectors a second failure made unrecoverable
+  uint64_t unnamed_lost_stripes = 0;    // FlashBackStatus::unnamed_lost_stripes
   std::vector<std::string> events;
   HealthMode mode = HealthMode::kNormal;
   // Coverage of parity rows, by (leb, row): members submitted but not yet covered by a
@@ -134,6 +135,13 @@ struct Ftl::Impl {
   std::vector<uint8_t> slot_busy;  // per stage slot: owned by a row until its parity lands
   bool stage_posted = false;
   bool shutdown_parity_done = false;
+  // FlashBack checkpoint after a die failure (see RequestCheckpoint).
+  bool serving = false;        // attach is done: die failures from now on ask for one
+  uint32_t ckpt_asked = 0;     // requests so far
+  uint32_t ckpt_written = 0;   // requests the last completed checkpoint answered
+  bool ckpt_quiesce = false;   // append points closed: no LEB opens until it is written
+  bool ckpt_writing = false;
+  bool CheckpointWanted() const { return ckpt_asked != ckpt_written; }
 
   explicit Impl(Ftl& ftl) : f(ftl) {
     const uint64_t bytes =
@@ -649,6 +657,7 @@ struct Ftl::Impl {
   // that did not answer.
   void DeclareDieFailed(uint32_t d) {
     die_failed[d] = 1;
+    if (serving && parity_on) ++ckpt_asked;
     Event(fmt::format("FlashBack substitution active: die {} failed; {}", d,
                       parity_on ? "rebuilding its data from parity"
                                 : "this format has no parity: its data is lost"));
@@ -684,6 +693,7 @@ struct Ftl::Impl {
         CloseLeb(*ap);
       }
       MaybeGroom();
+      CheckCheckpoint();
     });
     // Rows whose parity was to go to this die can get none: their members (on live dies)
     // are as safe as they can be.
@@ -790,6 +800,7 @@ struct Ftl::Impl {
   bool NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint32_t* page) {
     for (;;) {
       if (ap.leb == nullptr) {
+        if (ckpt_quiesce) return false;  // a checkpoint needs every LEB closed
         if (!ap.gc && f.lebs_.free_count() <= f.opts_.gc_reserve_lebs) return false;
         Leb* l = f.lebs_.PickFree();
         if (l == nullptr) return false;
@@ -874,6 +885,7 @@ struct Ftl::Impl {
             l.good[d] = 0;  // its programs fail too and are rewritten elsewhere
           }
           if (--left->first == 0 && left->second) l.stale_seq = 0;  // nothing stale left
+          MaybeWriteSummary(l);  // closed early (a checkpoint) before its erases were done
         });
       }
       ++l.erase_count;
@@ -1015,9 +1027,17 @@ struct Ftl::Impl {
   }
 
   void Submit(PageBuf* b) {
+    Leb& l = f.lebs_.leb(b->leb);
+    // A row that ended short of its last member (a die left the LEB after the row began,
+    // and the summary written at close goes on in the next row) gets its parity page
+    // first: its members would otherwise wait for cover for ever, and each die's pages
+    // must be programmed in order.
+    if (l.par && b->type != f::PageType::kParity && l.par->row != UINT32_MAX &&
+        l.par->row != b->page && !l.par->submitted) {
+      SubmitParity(l);
+    }
     b->seq = f.next_seq_++;
     b->submitted = true;
-    Leb& l = f.lebs_.leb(b->leb);
     if (l.open_seq == 0) l.open_seq = b->seq;
     // Header.
     auto* h = reinterpret_cast<f::PageHeader*>(b->meta.data());
@@ -1265,6 +1285,7 @@ struct Ftl::Impl {
     MaybeWriteSummary(l);
     MaybeGroom();
     if (shutting_down) CheckShutdown();
+    CheckCheckpoint();
   }
 
   // A failed page: its live sectors (and trim records) go to a new page. Writes not yet
@@ -1549,7 +1570,7 @@ struct Ftl::Impl {
 
   // --- groomer ---
   void MaybeGroom() {
-    if (victim != nullptr || shutting_down || device_lost) return;
+    if (victim != nullptr || shutting_down || device_lost || CheckpointWanted()) return;
     const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
     // Rebuild goes first, but when space is short every other victim is groomed for
     // space, so host writes are not starved while rebuild victims (nearly full) free
@@ -1633,7 +1654,10 @@ struct Ftl::Impl {
   }
 
   void FailStuckWrites() {
-    if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) || device_lost) return;
+    if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) || device_lost ||
+        CheckpointWanted()) {
+      return;
+    }
     RunPending();
     if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) ||
         f.lebs_.free_count() > f.opts_.gc_reserve_lebs) {
@@ -1954,14 +1978,76 @@ struct Ftl::Impl {
         groom_waiters.clear();
       }
       if (shutting_down) CheckShutdown();
+      CheckCheckpoint();
     });
+  }
+
+  // --- checkpoint after a die failure ---
+  // Recovery after a power cut starts from the base checkpoint and reads the LEBs opened
+  // since. A LEB whose stripes include a failed die cannot have a page rebuilt once a
+  // second die of the same stripe fails: if that LEB were read by a scan, the sectors of
+  // such a page (its header gone) would silently fall back to older copies. So once a
+  // die is declared failed, a checkpoint is written: every LEB formed with the die is
+  // then older than the base, its sectors are in the base's map, and a page lost to a
+  // second failure reads as an I/O error, after any number of power cuts.
+  // The checkpoint must describe flash exactly: the groomer finishes its victim and picks
+  // no other, both append points close their LEBs (host writes wait in `pending`; reads
+  // go on), every page in flight completes, and then the record is written (to the
+  // metadata LEB not holding the current base). Writes stall for that long, once per
+  // failure. A cut before it completes leaves the previous base in force (the window
+  // docs/flashback.md describes).
+  void CheckCheckpoint() {
+    if (!CheckpointWanted() || ckpt_writing || device_lost || shutting_down) return;
+    if (victim != nullptr) return;  // finishing; MaybeGroom picks none while one is wanted
+    if (!ckpt_quiesce) {
+      ckpt_quiesce = true;
+      for (AppendPoint* ap : {&host, &gcap}) {
+        SubmitOpen(*ap);
+        if (ap->leb != nullptr) CloseLeb(*ap);
+      }
+    }
+    if (!pages.empty()) return;
+    ckpt_writing = true;
+    const uint32_t answers = ckpt_asked;
+    const uint64_t seq = f.next_seq_;
+    const uint32_t target = f.meta_leb_ == 0 ? 1 : 0;
+    const TimeNs t0 = f.clock_.Now();
+    f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint),
+                      [this, answers, seq, target, t0](Status s) {
+      ckpt_writing = false;
+      ckpt_quiesce = false;
+      ckpt_written = answers;
+      if (s.ok()) {
+        f.base_ckpt_seq_ = seq;
+        f.base_ckpt_leb_ = target;
+        ++f.stats_.failure_checkpoints;
+        Event(fmt::format("FlashBack: checkpoint written after the die failure ({} us of held "
+                          "writes); data of the stripes it broke is now found from it",
+                          (f.clock_.Now() - t0) / kUs));
+      } else if (!device_lost) {
+        Logger("ftl")->warn("checkpoint after the die failure failed: {}", s.ToString());
+      }
+      RunPending();
+      MaybeGroom();
+      if (shutting_down) return CheckShutdown();
+      CheckCheckpoint();  // another failure meanwhile
+    });
+  }
+  // Shutdown writes its own checkpoint: a pending one is dropped (unless being written).
+  void DropCheckpoint() {
+    if (ckpt_writing) return;
+    ckpt_written = ckpt_asked;
+    if (ckpt_quiesce) {
+      ckpt_quiesce = false;
+      RunPending();
+    }
   }
 
   // --- shutdown ---
   Done shutdown_done;
   void CheckShutdown() {
     if (!shutting_down || !shutdown_done) return;
-    if (victim != nullptr || !pending.empty()) return;
+    if (victim != nullptr || !pending.empty() || ckpt_writing) return;
     if (!rewrite_backlog.empty()) {
       if (DrainRewrites()) return CheckShutdown();
       // No room and nothing being groomed (an uncovered page reads as it is).
