@@ -22,6 +22,16 @@
 namespace vsl::testing {
 namespace {
 
+// VSL_TRACE_LBA=<lba>: every answer the model gets for that sector, on stderr (the FTL
+// traces the same sector's pages).
+uint64_t TraceLba() {
+  static const uint64_t t = [] {
+    const char* e = std::getenv("VSL_TRACE_LBA");
+    return e ? std::strtoull(e, nullptr, 10) : UINT64_MAX;
+  }();
+  return t;
+}
+
 int Seeds(int dflt) {
   const char* e = std::getenv("VSL_SEEDS");
   return e ? std::atoi(e) : dflt;
@@ -61,6 +71,10 @@ class FtlModelTest : public FtlFixture {
     --unanswered_;
     for (uint32_t i = 0; i < n; ++i) {
       SectorModel& m = model_[lba + i];
+      if (TraceLba() == lba + i) {
+        std::fprintf(stderr, "trace t=%lld model: issue %llu version %llu %s\n", static_cast<long long>(clock_.Now()),
+                     static_cast<unsigned long long>(issue), static_cast<unsigned long long>(version), s.ToString().c_str());
+      }
       if (s.ok()) {
         m.inflight.erase(issue);
         if (issue > m.acked_issue) {

@@ -165,6 +165,10 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
     return Reject(std::move(done), s);
   }
   stats_.host_read_sectors += count;
+  ReadMapped(lba, count, out, std::move(done));
+}
+
+void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
   struct ReadCtx {
     uint32_t remaining = 1;
     Status status;
@@ -186,7 +190,7 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
   auto RetryMoved = [this, rc, finish](uint64_t sector, Psa was, uint8_t* dst) {
     if (map_.Get(sector) == was) return false;
     ++rc->remaining;
-    Read(sector, 1, dst, [rc, finish](Status s) mutable {
+    ReadMapped(sector, 1, dst, [rc, finish](Status s) mutable {
       if (!s.ok()) rc->status = s;
       finish();
     });

@@ -221,6 +221,8 @@ class Ftl {
   // Rebuilds state from page headers. With `after_seq` > 0 (a checkpoint of that seq is
   // already loaded), only LEBs whose first row was written after it are read.
   void Scan(uint64_t after_seq, Function<void(Status)> done);
+  // Read of a checked request (also a read retried after its sector moved: counted once).
+  void ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done);
   void CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta, const std::vector<uint8_t>& ok,
                           const std::vector<uint8_t>& skipped, uint64_t after_seq);
   // Reads the summary of closed LEB `leb`: `done` gets its grid (one entry per page

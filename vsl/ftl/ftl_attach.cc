@@ -175,6 +175,7 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
     for (uint64_t lba = 0; lba < h.map_entries; ++lba) {
       Psa p;
       std::memcpy(&p, in.data() + off + lba * sizeof(Psa), sizeof(Psa));
+      if (lba == Impl::TraceLba()) fmt::print(stderr, "trace checkpoint maps it to psa {}\n", p);
       if (p == kUnmapped) continue;
       if (p >= max_psa || p / (geo_.dies_per_pipe() * geo_.pages_per_block * spp_) < kMetaLebs) {
         return Status::Corruption(fmt::format("checkpoint maps sector {} outside the data area", lba));
@@ -644,6 +645,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
         finish(Status::Ok());
       } else {
         raw->attach_.checkpoint_plus_scan = scan_after != 0;
+        if (Impl::TraceLba() != UINT64_MAX) fmt::print(stderr, "trace attach scans after seq {}\n", scan_after);
         raw->Scan(scan_after, std::move(finish));
       }
     };

@@ -886,6 +886,7 @@ struct Ftl::Impl {
           }
           if (--left->first == 0 && left->second) l.stale_seq = 0;  // nothing stale left
           MaybeWriteSummary(l);  // closed early (a checkpoint) before its erases were done
+          CheckCheckpoint();
         });
       }
       ++l.erase_count;
@@ -1229,6 +1230,11 @@ struct Ftl::Impl {
     b->durable = true;
     Unpin(b);
     inflight_seqs.erase(b->seq);
+    if (!failed_trims.empty()) {
+      uint64_t newest = 0;
+      for (const auto& t : failed_trims) newest = std::max(newest, t.seq);
+      if (inflight_seqs.empty() || *inflight_seqs.begin() > newest) failed_trims.clear();
+    }
     if (b->victim != nullptr) {
       --victim_refs;
       b->victim = nullptr;
@@ -1294,13 +1300,17 @@ struct Ftl::Impl {
     if (b->type == f::PageType::kTrim) {
       auto& tp = f.lebs_.leb(b->leb).trim_pages;
       tp.erase(std::remove(tp.begin(), tp.end(), b->page * D() + b->die), tp.end());
-      PageBuf* nb = NewPage(host, f::PageType::kTrim);
-      if (nb == nullptr) nb = NewPage(gcap, f::PageType::kTrim);
-      if (nb == nullptr) return FailWaiters(b);
-      nb->trims = b->trims;
-      nb->waiters = std::move(b->waiters);
+      if (!RetryTrim(b->trims, b->waiters)) {
+        // Held while a checkpoint has every LEB closed: written once it is done.
+        if (ckpt_quiesce && !device_lost) {
+          deferred_trims.push_back({b->trims, std::move(b->waiters)});
+          b->waiters.clear();
+          MarkDurable(b);
+          return;
+        }
+        return FailWaiters(b);
+      }
       b->waiters.clear();
-      Submit(nb);
       MarkDurable(b);
       return;
     }
@@ -1312,7 +1322,27 @@ struct Ftl::Impl {
       const uint64_t lba = b->lbas[s];
       if (lba == f::kNoLba) continue;
       if (f.map_.Get(lba) != MakePsa(b->leb, b->die, b->page, s)) {
+        if (f.map_.Get(lba) == kUnmapped && InFailedTrim(lba, b->seq)) {
+          // Trimmed after this write, and that trim never reached flash: neither did
+          // this write.
+          for (WriteCtx* w : waiters) {
+            w->status = Status::IOError("write could not be stored, and the trim after it failed");
+          }
+        }
         AddSupersedingHolders(lba, b, targets);
+        // Or a trim held back by a checkpoint: the writes wait for it to be stored.
+        if (f.map_.Get(lba) == kUnmapped) {
+          for (DeferredTrim& t : deferred_trims) {
+            bool hit = false;
+            for (const auto& r : t.trims) hit = hit || lba - r.lba < r.count;
+            if (!hit) continue;
+            for (WriteCtx* w : waiters) {
+              if (std::find(t.waiters.begin(), t.waiters.end(), w) != t.waiters.end()) continue;
+              ++w->remaining;
+              t.waiters.push_back(w);
+            }
+          }
+        }
         // The newer state may itself be waiting for room to be rewritten.
         for (RewriteJob& j : rewrite_backlog) {
           if (j.lba != lba || f.map_.Get(lba) != j.from) continue;
@@ -1364,6 +1394,46 @@ struct Ftl::Impl {
     }
     for (WriteCtx* w : waiters) Ack(w);
     MarkDurable(b);
+  }
+
+  // Puts trim records `trims` (of a page that failed) on a new page, its writes waiting
+  // there; false when no page position can be had now.
+  bool RetryTrim(const std::vector<f::TrimRecord>& trims, std::vector<WriteCtx*>& waiters) {
+    PageBuf* nb = NewPage(host, f::PageType::kTrim);
+    if (nb == nullptr) nb = NewPage(gcap, f::PageType::kTrim);
+    if (nb == nullptr) return false;
+    nb->trims = trims;
+    nb->waiters = std::move(waiters);
+    waiters.clear();
+    Submit(nb);
+    return true;
+  }
+  struct DeferredTrim {
+    std::vector<f::TrimRecord> trims;
+    std::vector<WriteCtx*> waiters;
+  };
+  std::vector<DeferredTrim> deferred_trims;  // failed trim pages held by a checkpoint
+  void RunDeferredTrims() {
+    std::vector<DeferredTrim> todo;
+    todo.swap(deferred_trims);
+    for (DeferredTrim& t : todo) {
+      if (device_lost || !RetryTrim(t.trims, t.waiters)) {
+        for (WriteCtx* c : t.waiters) {
+          c->status = Status::IOError("trim could not be stored (power lost or no room)");
+          Ack(c);
+        }
+      }
+    }
+  }
+  // Trim records whose page failed and could not be written again: until every page
+  // older than them is done, a failed older write of those sectors (superseded by the
+  // trim in the map, with nothing durable after it) must fail too, not be acknowledged.
+  std::vector<f::TrimRecord> failed_trims;
+  bool InFailedTrim(uint64_t lba, uint64_t after_seq) const {
+    for (const auto& t : failed_trims) {
+      if (lba - t.lba < t.count && t.seq > after_seq) return true;
+    }
+    return false;
   }
 
   // `lba` was written again or trimmed after a write now being rewritten: that write's
@@ -1461,6 +1531,9 @@ struct Ftl::Impl {
   }
 
   void FailWaiters(PageBuf* b) {
+    if (b->type == f::PageType::kTrim && !device_lost) {
+      failed_trims.insert(failed_trims.end(), b->trims.begin(), b->trims.end());
+    }
     RevertPage(b);
     for (WriteCtx* c : b->waiters) {
       c->status = Status::IOError("write could not be stored (power lost or no room)");
@@ -2007,6 +2080,13 @@ struct Ftl::Impl {
       }
     }
     if (!pages.empty()) return;
+    // A closed LEB's summary is written once its erases and programs are done: it must be
+    // on flash before the record (a summary newer than the base would make a scan take
+    // the LEB for one opened after it).
+    for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+      const Leb& l = f.lebs_.leb(i);
+      if (l.summary_due || l.inflight != 0) return;
+    }
     ckpt_writing = true;
     const uint32_t answers = ckpt_asked;
     const uint64_t seq = f.next_seq_;
@@ -2027,6 +2107,7 @@ struct Ftl::Impl {
       } else if (!device_lost) {
         Logger("ftl")->warn("checkpoint after the die failure failed: {}", s.ToString());
       }
+      RunDeferredTrims();
       RunPending();
       MaybeGroom();
       if (shutting_down) return CheckShutdown();
@@ -2039,6 +2120,7 @@ struct Ftl::Impl {
     ckpt_written = ckpt_asked;
     if (ckpt_quiesce) {
       ckpt_quiesce = false;
+      RunDeferredTrims();
       RunPending();
     }
   }
