@@ -1,4 +1,5 @@
 #include "vsl/simcard/sim_card.h"
+#include "vsl/core/check.h"
 
 #include <sys/stat.h>
 
@@ -80,7 +81,13 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
     card->images_.push_back(std::move(img));
   }
   card->timing_ = opts.null_timing ? Timing::Null() : card->profile_.timing;
-  card->link_free_.assign(card->geometry_.controllers, clock.Now());
+  const uint32_t pipes = card->geometry_.controllers * card->geometry_.pipes_per_controller;
+  if (!opts.pipe_clocks.empty() && opts.pipe_clocks.size() != pipes) {
+    return Status::InvalidArgument(fmt::format("{} pipe clocks for a card of {} pipes",
+                                               opts.pipe_clocks.size(), pipes));
+  }
+  card->links_ = std::make_unique<Link[]>(card->geometry_.controllers);
+  for (uint32_t c = 0; c < card->geometry_.controllers; ++c) card->links_[c].free_at = clock.Now();
   for (auto& img : card->images_) {
     auto& st = img->state();
     if (st.attached != 0) ++st.unsafe_power_offs;
@@ -91,7 +98,9 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   Rng rng(opts.seed);
   for (uint32_t c = 0; c < card->geometry_.controllers; ++c) {
     for (uint32_t p = 0; p < card->geometry_.pipes_per_controller; ++p) {
-      card->pipes_.push_back(std::make_unique<SimPipe>(*card, c, p, rng.Fork(c * 2 + p).Next()));
+      const uint32_t index = c * card->geometry_.pipes_per_controller + p;
+      Clock& pc = opts.pipe_clocks.empty() ? clock : *opts.pipe_clocks[index];
+      card->pipes_.push_back(std::make_unique<SimPipe>(*card, pc, c, p, rng.Fork(c * 2 + p).Next()));
     }
   }
   return card;
@@ -112,7 +121,15 @@ nand::PlpState SimCard::plp_state() const {
   return static_cast<nand::PlpState>(images_[0]->state().plp_state);
 }
 
+TimeNs SimCard::TakeLink(uint32_t controller, TimeNs now, uint64_t bytes) {
+  Link& l = links_[controller];
+  std::lock_guard<std::mutex> lock(l.mu);
+  l.free_at = std::max(now, l.free_at) + TransferNs(bytes, timing_.link_bytes_per_sec);
+  return l.free_at;
+}
+
 void SimCard::SetPlpState(nand::PlpState state) {
+  VSL_CHECK(single_clock(), "SetPlpState needs the card on one clock");
   for (auto& img : images_) {
     img->state().plp_state = static_cast<uint8_t>(state);
     (void)img->SyncState();
@@ -120,6 +137,7 @@ void SimCard::SetPlpState(nand::PlpState state) {
 }
 
 void SimCard::PowerCut() {
+  VSL_CHECK(single_clock(), "PowerCut needs the card on one clock");
   if (!powered_) return;
   const DurNs budget =
       plp_state() == nand::PlpState::kHealthy ? profile_.plp.holdup_ns : 0;
@@ -130,6 +148,7 @@ void SimCard::PowerCut() {
 }
 
 void SimCard::PowerOn() {
+  VSL_CHECK(single_clock(), "PowerOn needs the card on one clock");
   if (powered_) return;
   powered_ = true;
   for (auto& img : images_) {
@@ -138,7 +157,7 @@ void SimCard::PowerOn() {
     ++st.power_on_count;
     (void)img->SyncState();
   }
-  for (auto& l : link_free_) l = clock_.Now();
+  for (uint32_t c = 0; c < geometry_.controllers; ++c) links_[c].free_at = clock_.Now();
   for (auto& p : pipes_) p->PowerOn();
 }
 

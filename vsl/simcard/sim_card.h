@@ -10,11 +10,15 @@
 // Time: everything is scheduled on the Clock the card is given. With a VirtualClock the
 // card runs in virtual time (deterministic from the clock's and the card's seeds); with a
 // RealClock it is paced in real time; with null timing every operation completes at once
-// (for measuring the host's CPU cost). All calls must be made on the clock's thread.
+// (for measuring the host's CPU cost). All calls must be made on the clock's thread; a
+// card opened with a clock per pipe (SimCardOptions::pipe_clocks) takes each pipe's calls
+// on that pipe's clock's thread.
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +40,12 @@ struct SimCardOptions {
   // Replaces the profile's reliability model, e.g. to run a campaign with no random
   // program or erase failures (one injected fault at a time).
   std::optional<Reliability> reliability;
+  // Per pipe (indexed as pipe()): the clock that pipe runs on, for a card whose pipes are
+  // served by engines on their own threads (each pipe's commands, completions and fault
+  // injections then belong to that clock's thread). Empty: every pipe on the card's
+  // clock. The pipes of a controller share its host link (under a lock); PowerCut,
+  // PowerOn and SetPlpState act on every pipe at once and need a single clock.
+  std::vector<Clock*> pipe_clocks;
 };
 
 struct CreateOptions {
@@ -145,8 +155,16 @@ class SimCard {
   Timing timing_;
   std::vector<std::unique_ptr<ControllerImage>> images_;
   std::vector<std::unique_ptr<SimPipe>> pipes_;
-  std::vector<TimeNs> link_free_;  // per controller: when its host link is next free
-  bool powered_ = true;
+  // Per controller: when its host link is next free (its pipes may run on two threads).
+  struct Link {
+    std::mutex mu;
+    TimeNs free_at = 0;
+  };
+  std::unique_ptr<Link[]> links_;
+  // Takes `bytes` of the controller's host link from `now` on; returns when they are over.
+  TimeNs TakeLink(uint32_t controller, TimeNs now, uint64_t bytes);
+  bool single_clock() const { return opts_.pipe_clocks.empty(); }
+  std::atomic<bool> powered_{true};
 };
 
 }  // namespace vsl::simcard

@@ -1,5 +1,5 @@
 // SimPipe: one pipe of the simulated card (internal to the simcard module).
-// Owned by the card's engine (its clock's thread); see sim_card.h for the model.
+// Owned by its clock's thread (the card's, or its own); see sim_card.h for the model.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +49,7 @@ using OpList = bi::list<Op, bi::base_hook<AllHook>, bi::constant_time_size<true>
 
 class SimPipe final : public nand::FlashPipe {
  public:
-  SimPipe(SimCard& card, uint32_t controller, uint32_t pipe_in_ctrl, uint64_t seed);
+  SimPipe(SimCard& card, Clock& clock, uint32_t controller, uint32_t pipe_in_ctrl, uint64_t seed);
   ~SimPipe() override;
 
   const nand::PipeTopology& topology() const override { return topology_; }
@@ -127,7 +127,7 @@ class SimPipe final : public nand::FlashPipe {
   nand::FlashStatus DoRead(Op* op, uint32_t* corrected);
   void AbortDie(uint32_t die);
   bool DieFailed(uint32_t die) const;
-  TimeNs Now() const { return card_.clock_.Now(); }
+  TimeNs Now() const { return clock_.Now(); }
   ControllerImage& image() { return *card_.images_[controller_]; }
   const ControllerImage& image() const { return *card_.images_[controller_]; }
   static std::tuple<uint32_t, uint32_t, uint32_t> Key(const nand::Ppa& p) {
@@ -138,6 +138,7 @@ class SimPipe final : public nand::FlashPipe {
   DurNs EraseCostNs() const;
 
   SimCard& card_;
+  Clock& clock_;  // this pipe's (SimCardOptions::pipe_clocks) or the card's
   const uint32_t controller_;
   const uint32_t first_die_;  // this pipe's first die in the controller image
   nand::PipeTopology topology_;
