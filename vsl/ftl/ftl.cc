@@ -72,6 +72,8 @@ FlashBackStatus Ftl::flashback_status() const {
   return st;
 }
 
+bool Ftl::Quiescent() const { return impl_->scheduled == 0; }
+
 bool Ftl::idle() const {
   return impl_->pages.empty() && impl_->victim == nullptr && impl_->pending.empty();
 }
@@ -106,7 +108,7 @@ Status Ftl::CheckRequest(const char* what, uint64_t lba, uint64_t count, const v
 }
 
 void Ftl::Reject(Done done, Status s) {
-  clock_.Post([d = std::move(done), s]() mutable { d(s); });
+  impl_->Post([d = std::move(done), s]() mutable { d(s); });
 }
 
 void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Done done) {
@@ -157,7 +159,7 @@ void Ftl::Flush(Done done) {
   // Everything acknowledged so far was in a page submitted before now.
   const uint64_t watermark = next_seq_ - 1;
   impl_->flush_waiters.push_back({watermark, std::move(done)});
-  clock_.Post([this] { impl_->CheckFlushWaiters(); });
+  impl_->Post([this] { impl_->CheckFlushWaiters(); });
 }
 
 void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
@@ -280,7 +282,7 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
                });
     i += n;
   }
-  clock_.Post(finish);
+  impl_->Post(finish);
 }
 
 void Ftl::Shutdown(Done done) {
@@ -289,7 +291,7 @@ void Ftl::Shutdown(Done done) {
   impl_->SubmitOpen(impl_->host);
   impl_->SubmitOpen(impl_->gcap);
   impl_->shutdown_done = std::move(done);
-  clock_.Post([this] { impl_->CheckShutdown(); });
+  impl_->Post([this] { impl_->CheckShutdown(); });
 }
 
 void Ftl::TEST_ForceGroom(Done done) {

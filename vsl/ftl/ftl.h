@@ -195,6 +195,10 @@ class Ftl {
   uint64_t leb_data_sectors() const;
   uint32_t epoch() const { return epoch_; }
   bool idle() const;
+  // No task of this FTL is scheduled on its clock. With no flash command of its pipe
+  // outstanding either, nothing refers to the FTL any more: it may then be destroyed
+  // without Shutdown (what a crash of its LUN leaves; recovery is the next attach).
+  bool Quiescent() const;
   FlashBackStatus flashback_status() const;
 
   // Test hooks.

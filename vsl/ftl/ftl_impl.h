@@ -154,6 +154,26 @@ struct Ftl::Impl {
     slot_busy.assign(f.pipe_.stage_slots(), 0);
   }
 
+  // Every task the FTL schedules on its clock goes through these, so the owner can tell
+  // when none is left (Ftl::Quiescent) before it destroys an FTL that did not shut down.
+  uint64_t scheduled = 0;
+  template <typename Fn>
+  void Post(Fn fn) {
+    ++scheduled;
+    f.clock_.Post([this, fn = std::move(fn)]() mutable {
+      --scheduled;
+      fn();
+    });
+  }
+  template <typename Fn>
+  void After(DurNs d, Fn fn) {
+    ++scheduled;
+    f.clock_.After(d, [this, fn = std::move(fn)]() mutable {
+      --scheduled;
+      fn();
+    });
+  }
+
   void Event(std::string e) {
     Logger("ftl")->warn("{}", e);
     events.push_back(std::move(e));
@@ -368,7 +388,7 @@ struct Ftl::Impl {
   void ScheduleStage() {
     if (stage_posted) return;
     stage_posted = true;
-    f.clock_.Post([this] {
+    Post([this] {
       stage_posted = false;
       StageRows();
     });
@@ -536,7 +556,7 @@ struct Ftl::Impl {
                      finish();
                    });
     }
-    f.clock_.Post(finish);
+    Post(finish);
   }
 
   // Sectors of a rebuilt page that are still current go to the groomer's append point,
@@ -684,7 +704,7 @@ struct Ftl::Impl {
     // scan reads them page by page; a summary placed mid-row would break the dies' page
     // order), and join the rebuild instead of waiting to fill. Done at the engine's next
     // turn, not inside whatever completion declared the failure.
-    f.clock_.Post([this] {
+    Post([this] {
       for (AppendPoint* ap : {&host, &gcap}) {
         if (ap->leb == nullptr || !ap->leb->unprotected || device_lost || shutting_down) continue;
         SubmitOpen(*ap);
@@ -975,9 +995,9 @@ struct Ftl::Impl {
           if (ap.open == b) SubmitOpen(ap);
         };
         if (open_writes > 1 || pending.size() > 1) {
-          f.clock_.After(f.opts_.pad_delay_ns, flush);
+          After(f.opts_.pad_delay_ns, flush);
         } else {
-          f.clock_.Post(flush);
+          Post(flush);
         }
       }
     }
@@ -1120,7 +1140,7 @@ struct Ftl::Impl {
     if (!l.par || l.par->submitted || f.opts_.partial_parity_delay_ns == 0) return;
     const uint64_t mask = l.par->mask;
     const uint32_t leb = l.index;
-    f.clock_.After(f.opts_.partial_parity_delay_ns, [this, leb, row, mask] {
+    After(f.opts_.partial_parity_delay_ns, [this, leb, row, mask] {
       for (AppendPoint* ap : {&host, &gcap}) {
         if (ap->leb != nullptr && ap->leb->index == leb) ProtectPartialRow(*ap, row, mask);
       }
@@ -1525,7 +1545,7 @@ struct Ftl::Impl {
     }
     std::vector<Function<void()>> w;
     w.swap(backlog_waiters);
-    f.clock_.Post([w = std::move(w)]() mutable {
+    Post([w = std::move(w)]() mutable {
       for (auto& fn : w) fn();
     });
   }
@@ -1677,7 +1697,7 @@ struct Ftl::Impl {
       }
     }
     if (v == nullptr) {
-      if (need) f.clock_.Post([this] { FailStuckWrites(); });
+      if (need) Post([this] { FailStuckWrites(); });
       for (auto& w : groom_waiters) w(Status::Ok());
       groom_waiters.clear();
       return;
@@ -1948,7 +1968,7 @@ struct Ftl::Impl {
       ++f.stats_.gc_write_sectors;
       credits += credit_ratio;
       if (!pending.empty() && credits >= 1) {
-        f.clock_.Post([this] { RunPending(); });
+        Post([this] { RunPending(); });
       }
     }
   }
@@ -2042,7 +2062,7 @@ struct Ftl::Impl {
       for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
     }
     victim = nullptr;
-    f.clock_.Post([this] {
+    Post([this] {
       RunPending();
       MaybeGroom();
       if (victim == nullptr) RunBacklogWaiters();  // the groomer is done: no more room
