@@ -78,7 +78,11 @@ struct ImageState {
   uint64_t unsafe_power_offs;    // power cuts and opens that found the card not closed
   uint32_t attached;             // 1 while a simulator has the image open
   uint8_t plp_state;             // nand::PlpState
-  uint8_t reserved0[3];
+  // The controller's pipe mode, kept like a register in its configuration flash:
+  // 0 dual pipe (each pipe its own LUN), 1 single pipe (one LUN over both pipes).
+  // Written by the VSL at format (card layer); zero in images of minor version 0.
+  uint8_t pipe_mode;
+  uint8_t reserved0[2];
   uint64_t reserved[5];
   uint32_t pad;
   uint32_t crc;                  // CRC32C of this record with this field zero

@@ -121,6 +121,39 @@ nand::PlpState SimCard::plp_state() const {
   return static_cast<nand::PlpState>(images_[0]->state().plp_state);
 }
 
+uint8_t SimCard::pipe_mode(uint32_t controller) const {
+  return images_.at(controller)->state().pipe_mode;
+}
+
+Status SimCard::SetPipeMode(uint32_t controller, uint8_t mode) {
+  if (controller >= images_.size()) {
+    return Status::InvalidArgument(fmt::format("no controller {}", controller));
+  }
+  if (mode > 1) return Status::InvalidArgument(fmt::format("no pipe mode {}", mode));
+  images_[controller]->state().pipe_mode = mode;
+  return images_[controller]->SyncState();
+}
+
+Status SimCard::RebindPipe(uint32_t index, Clock& clock) {
+  if (index >= pipes_.size()) return Status::InvalidArgument(fmt::format("no pipe {}", index));
+  if (pipes_[index]->busy()) {
+    return Status::FailedPrecondition(fmt::format("pipe {} has commands outstanding", index));
+  }
+  pipes_[index]->Rebind(clock);
+  if (!opts_.pipe_clocks.empty()) opts_.pipe_clocks[index] = &clock;
+  return Status::Ok();
+}
+
+Result<std::vector<uint8_t>> SimCard::ProbePipeModes(const std::string& dir) {
+  VSL_ASSIGN_OR_RETURN(auto first, ControllerImage::Open(ImagePath(dir, 0)));
+  std::vector<uint8_t> modes{first->state().pipe_mode};
+  for (uint32_t c = 1; c < first->geometry().controllers; ++c) {
+    VSL_ASSIGN_OR_RETURN(auto img, ControllerImage::Open(ImagePath(dir, c)));
+    modes.push_back(img->state().pipe_mode);
+  }
+  return modes;
+}
+
 TimeNs SimCard::TakeLink(uint32_t controller, TimeNs now, uint64_t bytes) {
   Link& l = links_[controller];
   std::lock_guard<std::mutex> lock(l.mu);

@@ -132,6 +132,18 @@ class SimCard {
   void SetPlpState(nand::PlpState state);
   nand::PlpState plp_state() const;
 
+  // --- Controller configuration ---
+  // The pipe mode register of `controller` (image_format.h ImageState::pipe_mode), kept
+  // across power cycles. Set it only while none of the controller's pipes is in use.
+  uint8_t pipe_mode(uint32_t controller) const;
+  Status SetPipeMode(uint32_t controller, uint8_t mode);
+  // Moves pipe `index` onto `clock` (e.g. both pipes of a controller onto one engine in
+  // single-pipe mode). The pipe must have nothing outstanding.
+  Status RebindPipe(uint32_t index, Clock& clock);
+  // Reads the pipe modes of the card in `dir` without opening it (no power-on counted):
+  // what a host needs to know before it lays out its engines.
+  static Result<std::vector<uint8_t>> ProbePipeModes(const std::string& dir);
+
   // --- Fault injection (persistent where the real fault would be) ---
   void InjectDieFailure(uint32_t pipe, uint32_t die);
   void InjectProgramFail(uint32_t pipe, nand::Ppa ppa);            // next program there fails

@@ -16,7 +16,7 @@ using format::PageState;
 SimPipe::SimPipe(SimCard& card, Clock& clock, uint32_t controller, uint32_t pipe_in_ctrl,
                  uint64_t seed)
     : card_(card),
-      clock_(clock),
+      clock_(&clock),
       controller_(controller),
       first_die_(pipe_in_ctrl * card.geometry_.dies_per_pipe()),
       g_(card.geometry_),
@@ -108,14 +108,14 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
   Completion c{status, corrected, op->submit_ns, Now()};
   FlashCallback cb = std::move(op->done);
   FreeOp(op);
-  clock_.Post([cb = std::move(cb), c]() mutable { cb(c); });
+  clock_->Post([cb = std::move(cb), c]() mutable { cb(c); });
 }
 
 void SimPipe::Reject(FlashCallback done, FlashStatus status) {
   if (status == FlashStatus::kInvalidAddress) ++stats_.invalid_address;
   if (status == FlashStatus::kAborted) ++stats_.aborted;
   Completion c{status, 0, Now(), Now()};
-  clock_.Post([cb = std::move(done), c]() mutable { cb(c); });
+  clock_->Post([cb = std::move(done), c]() mutable { cb(c); });
 }
 
 bool SimPipe::ValidPpa(const nand::Ppa& p) const {
@@ -261,7 +261,7 @@ bool SimPipe::TryAdmit(Op* op) {
   const TimeNs link =
       card_.TakeLink(controller_, now, uint64_t{g_.page_data_bytes} + g_.meta_bytes_per_page());
   const uint64_t serial = op->serial;
-  clock_.At(link, [this, op, serial] {
+  clock_->At(link, [this, op, serial] {
     if (op->serial != serial) return;
     if (!op->slot) op->slot = std::make_unique<uint8_t[]>(scratch_.size());
     uint8_t* s = op->slot.get();
@@ -367,7 +367,7 @@ void SimPipe::TimeOutStage(Op* op) {
   op->accepted.Reset();
   op->serial = next_serial_++;  // a landing still in flight is void
   const uint64_t serial = op->serial;
-  clock_.After(t_.die_timeout_ns, [this, op, serial] {
+  clock_->After(t_.die_timeout_ns, [this, op, serial] {
     if (op->serial == serial) Complete(op, FlashStatus::kDieTimeout);
   });
 }
@@ -420,7 +420,7 @@ void SimPipe::TryStartDie(uint32_t die) {
       ReleaseBudget(op);
       op->admitted = false;
       const uint64_t serial = op->serial;
-      clock_.After(t_.die_timeout_ns, [this, op, serial] {
+      clock_->After(t_.die_timeout_ns, [this, op, serial] {
         if (op->serial == serial) Complete(op, FlashStatus::kDieTimeout);
       });
     }
@@ -444,7 +444,7 @@ void SimPipe::StartRead(Op* op) {
   op->array_end_ns = ch.bus_free + t_.t_read_ns;
   dies_[op->ppa.die].busy_until = op->array_end_ns;
   const uint64_t serial = op->serial;
-  clock_.At(op->array_end_ns, [this, op, serial] { ReadDataOut(op, serial); });
+  clock_->At(op->array_end_ns, [this, op, serial] { ReadDataOut(op, serial); });
 }
 
 void SimPipe::ReadDataOut(Op* op, uint64_t serial) {
@@ -455,7 +455,7 @@ void SimPipe::ReadDataOut(Op* op, uint64_t serial) {
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + TransferNs(bytes, t_.bus_bytes_per_sec);
   dies_[op->ppa.die].busy_until = ch.bus_free;
-  clock_.At(ch.bus_free, [this, op, serial] { ReadFinish(op, serial); });
+  clock_->At(ch.bus_free, [this, op, serial] { ReadFinish(op, serial); });
 }
 
 void SimPipe::ReadFinish(Op* op, uint64_t serial) {
@@ -471,7 +471,7 @@ void SimPipe::ReadFinish(Op* op, uint64_t serial) {
                               (op->meta != nullptr ? g_.meta_bytes_per_page() : 0);
   stats_.bytes_read += host_bytes;
   const TimeNs link = card_.TakeLink(controller_, Now(), host_bytes);
-  clock_.At(link, [this, op, serial, st, corrected] {
+  clock_->At(link, [this, op, serial, st, corrected] {
     if (op->serial == serial) Complete(op, st, corrected);
   });
   TryStartDie(op->ppa.die);
@@ -488,7 +488,7 @@ void SimPipe::StartProgram(Op* op) {
   d.busy_until = op->array_end_ns;
   ch.flush_xfer_ns -= op->flush_xfer_ns;
   const uint64_t serial = op->serial;
-  clock_.At(op->array_end_ns, [this, op, serial] { ProgramFinish(op, serial); });
+  clock_->At(op->array_end_ns, [this, op, serial] { ProgramFinish(op, serial); });
 }
 
 void SimPipe::ProgramFinish(Op* op, uint64_t serial) {
@@ -513,7 +513,7 @@ void SimPipe::StartErase(Op* op) {
   op->array_end_ns = ch.bus_free + t_.t_erase_ns;
   d.busy_until = op->array_end_ns;
   const uint64_t serial = op->serial;
-  clock_.At(op->array_end_ns, [this, op, serial] { EraseFinish(op, serial); });
+  clock_->At(op->array_end_ns, [this, op, serial] { EraseFinish(op, serial); });
 }
 
 void SimPipe::EraseFinish(Op* op, uint64_t serial) {
@@ -710,7 +710,7 @@ void SimPipe::Reset(uint32_t die, FlashCallback done) {
   if (DieFailed(die)) {
     ++stats_.die_timeouts;
     const TimeNs submit = Now();
-    clock_.After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
+    clock_->After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
       cb(Completion{FlashStatus::kDieTimeout, 0, submit, Now()});
     });
     return;
@@ -722,7 +722,7 @@ void SimPipe::Reset(uint32_t die, FlashCallback done) {
   d.busy_until = Now() + t_.t_reset_ns;
   const uint64_t rs = ++d.reset_serial;
   const TimeNs submit = Now();
-  clock_.At(d.busy_until, [this, die, rs, submit, cb = std::move(done)]() mutable {
+  clock_->At(d.busy_until, [this, die, rs, submit, cb = std::move(done)]() mutable {
     Die& dd = dies_[die];
     if (dd.reset_serial != rs || !card_.powered_) {
       cb(Completion{FlashStatus::kAborted, 0, submit, Now()});
@@ -743,7 +743,7 @@ void SimPipe::ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len,
   }
   const TimeNs submit = Now();
   if (DieFailed(die)) {
-    clock_.After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
+    clock_->After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
       ++stats_.die_timeouts;
       cb(Completion{FlashStatus::kDieTimeout, 0, submit, Now()});
     });
@@ -756,7 +756,7 @@ void SimPipe::ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len,
     const auto id = nand::onfi::JedecIdBytes(card_.profile_.jedec_id, card_.profile_.device_id);
     std::memcpy(out, id.data(), std::min<uint32_t>(len, static_cast<uint32_t>(id.size())));
   }
-  clock_.After(t_.cmd_overhead_ns, [this, cb = std::move(done), submit]() mutable {
+  clock_->After(t_.cmd_overhead_ns, [this, cb = std::move(done), submit]() mutable {
     cb(Completion{FlashStatus::kOk, 0, submit, Now()});
   });
 }
@@ -768,7 +768,7 @@ void SimPipe::ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len, FlashC
   }
   const TimeNs submit = Now();
   if (DieFailed(die)) {
-    clock_.After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
+    clock_->After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
       ++stats_.die_timeouts;
       cb(Completion{FlashStatus::kDieTimeout, 0, submit, Now()});
     });
@@ -786,7 +786,7 @@ void SimPipe::ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len, FlashC
     }
   }
   const DurNs dur = t_.cmd_overhead_ns + t_.t_read_ns + TransferNs(len, t_.bus_bytes_per_sec);
-  clock_.After(dur, [this, cb = std::move(done), submit]() mutable {
+  clock_->After(dur, [this, cb = std::move(done), submit]() mutable {
     cb(Completion{FlashStatus::kOk, 0, submit, Now()});
   });
 }

@@ -69,6 +69,8 @@ class SimPipe final : public nand::FlashPipe {
   void ClearStage(uint32_t slot) override;
 
   const PipeStats& stats() const { return stats_; }
+  bool busy() const { return !all_.empty(); }
+  void Rebind(Clock& clock) { clock_ = &clock; }
   // Power cut at Now() with `budget_ns` of hold-up: see SimCard::PowerCut.
   void PowerCut(DurNs budget_ns);
   void PowerOn();
@@ -127,7 +129,7 @@ class SimPipe final : public nand::FlashPipe {
   nand::FlashStatus DoRead(Op* op, uint32_t* corrected);
   void AbortDie(uint32_t die);
   bool DieFailed(uint32_t die) const;
-  TimeNs Now() const { return clock_.Now(); }
+  TimeNs Now() const { return clock_->Now(); }
   ControllerImage& image() { return *card_.images_[controller_]; }
   const ControllerImage& image() const { return *card_.images_[controller_]; }
   static std::tuple<uint32_t, uint32_t, uint32_t> Key(const nand::Ppa& p) {
@@ -138,7 +140,7 @@ class SimPipe final : public nand::FlashPipe {
   DurNs EraseCostNs() const;
 
   SimCard& card_;
-  Clock& clock_;  // this pipe's (SimCardOptions::pipe_clocks) or the card's
+  Clock* clock_;  // this pipe's (SimCardOptions::pipe_clocks) or the card's
   const uint32_t controller_;
   const uint32_t first_die_;  // this pipe's first die in the controller image
   nand::PipeTopology topology_;

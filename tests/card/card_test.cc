@@ -1,0 +1,275 @@
+// The card model: controllers in dual- or single-pipe mode, a LUN per pipe (or per
+// controller), each with its own engine and FTL; LUN isolation (one LUN reset, formatted
+// or detached while another runs I/O), in virtual time and on real engine threads.
+#include <atomic>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/testutil/temp_dir.h"
+#include "vsl/card/card.h"
+#include "vsl/card/joined_pipe.h"
+#include "vsl/core/random.h"
+
+namespace vsl::testing {
+namespace {
+
+using card::Card;
+using card::CardOptions;
+using card::Lun;
+using card::LunState;
+using card::PipeMode;
+
+std::vector<uint8_t> Pattern(uint32_t lun, uint64_t lba, uint64_t version, uint32_t bytes) {
+  std::vector<uint8_t> v(bytes);
+  Rng((uint64_t{lun} << 48) ^ (lba * 1000003) ^ version).Fill(v.data(), bytes);
+  return v;
+}
+
+class CardTest : public ::testing::Test {
+ protected:
+  void Create(uint32_t blocks = 24) {
+    auto p = simcard::FindProfile("duo-slc-small");
+    ASSERT_TRUE(p.ok());
+    simcard::CreateOptions co;
+    co.blocks_per_lun = blocks;
+    ASSERT_TRUE(simcard::SimCard::Create(tmp_.Sub("card"), *p, co).ok());
+  }
+  void Open(bool threads = false) {
+    CardOptions o;
+    o.clock = threads ? nullptr : &clock_;
+    auto c = Card::Open(tmp_.Sub("card"), o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    card_ = std::move(c).value();
+  }
+  // Synchronous I/O on a LUN (from the test thread: the LUN's engine runs it).
+  Status Write(Lun& l, uint64_t lba, const std::vector<uint8_t>& data) {
+    return l.Call([&l, lba, &data](Lun::Done d) {
+      if (l.ftl() == nullptr) return d(Status::FailedPrecondition("offline"));
+      l.ftl()->Write(lba, static_cast<uint32_t>(data.size() / l.ftl()->sector_bytes()), data.data(), false,
+                     std::move(d));
+    });
+  }
+  Status Read(Lun& l, uint64_t lba, std::vector<uint8_t>* out) {
+    return l.Call([&l, lba, out](Lun::Done d) {
+      if (l.ftl() == nullptr) return d(Status::FailedPrecondition("offline"));
+      out->assign(l.ftl()->sector_bytes(), 0);
+      l.ftl()->Read(lba, 1, out->data(), std::move(d));
+    });
+  }
+  uint64_t Sectors(Lun& l) {
+    uint64_t n = 0;
+    EXPECT_TRUE(l.Call([&l, &n](Lun::Done d) {
+      n = l.ftl() ? l.ftl()->sectors() : 0;
+      d(Status::Ok());
+    }).ok());
+    return n;
+  }
+  uint32_t SectorBytes(Lun& l) {
+    uint32_t n = 0;
+    EXPECT_TRUE(l.Call([&l, &n](Lun::Done d) {
+      n = l.ftl() ? l.ftl()->sector_bytes() : 0;
+      d(Status::Ok());
+    }).ok());
+    return n;
+  }
+
+  TempDir tmp_;
+  VirtualClock clock_{1};
+  std::unique_ptr<Card> card_;
+};
+
+TEST_F(CardTest, DuoCardShowsFourLunsInDualModeEachWithItsOwnData) {
+  Create();
+  Open();
+  ASSERT_EQ(card_->luns().size(), 4u);
+  for (Lun* l : card_->luns()) EXPECT_EQ(l->pipes().size(), 1u);
+  // Never formatted: attach says so and the LUNs stay unformatted.
+  ASSERT_TRUE(card_->AttachAll().ok());
+  for (Lun* l : card_->luns()) EXPECT_EQ(l->state(), LunState::kUnformatted) << l->name();
+  for (uint32_t c = 0; c < 2; ++c) ASSERT_TRUE(card_->FormatController(c, PipeMode::kDual, {}).ok());
+  ASSERT_TRUE(card_->AttachAll().ok());
+  for (Lun* l : card_->luns()) ASSERT_EQ(l->state(), LunState::kOnline) << l->name();
+  const uint32_t sb = SectorBytes(*card_->lun(0));
+  for (Lun* l : card_->luns()) {
+    for (uint64_t lba = 0; lba < 64; ++lba) ASSERT_TRUE(Write(*l, lba, Pattern(l->index(), lba, 1, sb)).ok());
+  }
+  // Through a clean close and reopen.
+  card_.reset();
+  Open();
+  ASSERT_TRUE(card_->AttachAll().ok());
+  std::vector<uint8_t> out;
+  for (Lun* l : card_->luns()) {
+    EXPECT_EQ(card_->pipe_mode(l->controller()), PipeMode::kDual);
+    for (uint64_t lba = 0; lba < 64; ++lba) {
+      ASSERT_TRUE(Read(*l, lba, &out).ok());
+      ASSERT_EQ(out, Pattern(l->index(), lba, 1, sb)) << l->name() << " lba " << lba;
+    }
+  }
+}
+
+// Single-pipe mode: one LUN over both pipes of a controller (twice the dies, about twice
+// the capacity), kept in the controller's register across reopen and power cuts.
+TEST_F(CardTest, SinglePipeModeJoinsTheControllersPipesIntoOneLun) {
+  Create();
+  Open();
+  ASSERT_TRUE(card_->FormatController(1, PipeMode::kDual, {}).ok());
+  ASSERT_TRUE(card_->FormatController(0, PipeMode::kSingle, {}).ok());
+  ASSERT_TRUE(card_->AttachAll().ok());
+  auto luns = card_->luns();
+  ASSERT_EQ(luns.size(), 3u);
+  Lun& joined = *card_->lun(0);
+  EXPECT_EQ(joined.pipes(), (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(card_->lun(1), nullptr);
+  const uint64_t big = Sectors(joined), small = Sectors(*card_->lun(2));
+  EXPECT_GT(big, small * 19 / 10) << "two pipes' dies";
+  EXPECT_LE(big, small * 21 / 10);
+  const uint32_t sb = SectorBytes(joined);
+  // Spread over the whole LUN, so both pipes hold data.
+  std::vector<uint64_t> lbas;
+  for (uint64_t lba = 0; lba < big; lba += big / 200) lbas.push_back(lba);
+  for (uint64_t lba : lbas) ASSERT_TRUE(Write(joined, lba, Pattern(0, lba, 7, sb)).ok());
+  // A power cut: every acknowledged write survives, the mode too.
+  card_->sim().PowerCut();
+  clock_.RunUntilIdle();
+  card_.reset();
+  Open();
+  EXPECT_EQ(card_->pipe_mode(0), PipeMode::kSingle);
+  ASSERT_TRUE(card_->AttachAll().ok());
+  std::vector<uint8_t> out;
+  for (uint64_t lba : lbas) {
+    ASSERT_TRUE(Read(*card_->lun(0), lba, &out).ok());
+    ASSERT_EQ(out, Pattern(0, lba, 7, sb)) << "lba " << lba;
+  }
+  // And back to dual-pipe mode: two LUNs again, each formatted afresh.
+  ASSERT_TRUE(card_->FormatController(0, PipeMode::kDual, {}).ok());
+  ASSERT_TRUE(card_->AttachAll().ok());
+  EXPECT_EQ(card_->luns().size(), 4u);
+  EXPECT_EQ(Sectors(*card_->lun(1)), small);
+}
+
+// The dual-active test: LUN 2 (the other controller) and LUN 1 (the same controller) run
+// writes and verifying reads while LUN 0 is reset (its host side crashes and recovers),
+// then detached, formatted and attached again. Nothing of LUNs 1 and 2 is disturbed: every
+// operation succeeds and every sector reads back as written; LUN 0 keeps what it had
+// acknowledged across the reset.
+TEST_F(CardTest, ResetAndFormatOfOneLunLeaveTheOthersUndisturbed) {
+  Create();
+  Open();
+  for (uint32_t c = 0; c < 2; ++c) ASSERT_TRUE(card_->FormatController(c, PipeMode::kDual, {}).ok());
+  ASSERT_TRUE(card_->AttachAll().ok());
+  Lun& victim = *card_->lun(0);
+  const uint32_t sb = SectorBytes(victim);
+  for (uint64_t lba = 0; lba < 100; ++lba) ASSERT_TRUE(Write(victim, lba, Pattern(0, lba, 1, sb)).ok());
+  // Background load on LUNs 1 and 2, driven on the shared virtual clock.
+  struct Load {
+    Lun* lun;
+    uint64_t next = 0, ops = 0, errors = 0;
+  };
+  std::vector<Load> loads(2);
+  loads[0].lun = card_->lun(1);
+  loads[1].lun = card_->lun(2);
+  bool stop = false;
+  std::function<void(Load&)> issue = [&](Load& ld) {
+    if (stop) return;
+    const uint64_t lba = ld.next++ % 200;
+    auto buf = std::make_shared<std::vector<uint8_t>>(Pattern(ld.lun->index(), lba, ld.next / 200 + 1, sb));
+    ld.lun->ftl()->Write(lba, 1, buf->data(), false, [&, buf, lba](Status s) {
+      ++ld.ops;
+      if (!s.ok()) ++ld.errors;
+      auto out = std::make_shared<std::vector<uint8_t>>(sb);
+      ld.lun->ftl()->Read(lba, 1, out->data(), [&, out, buf](Status rs) {
+        if (!rs.ok() || *out != *buf) ++ld.errors;
+        issue(ld);
+      });
+    });
+  };
+  for (Load& ld : loads) issue(ld);
+  clock_.RunFor(2 * kMs);
+  const uint64_t before[2] = {loads[0].ops, loads[1].ops};
+  ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Reset(std::move(d)); }).ok());
+  EXPECT_EQ(victim.state(), LunState::kOnline);
+  std::vector<uint8_t> out;
+  for (uint64_t lba = 0; lba < 100; ++lba) {
+    ASSERT_TRUE(Read(victim, lba, &out).ok());
+    ASSERT_EQ(out, Pattern(0, lba, 1, sb)) << "acknowledged before the reset: lba " << lba;
+  }
+  ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Detach(std::move(d)); }).ok());
+  ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Format({}, std::move(d)); }).ok());
+  ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Attach(std::move(d)); }).ok());
+  ASSERT_TRUE(Read(victim, 5, &out).ok());
+  EXPECT_EQ(out, std::vector<uint8_t>(sb, 0)) << "formatted afresh";
+  clock_.RunFor(2 * kMs);
+  stop = true;
+  clock_.RunUntilIdle();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(loads[i].errors, 0u) << loads[i].lun->name();
+    EXPECT_GT(loads[i].ops, before[i] + 10) << loads[i].lun->name() << " kept running throughout";
+  }
+}
+
+// Real engine threads: each LUN on its own thread, driven from its own host thread, one
+// LUN reset and reformatted meanwhile.
+TEST_F(CardTest, LunsOnTheirOwnEngineThreadsServeInParallel) {
+  Create();
+  Open(/*threads=*/true);
+  for (uint32_t c = 0; c < 2; ++c) ASSERT_TRUE(card_->FormatController(c, PipeMode::kDual, {}).ok());
+  ASSERT_TRUE(card_->AttachAll().ok());
+  const uint32_t sb = SectorBytes(*card_->lun(0));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> errors{0}, ops{0};
+  std::vector<std::thread> hosts;
+  for (uint32_t i = 1; i < 4; ++i) {
+    hosts.emplace_back([&, i] {
+      Lun& l = *card_->lun(i);
+      for (uint64_t n = 0; !stop.load() || n < 50; ++n) {
+        const uint64_t lba = n % 300;
+        const auto data = Pattern(i, lba, n, sb);
+        if (!Write(l, lba, data).ok()) ++errors;
+        std::vector<uint8_t> out;
+        if (!Read(l, lba, &out).ok() || out != data) ++errors;
+        ++ops;
+      }
+    });
+  }
+  Lun& victim = *card_->lun(0);
+  for (uint64_t lba = 0; lba < 50; ++lba) ASSERT_TRUE(Write(victim, lba, Pattern(0, lba, 1, sb)).ok());
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Reset(std::move(d)); }).ok());
+    std::vector<uint8_t> out;
+    for (uint64_t lba = 0; lba < 50; ++lba) {
+      ASSERT_TRUE(Read(victim, lba, &out).ok());
+      ASSERT_EQ(out, Pattern(0, lba, 1, sb));
+    }
+  }
+  ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Detach(std::move(d)); }).ok());
+  ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Format({}, std::move(d)); }).ok());
+  ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Attach(std::move(d)); }).ok());
+  stop = true;
+  for (auto& t : hosts) t.join();
+  EXPECT_EQ(errors.load(), 0u);
+  EXPECT_GE(ops.load(), 150u);
+  card_.reset();  // clean detach of every LUN from the test thread
+  Open(true);
+  ASSERT_TRUE(card_->AttachAll().ok());
+  for (Lun* l : card_->luns()) EXPECT_EQ(l->state(), LunState::kOnline);
+}
+
+TEST_F(CardTest, BadRequestsGetClearErrors) {
+  Create();
+  Open();
+  EXPECT_EQ(card_->FormatController(5, PipeMode::kDual, {}).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(card::ParsePipeMode("triple").ok());
+  ASSERT_TRUE(card_->FormatController(0, PipeMode::kDual, {}).ok());
+  ASSERT_TRUE(card_->AttachAll().ok());
+  Lun& l = *card_->lun(0);
+  EXPECT_EQ(l.Call([&l](Lun::Done d) { l.Format({}, std::move(d)); }).code(), StatusCode::kFailedPrecondition)
+      << "an attached LUN is not formatted under its FTL";
+  // A card directory that is not a card.
+  CardOptions o;
+  o.clock = &clock_;
+  EXPECT_FALSE(Card::Open(tmp_.Sub("nothing"), o).ok());
+}
+
+}  // namespace
+}  // namespace vsl::testing

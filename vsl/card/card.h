@@ -1,0 +1,159 @@
+// Card: a flash card as the VSL presents it. A card has one or two controllers; each runs
+// in dual-pipe mode (each of its two pipes is a LUN with its own engine and FTL) or in
+// single-pipe mode (one LUN over both pipes), chosen when the controller is formatted and
+// kept in the controller's pipe-mode register. The `duo-slc` card in dual-pipe mode shows
+// four LUNs.
+//
+// Isolation: each LUN owns its engine (its own thread unless the card runs on one shared
+// clock), its FTL and its pipes' dies. Attach, detach, format, reset or a crash of one
+// LUN touches nothing of another; what LUNs share is the hardware (a controller's host
+// link and protected buffer), as on the reference card.
+//
+// LUN indices are the index of the LUN's first pipe (controller * pipes_per_controller +
+// pipe), so they do not move when another controller changes mode; the second pipe of a
+// single-pipe controller has no LUN.
+//
+// Threads: Lun methods marked "engine" run on the LUN's engine; Card and Lun::Call may be
+// called from any other thread (one at a time per card). With CardOptions::clock set
+// (e.g. a VirtualClock in tests) everything runs on the caller's thread, and the
+// synchronous calls run that clock until they complete.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vsl/core/clock.h"
+#include "vsl/core/engine.h"
+#include "vsl/core/status.h"
+#include "vsl/ftl/ftl.h"
+#include "vsl/simcard/sim_card.h"
+
+namespace vsl::card {
+
+enum class PipeMode : uint8_t { kDual = 0, kSingle = 1 };
+std::string_view PipeModeName(PipeMode m);
+Result<PipeMode> ParsePipeMode(std::string_view s);
+
+enum class LunState : uint8_t {
+  kOffline,      // not attached (detached, or never attached since the card opened)
+  kAttaching,    // attach in progress (checkpoint or scan recovery)
+  kOnline,       // attached: serving I/O
+  kDetaching,    // clean shutdown in progress (flush, checkpoint)
+  kFormatting,
+  kResetting,    // its engine state dropped, recovering by attach
+  kUnformatted,  // the pipe holds no FTL format
+  kFailed,       // attach failed (error() says why)
+};
+std::string_view LunStateName(LunState s);
+
+struct CardOptions {
+  // Set: every pipe and LUN runs on this clock, on the caller's thread (deterministic
+  // tests). Null: each pipe gets an engine thread on a RealClock (the daemon).
+  Clock* clock = nullptr;
+  simcard::SimCardOptions sim;  // pipe_clocks is filled in by the card
+  ftl::FtlOptions ftl;
+};
+
+class CountingPipe;
+class JoinedPipe;
+class Card;
+
+class Lun {
+ public:
+  using Done = ftl::Ftl::Done;
+  ~Lun();
+  uint32_t index() const { return index_; }
+  uint32_t controller() const { return controller_; }
+  const std::vector<uint32_t>& pipes() const { return pipes_; }
+  std::string name() const { return "lun" + std::to_string(index_); }
+  Engine& engine() { return *engine_; }
+  LunState state() const { return state_.load(); }
+  std::string error() const;
+
+  // --- engine ---
+  ftl::Ftl* ftl() { return ftl_.get(); }
+  // Attach: NotFound (state kUnformatted) when the pipe was never formatted.
+  void Attach(Done done);
+  // Clean shutdown (flush, checkpoint); OK if not online.
+  void Detach(Done done);
+  // Formats the LUN's pipe(s); the LUN must not be online. It stays offline.
+  void Format(const ftl::FormatOptions& fo, Done done);
+  // A crash of this LUN's host side and its recovery: from now on its commands are
+  // refused (those already with the controller complete), the FTL is dropped without a
+  // checkpoint once nothing refers to it, and the LUN attaches again (scan recovery).
+  // Writes not yet acknowledged fail; acknowledged data survives.
+  void Reset(Done done);
+
+  // --- any thread but the engine's ---
+  // Runs `op` on the engine and returns the status it reports.
+  Status Call(Function<void(Done)> op);
+
+ private:
+  friend class Card;
+  Lun(Card& card, uint32_t index, uint32_t controller, std::vector<uint32_t> pipes, Engine& engine);
+  void SetState(LunState s, std::string error = {});
+  // Calls `then` on the engine once the FTL is quiescent and no command is outstanding.
+  void WhenQuiet(Function<void()> then);
+  void NewPipe();
+
+  Card& card_;
+  const uint32_t index_, controller_;
+  const std::vector<uint32_t> pipes_;
+  Engine* engine_;
+  std::unique_ptr<JoinedPipe> joined_;
+  std::unique_ptr<CountingPipe> counted_;  // what the FTL talks to
+  std::unique_ptr<ftl::Ftl> ftl_;
+  std::atomic<LunState> state_{LunState::kOffline};
+  mutable std::mutex mu_;  // guards error_
+  std::string error_;
+};
+
+class Card {
+ public:
+  static Result<std::unique_ptr<Card>> Open(const std::string& dir, const CardOptions& opts);
+  // Detaches every online LUN (a checkpoint each), then closes the card.
+  ~Card();
+  Card(const Card&) = delete;
+  Card& operator=(const Card&) = delete;
+
+  simcard::SimCard& sim() { return *sim_; }
+  const std::string& dir() const { return dir_; }
+  uint32_t controllers() const { return sim_->geometry().controllers; }
+  PipeMode pipe_mode(uint32_t controller) const;
+  std::vector<Lun*> luns();
+  Lun* lun(uint32_t index);  // null when there is none at that index
+  bool threaded() const { return vclock_ == nullptr && opts_.clock == nullptr; }
+  const CardOptions& options() const { return opts_; }
+  VirtualClock* virtual_clock() { return vclock_; }
+
+  // --- any thread but an engine's ---
+  // Attaches every LUN in parallel. LUNs found unformatted stay so (not an error);
+  // the first other error is returned.
+  Status AttachAll();
+  Status DetachAll();
+  // Formats controller `c` in `mode`: detaches its LUNs, sets the mode register, lays its
+  // LUNs out again and formats each (they stay offline).
+  Status FormatController(uint32_t c, PipeMode mode, const ftl::FormatOptions& fo);
+
+ private:
+  friend class Lun;
+  Card() = default;
+  // (Re)creates controller c's LUNs for its current mode.
+  Status LayOut(uint32_t c);
+  Engine& PipeEngine(uint32_t pipe);
+
+  std::string dir_;
+  CardOptions opts_;
+  VirtualClock* vclock_ = nullptr;                    // opts_.clock when it is virtual
+  std::unique_ptr<Engine> shared_engine_;             // on opts_.clock
+  std::vector<std::unique_ptr<EngineThread>> engine_threads_;  // per pipe (threaded)
+  std::unique_ptr<simcard::SimCard> sim_;
+  std::vector<std::unique_ptr<Lun>> luns_;            // per pipe index; null where none
+};
+
+}  // namespace vsl::card
