@@ -1,5 +1,6 @@
 #include "vsl/card/card.h"
 
+#include <algorithm>
 #include <functional>
 #include <future>
 #include <optional>
@@ -153,7 +154,7 @@ void Lun::Attach(Done done) {
                    if (!r.ok()) {
                      const Status s = r.status();
                      if (s.code() == StatusCode::kNotFound) {
-                       SetState(LunState::kUnformatted, s.ToString());
+                       SetState(LunState::kUnformatted, "never formatted (vslctl format)");
                      } else {
                        SetState(LunState::kFailed, s.ToString());
                        Logger("card")->error("{}: attach failed: {}", name(), s.ToString());
@@ -217,6 +218,61 @@ void Lun::Reset(Done done) {
     NewPipe();
     Attach(std::move(done));
   });
+}
+
+void Lun::SureErase(Function<void(Status, EraseReport)> done) {
+  if (ftl_) {
+    return done(Status::FailedPrecondition(fmt::format("{} is attached: detach it first", name())), {});
+  }
+  SetState(LunState::kFormatting);
+  nand::FlashPipe& pipe = *counted_;
+  const uint32_t dies = pipe.topology().dies();
+  const nand::Geometry& g = card_.sim().geometry();
+  struct St {
+    EraseReport report;
+    uint64_t left = 1;
+    std::vector<uint8_t> data, meta;
+    Function<void(Status, EraseReport)> done;
+  };
+  auto st = std::make_shared<St>();
+  st->done = std::move(done);
+  auto finish = [this, st]() {
+    if (--st->left != 0) return;
+    SetState(LunState::kUnformatted, "sure-erased");
+    Logger("card")->warn("{}: sure-erased: {} blocks erased and verified blank, {} bad, {} not blank", name(),
+                         st->report.erased, st->report.bad, st->report.not_blank);
+    auto d = std::move(st->done);
+    d(st->report.not_blank == 0 ? Status::Ok()
+                                : Status::IOError(fmt::format("{} block(s) did not read back blank",
+                                                              st->report.not_blank)),
+      st->report);
+  };
+  // Per die, erase then verify each block (a die runs its commands in order).
+  for (uint32_t d = 0; d < dies; ++d) {
+    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+      ++st->left;
+      ++st->report.blocks;
+      pipe.Erase(d, b, [this, st, finish, d, b, &pipe, &g](const Completion& c) mutable {
+        if (!c.ok()) {
+          ++st->report.bad;
+          return finish();
+        }
+        ++st->report.erased;
+        auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+        buf->first.resize(g.page_data_bytes);
+        buf->second.resize(g.meta_bytes_per_page());
+        pipe.Read({{d, b, 0}, 0, 0, buf->first.data(), buf->second.data()},
+                  [st, finish, buf](const Completion& rc) mutable {
+                    auto blank = [](const std::vector<uint8_t>& v) {
+                      return std::all_of(v.begin(), v.end(), [](uint8_t x) { return x == 0xFF; });
+                    };
+                    if (!rc.ok() || !blank(buf->first) || !blank(buf->second)) ++st->report.not_blank;
+                    finish();
+                  });
+      });
+    }
+  }
+  finish();
 }
 
 Status Lun::Call(Function<void(Done)> op) {

@@ -88,6 +88,13 @@ class Lun {
   // checkpoint once nothing refers to it, and the LUN attaches again (scan recovery).
   // Writes not yet acknowledged fail; acknowledged data survives.
   void Reset(Done done);
+  // Sure-erase: erases every block of the LUN's dies and reads each back to check it is
+  // erased (the data is gone for good; the LUN is unformatted after). The LUN must be
+  // offline. Blocks whose erase fails are counted (bad), not an error.
+  struct EraseReport {
+    uint64_t blocks = 0, erased = 0, bad = 0, not_blank = 0;
+  };
+  void SureErase(Function<void(Status, EraseReport)> done);
 
   // --- any thread but the engine's ---
   // Runs `op` on the engine and returns the status it reports.

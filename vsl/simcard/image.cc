@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -213,6 +214,16 @@ Result<std::unique_ptr<ControllerImage>> ControllerImage::Create(const std::stri
 Result<std::unique_ptr<ControllerImage>> ControllerImage::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, fmt::format("open card image {}", path));
+  // One owner at a time (a card is one piece of hardware): the lock goes with the file
+  // descriptor, so it is released however the owner ends, a crash included.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(fd);
+    if (e == EWOULDBLOCK) {
+      return Status::Busy(fmt::format("card image {} is in use by another process (vsld?)", path));
+    }
+    return Status::FromErrno(e, fmt::format("lock card image {}", path));
+  }
   return Map(fd, path);
 }
 

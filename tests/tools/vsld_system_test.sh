@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# System test of vsld and vslctl on a simulated duo-slc card: every vslctl subcommand in
+# human and JSON form, dual/single pipe modes, LUN detach/attach/reset, sure-erase,
+# malformed control requests, clean stop (SIGTERM: attach from checkpoint) and SIGKILL at
+# random points (recovery by scan), one card owner at a time, documented exit codes.
+#   vsld_system_test.sh VSLD VSLCTL
+set -euo pipefail
+VSLD="$1"
+VSLCTL="$2"
+T=$(mktemp -d)
+SOCK="$T/vsld.sock"
+PID=""
+cleanup() {
+  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null || true; fi
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  [ -f "$T/vsld.log" ] && tail -20 "$T/vsld.log" >&2
+  exit 1
+}
+ctl() { "$VSLCTL" --socket "$SOCK" "$@"; }
+start() {
+  "$VSLD" --card "$T/card" --socket "$SOCK" --log-level info >>"$T/vsld.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 1 200); do
+    [ -S "$SOCK" ] && ctl --json status >/dev/null 2>&1 && return 0
+    kill -0 "$PID" 2>/dev/null || fail "vsld exited at start"
+    sleep 0.05
+  done
+  fail "vsld did not come up"
+}
+stop() {
+  kill -TERM "$PID"
+  wait "$PID" || fail "vsld exit code $? on SIGTERM"
+  PID=""
+}
+# json_check 'python expression over j' [vslctl args...]: status --json must satisfy it.
+json_check() {
+  local expr="$1"
+  shift
+  ctl --json status "$@" | python3 -c "
+import json,sys
+j=json.load(sys.stdin)
+luns=j['cards'][0]['luns']
+st={l['name']:l['state'] for l in luns}
+assert $expr, (st, j['cards'][0]['controllers'])
+" || fail "status check: $expr"
+}
+
+"$VSLCTL" create-card "$T/card" --profile duo-slc-small --blocks 24 >/dev/null
+"$VSLCTL" --json create-card "$T/card" --profile duo-slc-small >/dev/null 2>&1 && fail "create over a card"
+
+# No daemon yet: exit 3 with a hint.
+set +e
+ctl status 2>"$T/err"
+rc=$?
+set -e
+[ $rc -eq 3 ] || fail "no vsld: exit $rc, want 3"
+grep -q "cannot reach vsld" "$T/err" || fail "no vsld: message"
+
+start
+[ "$(stat -c %a "$SOCK")" = 600 ] || fail "socket is not root-only (mode $(stat -c %a "$SOCK"))"
+# A second vsld on the same socket, or on the same card, is refused.
+set +e
+"$VSLD" --card "$T/card" --socket "$SOCK" 2>"$T/err2"
+rc=$?
+"$VSLD" --card "$T/card" --socket "$T/other.sock" 2>"$T/err3"
+rc3=$?
+set -e
+[ $rc -ne 0 ] || fail "second vsld on the socket started"
+[ $rc3 -eq 2 ] && grep -q "in use by another process" "$T/err3" || fail "second vsld on the card: exit $rc3 $(cat "$T/err3")"
+
+json_check "len(luns)==4 and all(s=='unformatted' for s in st.values())"
+ctl status | grep -q "lun0: unformatted" || fail "human status"
+# Format asks first; 'no' declines with exit 4.
+set +e
+echo no | ctl format >/dev/null 2>&1
+rc=$?
+set -e
+[ $rc -eq 4 ] || fail "declined format: exit $rc"
+ctl format --yes >/dev/null
+json_check "all(s=='online' for s in st.values()) and all(l['sector_bytes']==4096 for l in luns)"
+ctl status | grep -q "lun3: online" || fail "human status after format"
+
+# Single-pipe mode on controller 0: one LUN over both pipes.
+ctl format --controller 0 --mode single --sector-size 512 --yes >/dev/null
+json_check "len(luns)==3 and luns[0]['pipes']==[0,1] and luns[0]['sector_bytes']==512 and j['cards'][0]['controllers'][0]['pipe_mode']=='single'"
+json_check "luns[0]['sectors'] > 7*luns[1]['sectors']"  # 2 pipes, 8x smaller sectors
+
+ctl detach --lun 2 >/dev/null
+json_check "st['lun2']=='offline' and st['lun3']=='online'"
+ctl attach --lun 2 >/dev/null
+ctl reset --lun 3 | grep -q "lun3: online" || fail "reset"
+json_check "all(s=='online' for s in st.values())"
+ctl --json reset --lun 1 >/dev/null 2>&1 && fail "reset of a LUN that does not exist"
+ctl beacon on >/dev/null
+ctl --json status | python3 -c 'import json,sys; assert json.load(sys.stdin)["cards"][0]["beacon"] is True' || fail "beacon"
+ctl status -a | grep -q "factory bad" || fail "status -a"
+
+ctl sure-erase --controller 1 --yes | grep -q "lun2: .* erased and verified blank" || fail "sure-erase"
+json_check "st['lun2']=='unformatted' and st['lun3']=='unformatted' and st['lun0']=='online'"
+ctl format --controller 1 --yes >/dev/null
+json_check "all(s=='online' for s in st.values())"
+
+# Malformed requests: each gets an error reply; vsld keeps serving.
+python3 - "$SOCK" <<'EOF' || fail "malformed requests"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+def ask(line):
+    f.write(line + "\n"); f.flush()
+    return json.loads(f.readline())
+for bad in ["garbage", "[]", '{"v":1}', '{"v":1,"cmd":"nope"}', '{"v":9,"cmd":"status"}',
+            '{"v":1,"cmd":"attach","lun":"x"}', '{"v":1,"cmd":"format","sector_bytes":1000}',
+            '{"v":1,"cmd":"format","mode":"triple"}', '{"v":1,"cmd":"status","card":7}']:
+    r = ask(bad)
+    assert r["ok"] is False and r["error"]["message"], (bad, r)
+assert ask('{"v":1,"cmd":"version"}')["ok"] is True
+s2 = socket.socket(socket.AF_UNIX); s2.connect(sys.argv[1])
+s2.sendall(b"x" * 70000)  # over-long line: refused, connection closed
+r = json.loads(s2.makefile().readline())
+assert r["ok"] is False
+EOF
+ctl --json status >/dev/null || fail "vsld after malformed requests"
+set +e
+ctl update /nonexistent.fw 2>/dev/null
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "update: exit $rc"
+
+# Clean stop and restart: every LUN from its checkpoint.
+stop
+grep -q "stopped cleanly" "$T/vsld.log" || fail "clean stop log"
+[ -e "$SOCK" ] && fail "socket left behind"
+start
+json_check "all(s=='online' for s in st.values()) and all(l['attach']['from_checkpoint'] for l in luns)"
+
+# SIGKILL at random points (attach, serving, a format in progress), then recovery.
+for i in 1 2 3 4 5; do
+  if [ $i -eq 3 ]; then (ctl format --controller 1 --yes >/dev/null 2>&1 &) ; fi
+  sleep "0.0$((RANDOM % 10))"
+  kill -KILL "$PID"
+  wait "$PID" 2>/dev/null || true
+  PID=""
+  start
+done
+ctl format --controller 1 --yes >/dev/null  # in case the kill cut a format short
+json_check "all(s=='online' for s in st.values())"
+ctl --json status | python3 -c '
+import json,sys
+j=json.load(sys.stdin)
+assert j["cards"][0]["controllers"][0]["unsafe_power_offs"] >= 5, j["cards"][0]["controllers"][0]
+' || fail "unsafe stops counted"
+stop
+echo "vsld system test: OK"

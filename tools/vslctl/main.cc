@@ -1,0 +1,327 @@
+// vslctl: manage OpenVSL cards through vsld (and make simulated cards).
+//
+//   vslctl status [-a]                       cards, controllers, LUNs, health
+//   vslctl attach|detach [--lun N]           one LUN or all
+//   vslctl reset --lun N                     drop a LUN's host state and recover it
+//   vslctl format [--controller N] [--mode dual|single] [--sector-size 512|4096]
+//                 [--reserve stock|high-performance|custom|under-provision]
+//                 [--spare-percent P] [--no-flashback] [--yes]
+//   vslctl sure-erase --controller N [--yes] erase and verify every block
+//   vslctl beacon on|off                     identify the card
+//   vslctl create-card DIR [--profile P] [--blocks N] [--seed S]   (no vsld needed)
+// Every command takes --json (machine-readable output), --socket PATH, --card N.
+//
+// Exit codes: 0 done; 1 the card or vsld refused or failed the operation; 2 bad usage;
+// 3 vsld not reachable; 4 declined at the confirmation prompt.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "vsl/simcard/sim_card.h"
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitNoDaemon = 3, kExitDeclined = 4;
+
+struct Global {
+  std::string socket = "/run/vsld.sock";
+  bool json_out = false;
+  int card = -1;  // not given: every card for status, card 0 otherwise
+};
+
+std::string Bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.2f} {}", v, units[u]);
+}
+
+// Sends one request and returns the reply; exits with kExitNoDaemon if vsld cannot be
+// reached.
+json Request(const Global& g, json req) {
+  req["v"] = 1;
+  if (!req.contains("card") && g.card >= 0) req["card"] = g.card;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", g.socket.c_str());
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    std::fprintf(stderr,
+                 "vslctl: cannot reach vsld at %s (%s). Is vsld running (systemctl status vsld), and "
+                 "may you open its socket (root by default)?\n",
+                 g.socket.c_str(), std::strerror(errno));
+    std::exit(kExitNoDaemon);
+  }
+  const std::string line = req.dump() + "\n";
+  if (::send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+    std::fprintf(stderr, "vslctl: vsld closed the connection\n");
+    std::exit(kExitNoDaemon);
+  }
+  std::string buf;
+  char chunk[65536];
+  while (buf.find('\n') == std::string::npos) {
+    const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
+    if (n <= 0) {
+      std::fprintf(stderr, "vslctl: vsld closed the connection before replying\n");
+      std::exit(kExitNoDaemon);
+    }
+    buf.append(chunk, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  try {
+    return json::parse(buf.substr(0, buf.find('\n')));
+  } catch (const json::exception&) {
+    std::fprintf(stderr, "vslctl: vsld sent a reply that is not JSON\n");
+    std::exit(kExitFailed);
+  }
+}
+
+// Prints an error reply in words and returns the exit code; kExitOk for success.
+int Check(const Global& g, const json& reply) {
+  if (reply.value("ok", false)) return kExitOk;
+  const json err = reply.value("error", json::object());
+  if (g.json_out) {
+    std::cout << reply.dump(2) << "\n";
+  } else {
+    std::fprintf(stderr, "vslctl: %s: %s\n", err.value("code", std::string("Error")).c_str(),
+                 err.value("message", std::string("(no message)")).c_str());
+  }
+  const std::string code = err.value("code", std::string());
+  return code == "InvalidArgument" || code == "NotSupported" ? kExitUsage : kExitFailed;
+}
+
+bool Confirm(const std::string& what, bool yes) {
+  if (yes) return true;
+  std::fprintf(stderr, "%s\nType 'yes' to go on: ", what.c_str());
+  std::string answer;
+  if (!std::getline(std::cin, answer) || answer != "yes") {
+    std::fprintf(stderr, "vslctl: not done\n");
+    return false;
+  }
+  return true;
+}
+
+void PrintStatus(const json& r, bool all) {
+  const auto& cards = r["cards"];
+  std::cout << fmt::format("vsld (pid {}) serves {} card(s)\n", r.value("pid", 0), cards.size());
+  for (const auto& c : cards) {
+    std::cout << fmt::format("\nCard {}: OpenVSL {} ({}), serial {}, firmware {}\n", c["index"].get<int>(),
+                             c.value("model", ""), c.value("profile", ""), c.value("serial", ""),
+                             c.value("firmware_version", ""));
+    std::cout << fmt::format("  Directory: {}\n  Beacon: {}   Temperature: {}   Power: {}\n", c.value("dir", ""),
+                             c.value("beacon", false) ? "ON" : "off",
+                             c["temperature_c"].is_null() ? "not modelled yet" : c["temperature_c"].dump(),
+                             c["power_w"].is_null() ? "not modelled yet" : c["power_w"].dump());
+    for (const auto& k : c["controllers"]) {
+      std::cout << fmt::format(
+          "  Controller {} ({}): {}-pipe mode, {} dies ({} failed), PLP {}, {:.2f}% of rated P/E used, "
+          "powered on {} time(s) ({} unsafe)\n",
+          k["index"].get<int>(), k.value("serial", ""), k.value("pipe_mode", ""), k.value("dies", 0),
+          k.value("failed_dies", 0), k.value("plp", ""), k.value("rated_pe_used_percent", 0.0),
+          k.value("power_on_count", 0), k.value("unsafe_power_offs", 0));
+      if (all && k.contains("blocks")) {
+        std::cout << fmt::format("    blocks {}, factory bad {}, grown bad {}, erase count {}..{} (mean {:.1f})\n",
+                                 k["blocks"].get<uint64_t>(), k["factory_bad_blocks"].get<uint64_t>(),
+                                 k["grown_bad_blocks"].get<uint64_t>(), k["erase_count"]["min"].get<uint32_t>(),
+                                 k["erase_count"]["max"].get<uint32_t>(), k["erase_count"]["mean"].get<double>());
+      }
+    }
+    for (const auto& l : c["luns"]) {
+      std::string line = fmt::format("  {}: {}", l.value("name", ""), l.value("state", ""));
+      if (l.contains("sectors")) {
+        line += fmt::format(", {} ({} x {} B sectors), health {}, {} free LEBs, {} in use",
+                            Bytes(l["size_bytes"].get<uint64_t>()), l["sectors"].get<uint64_t>(),
+                            l["sector_bytes"].get<uint32_t>(), l.value("health", ""),
+                            l["reserve"]["free_lebs"].get<uint32_t>(), Bytes(l["mapped_bytes"].get<uint64_t>()));
+      }
+      if (l.contains("error")) line += fmt::format(" ({})", l["error"].get<std::string>());
+      std::cout << line << "\n";
+      if (!l.contains("sectors")) continue;
+      const auto& fb = l["flashback"];
+      std::cout << fmt::format("    FlashBack: {}{}; host RAM {}\n", fb.value("enabled", false) ? "on" : "off",
+                               fb.value("substitution_active", false)
+                                   ? fmt::format(", SUBSTITUTION ACTIVE (failed dies {}, {} LEB(s) to rebuild, "
+                                                 "{} sector(s) lost)",
+                                                 fb["failed_dies"].dump(), fb.value("rebuild_lebs_left", 0),
+                                                 fb.value("lost_sectors", 0))
+                                   : "",
+                               Bytes(l.value("host_ram_bytes", uint64_t{0})));
+      const auto& sa = l["since_attach"];
+      std::cout << fmt::format("    Since attach: read {}, written {} (physical {}, WAF {:.2f})\n",
+                               Bytes(sa.value("host_read_bytes", uint64_t{0})),
+                               Bytes(sa.value("host_write_bytes", uint64_t{0})),
+                               Bytes(sa.value("physical_write_bytes", uint64_t{0})), sa.value("waf", 0.0));
+      if (all && fb.contains("events")) {
+        for (const auto& e : fb["events"]) std::cout << "    event: " << e.get<std::string>() << "\n";
+      }
+    }
+  }
+}
+
+int Simple(const Global& g, json req, const char* verb) {
+  json reply = Request(g, std::move(req));
+  if (int rc = Check(g, reply); rc != kExitOk) return rc;
+  if (g.json_out) {
+    std::cout << reply["result"].dump(2) << "\n";
+  } else if (reply["result"].contains("luns")) {
+    for (const auto& l : reply["result"]["luns"]) {
+      std::cout << fmt::format("{}: {}\n", l.value("lun", ""), l.contains("state") ? l["state"].get<std::string>() : verb);
+    }
+  } else {
+    std::cout << verb << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"vslctl: manage OpenVSL cards through vsld"};
+  app.require_subcommand(1);
+  app.fallthrough();  // --json, --socket and --card also after the subcommand
+  Global g;
+  app.add_option("--socket", g.socket, "vsld's control socket")->envname("VSLD_SOCKET");
+  app.add_flag("--json", g.json_out, "machine-readable output");
+  app.add_option("--card", g.card, "card index (default: all for status, else 0)");
+
+  bool all = false;
+  auto* status = app.add_subcommand("status", "cards, controllers, LUNs and their health");
+  status->add_flag("-a,--all", all, "everything (blocks, wear, events)");
+
+  int lun = -1;
+  auto* attach = app.add_subcommand("attach", "attach a LUN (or all)");
+  attach->add_option("--lun", lun, "LUN index");
+  auto* detach = app.add_subcommand("detach", "detach a LUN (or all): flush and checkpoint");
+  detach->add_option("--lun", lun, "LUN index");
+  auto* reset = app.add_subcommand("reset", "drop a LUN's host state and recover it from flash");
+  reset->add_option("--lun", lun, "LUN index")->required();
+
+  int controller = -1;
+  std::string mode = "dual", reserve = "stock";
+  uint32_t sector_size = 4096;
+  double spare = 28.0;
+  bool no_flashback = false, yes = false;
+  auto* format = app.add_subcommand("format", "format a controller's LUNs (all data is lost)");
+  format->add_option("--controller", controller, "controller (default: all)");
+  format->add_option("--mode", mode, "dual (a LUN per pipe) or single (one LUN per controller)");
+  format->add_option("--sector-size", sector_size, "512 or 4096");
+  format->add_option("--reserve", reserve, "stock, high-performance, custom, under-provision");
+  format->add_option("--spare-percent", spare, "spare for custom and under-provision");
+  format->add_flag("--no-flashback", no_flashback, "no parity across dies (more capacity, no die-failure protection)");
+  format->add_flag("-y,--yes", yes, "do not ask for confirmation");
+
+  auto* erase = app.add_subcommand("sure-erase", "erase every block of a controller and verify it (data is gone for good)");
+  erase->add_option("--controller", controller, "controller")->required();
+  erase->add_flag("-y,--yes", yes, "do not ask for confirmation");
+
+  std::string onoff;
+  auto* beacon = app.add_subcommand("beacon", "identify the card");
+  beacon->add_option("state", onoff, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
+
+  std::string dir, profile = "duo-slc-small";
+  uint32_t blocks = 0;
+  uint64_t seed = 1;
+  auto* create = app.add_subcommand("create-card", "make a new simulated card (no vsld needed)");
+  create->add_option("dir", dir, "card directory")->required();
+  create->add_option("--profile", profile, "card profile (duo-slc, duo-slc-small, ...)");
+  create->add_option("--blocks", blocks, "blocks per die (smaller cards)");
+  create->add_option("--seed", seed, "seed of the card's identity and factory bad blocks");
+
+  auto* update = app.add_subcommand("update", "load a controller firmware image");
+  std::string image;
+  update->add_option("image", image, "firmware image")->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*status) {
+    json reply = Request(g, {{"cmd", "status"}, {"all", all}});
+    if (int rc = Check(g, reply); rc != kExitOk) return rc;
+    if (g.json_out) {
+      std::cout << reply["result"].dump(2) << "\n";
+    } else {
+      PrintStatus(reply["result"], all);
+    }
+    return kExitOk;
+  }
+  if (*attach) return Simple(g, {{"cmd", "attach"}, {"lun", lun}}, "attached");
+  if (*detach) return Simple(g, {{"cmd", "detach"}, {"lun", lun}}, "detached");
+  if (*reset) return Simple(g, {{"cmd", "reset"}, {"lun", lun}}, "reset");
+  if (*format) {
+    const std::string what =
+        controller < 0 ? fmt::format("Format every controller of card {}", std::max(g.card, 0))
+                       : fmt::format("Format controller {} of card {}", controller, std::max(g.card, 0));
+    if (!Confirm(what + fmt::format(" in {}-pipe mode with {} B sectors: ALL DATA ON IT IS LOST.", mode, sector_size),
+                 yes)) {
+      return kExitDeclined;
+    }
+    return Simple(g,
+                  {{"cmd", "format"}, {"controller", controller}, {"mode", mode}, {"sector_bytes", sector_size},
+                   {"reserve", reserve}, {"spare_percent", spare}, {"flashback", !no_flashback}},
+                  "formatted");
+  }
+  if (*erase) {
+    if (!Confirm(fmt::format("Sure-erase controller {} of card {}: every block is erased; the data cannot be "
+                             "recovered.",
+                             controller, std::max(g.card, 0)),
+                 yes)) {
+      return kExitDeclined;
+    }
+    json reply = Request(g, {{"cmd", "sure-erase"}, {"controller", controller}});
+    if (int rc = Check(g, reply); rc != kExitOk) return rc;
+    if (g.json_out) {
+      std::cout << reply["result"].dump(2) << "\n";
+    } else {
+      for (const auto& l : reply["result"]["luns"]) {
+        std::cout << fmt::format("{}: {} blocks erased and verified blank, {} bad (skipped), {} not blank\n",
+                                 l.value("lun", ""), l.value("erased_and_verified", 0), l.value("bad", 0),
+                                 l.value("not_blank", 0));
+      }
+    }
+    return kExitOk;
+  }
+  if (*beacon) return Simple(g, {{"cmd", "beacon"}, {"on", onoff == "on"}}, onoff == "on" ? "beacon on" : "beacon off");
+  if (*create) {
+    auto p = vsl::simcard::FindProfile(profile);
+    if (!p.ok()) {
+      std::fprintf(stderr, "vslctl: %s\n", p.status().ToString().c_str());
+      return kExitUsage;
+    }
+    vsl::simcard::CreateOptions co;
+    co.blocks_per_lun = blocks;
+    co.seed = seed;
+    vsl::Status s = vsl::simcard::SimCard::Create(dir, *p, co);
+    if (!s.ok()) {
+      std::fprintf(stderr, "vslctl: %s\n", s.ToString().c_str());
+      return s.code() == vsl::StatusCode::kIOError ? kExitFailed : kExitUsage;
+    }
+    if (g.json_out) {
+      std::cout << json{{"dir", dir}, {"profile", profile}}.dump(2) << "\n";
+    } else {
+      std::cout << fmt::format("created a {} card in {}\n", profile, dir);
+    }
+    return kExitOk;
+  }
+  if (*update) {
+    std::fprintf(stderr,
+                 "vslctl: update: controller firmware images are not supported yet (the simulated "
+                 "controller has no loadable firmware; the RTL controller comes with its own)\n");
+    return kExitUsage;
+  }
+  return kExitUsage;
+}

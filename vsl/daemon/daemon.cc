@@ -1,0 +1,458 @@
+#include "vsl/daemon/daemon.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "vsl/core/log.h"
+
+namespace vsl::daemon {
+
+using nlohmann::json;
+
+namespace {
+
+json ErrorReply(const vsl::Status& s) {
+  return {{"v", kProtocolVersion},
+          {"ok", false},
+          {"error", {{"code", std::string(StatusCodeName(s.code()))}, {"message", std::string(s.message())}}}};
+}
+
+Result<ftl::ReserveMode> ParseReserve(const std::string& s) {
+  if (s == "stock") return ftl::ReserveMode::kStock;
+  if (s == "high-performance") return ftl::ReserveMode::kHighPerformance;
+  if (s == "custom") return ftl::ReserveMode::kCustom;
+  if (s == "under-provision") return ftl::ReserveMode::kUnderProvision;
+  return vsl::Status::InvalidArgument(fmt::format(
+      "reserve mode '{}' is not one of stock, high-performance, custom, under-provision", s));
+}
+
+// Typed argument access with a clear error for a wrong type.
+template <typename T>
+Result<T> Arg(const json& req, const char* key, T dflt) {
+  auto it = req.find(key);
+  if (it == req.end() || it->is_null()) return dflt;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return vsl::Status::InvalidArgument(fmt::format("argument '{}' has the wrong type", key));
+  }
+}
+
+}  // namespace
+
+// ---- config ----
+
+Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return vsl::Status::NotFound(fmt::format("cannot read config file {}", path));
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    return vsl::Status::InvalidArgument(fmt::format("config file {}: {}", path, e.what()));
+  }
+  if (!j.is_object()) return vsl::Status::InvalidArgument(fmt::format("config file {}: not a JSON object", path));
+  DaemonConfig c;
+  for (auto& [k, v] : j.items()) {
+    try {
+      if (k == "cards") {
+        c.cards = v.get<std::vector<std::string>>();
+      } else if (k == "socket") {
+        c.socket_path = v.get<std::string>();
+      } else if (k == "socket_mode") {
+        c.socket_mode = static_cast<uint32_t>(std::stoul(v.get<std::string>(), nullptr, 8));
+      } else if (k == "attach") {
+        c.attach = v.get<bool>();
+      } else {
+        return vsl::Status::InvalidArgument(fmt::format("config file {}: unknown key '{}'", path, k));
+      }
+    } catch (const std::exception& e) {
+      return vsl::Status::InvalidArgument(fmt::format("config file {}: key '{}': {}", path, k, e.what()));
+    }
+  }
+  return c;
+}
+
+// ---- daemon ----
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& cfg) {
+  auto d = std::unique_ptr<Daemon>(new Daemon());
+  d->cfg_ = cfg;
+  if (cfg.cards.empty()) return vsl::Status::InvalidArgument("no card to serve (give --card DIR or a config file)");
+  for (const std::string& dir : cfg.cards) {
+    card::CardOptions o;
+    auto c = card::Card::Open(dir, o);
+    if (!c.ok()) return c.status().WithContext(fmt::format("card {}", dir));
+    Logger("vsld")->info("card {}: serial {}, {} LUN(s)", dir, (*c)->sim().image(0).identity().serial,
+                         (*c)->luns().size());
+    d->cards_.push_back(std::move(c).value());
+    d->beacon_.push_back(false);
+  }
+  if (cfg.attach) {
+    for (auto& c : d->cards_) {
+      if (vsl::Status s = c->AttachAll(); !s.ok()) {
+        Logger("vsld")->error("card {}: {}", c->dir(), s.ToString());  // its LUN says failed
+      }
+    }
+  }
+  return d;
+}
+
+Daemon::~Daemon() {
+  for (auto& c : cards_) {
+    if (vsl::Status s = c->DetachAll(); !s.ok()) Logger("vsld")->error("card {}: detach: {}", c->dir(), s.ToString());
+  }
+}
+
+std::string Daemon::Handle(std::string_view line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  json req;
+  try {
+    req = json::parse(line);
+  } catch (const json::exception&) {
+    return ErrorReply(vsl::Status::InvalidArgument("the request is not valid JSON")).dump();
+  }
+  if (!req.is_object()) return ErrorReply(vsl::Status::InvalidArgument("the request is not a JSON object")).dump();
+  auto v = req.find("v");
+  if (v == req.end() || !v->is_number_integer() || v->get<int>() != kProtocolVersion) {
+    return ErrorReply(vsl::Status::NotSupported(
+                          fmt::format("protocol version: this vsld speaks version {}", kProtocolVersion)))
+        .dump();
+  }
+  Result<json> r = Dispatch(req);
+  if (!r.ok()) return ErrorReply(r.status()).dump();
+  return json{{"v", kProtocolVersion}, {"ok", true}, {"result", std::move(r).value()}}.dump();
+}
+
+Result<card::Card*> Daemon::CardArg(const json& req) {
+  VSL_ASSIGN_OR_RETURN(int64_t i, Arg<int64_t>(req, "card", 0));
+  if (i < 0 || static_cast<std::size_t>(i) >= cards_.size()) {
+    return vsl::Status::InvalidArgument(fmt::format("no card {} (this vsld serves {})", i, cards_.size()));
+  }
+  return cards_[static_cast<std::size_t>(i)].get();
+}
+
+Result<std::vector<card::Lun*>> Daemon::LunsArg(const json& req, card::Card& c) {
+  VSL_ASSIGN_OR_RETURN(int64_t i, Arg<int64_t>(req, "lun", -1));
+  if (i < 0) return c.luns();
+  card::Lun* l = c.lun(static_cast<uint32_t>(i));
+  if (l == nullptr) return vsl::Status::InvalidArgument(fmt::format("card has no LUN {}", i));
+  return std::vector<card::Lun*>{l};
+}
+
+Result<json> Daemon::LunStatus(card::Card& c, card::Lun& l, bool all) {
+  json j = {{"name", l.name()},
+            {"index", l.index()},
+            {"controller", l.controller()},
+            {"pipes", l.pipes()},
+            {"state", std::string(card::LunStateName(l.state()))}};
+  if (!l.error().empty()) j["error"] = l.error();
+  (void)c;
+  VSL_RETURN_IF_ERROR(l.Call([&l, &j, all](card::Lun::Done d) {
+    ftl::Ftl* f = l.ftl();
+    if (f == nullptr) return d(vsl::Status::Ok());
+    const auto& st = f->stats();
+    const auto fb = f->flashback_status();
+    const uint64_t sb = f->sector_bytes();
+    j["sector_bytes"] = sb;
+    j["sectors"] = f->sectors();
+    j["size_bytes"] = f->sectors() * sb;
+    j["mapped_bytes"] = f->mapped_sectors() * sb;
+    j["health"] = std::string(ftl::HealthModeName(fb.mode));
+    j["reserve"] = {{"free_lebs", f->free_lebs()}};
+    j["flashback"] = {{"enabled", fb.enabled},
+                      {"substitution_active", fb.active},
+                      {"failed_dies", fb.failed_dies},
+                      {"rebuild_lebs_left", fb.rebuild_lebs_left},
+                      {"lost_sectors", fb.lost_lbas.size()},
+                      {"unnamed_lost_stripes", fb.unnamed_lost_stripes}};
+    // Counters since this attach (lifetime counters come with the health work).
+    j["since_attach"] = {{"host_read_bytes", st.host_read_sectors * sb},
+                         {"host_write_bytes", st.host_write_sectors * sb},
+                         {"physical_write_bytes", st.pages_programmed * f->geometry().page_data_bytes},
+                         {"waf", st.Waf()}};
+    j["host_ram_bytes"] = f->memory_bytes();
+    const auto ai = f->attach_info();
+    j["attach"] = {{"from_checkpoint", ai.from_checkpoint}, {"lebs_scanned", ai.lebs_scanned},
+                   {"ms", ai.attach_ns / 1e6}};
+    if (all) {
+      j["flashback"]["events"] = fb.events;
+      j["flashback"]["lost_lbas"] = fb.lost_lbas;
+      const auto [lo, hi] = f->EraseCountRange();
+      j["erase_count"] = {{"min", lo}, {"max", hi}};
+      j["stats"] = {{"gc_write_sectors", st.gc_write_sectors}, {"victims", st.victims},
+                    {"lebs_erased", st.lebs_erased}, {"program_failures", st.program_failures},
+                    {"erase_failures", st.erase_failures}, {"read_errors", st.read_errors},
+                    {"parity_pages", st.parity_pages}, {"rebuilt_pages", st.rebuilt_pages}};
+    }
+    d(vsl::Status::Ok());
+  }));
+  return j;
+}
+
+Result<json> Daemon::StatusCmd(const json& req) {
+  VSL_ASSIGN_OR_RETURN(bool all, Arg<bool>(req, "all", false));
+  card::Card* only = nullptr;  // every card unless one is named
+  if (req.contains("card")) {
+    VSL_ASSIGN_OR_RETURN(only, CardArg(req));
+  }
+  json cards = json::array();
+  for (std::size_t i = 0; i < cards_.size(); ++i) {
+    card::Card& c = *cards_[i];
+    if (only != nullptr && only != &c) continue;
+    const auto& id = c.sim().image(0).identity();
+    json cj = {{"index", i},
+               {"dir", c.dir()},
+               {"serial", id.serial.substr(0, id.serial.rfind('-'))},
+               {"model", id.model},
+               {"profile", id.profile},
+               {"firmware_version", id.firmware_version},
+               {"beacon", bool(beacon_[i])},
+               // The power and thermal model is not built yet: null, not a made-up figure.
+               {"temperature_c", nullptr},
+               {"power_w", nullptr}};
+    json ctrls = json::array();
+    for (uint32_t k = 0; k < c.controllers(); ++k) {
+      const auto h = c.sim().Health(k);
+      json hj = {{"index", k},
+                 {"serial", h.serial},
+                 {"pipe_mode", std::string(card::PipeModeName(c.pipe_mode(k)))},
+                 {"dies", h.dies},
+                 {"failed_dies", h.failed_dies},
+                 {"plp", std::string(nand::PlpStateName(h.plp))},
+                 {"rated_pe_used_percent", h.rated_pe_used_percent},
+                 {"power_on_count", h.power_on_count},
+                 {"unsafe_power_offs", h.unsafe_power_offs}};
+      if (all) {
+        hj["blocks"] = h.blocks;
+        hj["factory_bad_blocks"] = h.factory_bad_blocks;
+        hj["grown_bad_blocks"] = h.grown_bad_blocks;
+        hj["erase_count"] = {{"min", h.min_erase_count}, {"max", h.max_erase_count}, {"mean", h.mean_erase_count}};
+        hj["image_bytes"] = h.image_bytes;
+        hj["image_allocated_bytes"] = h.image_allocated_bytes;
+      }
+      ctrls.push_back(hj);
+    }
+    cj["controllers"] = ctrls;
+    json luns = json::array();
+    for (card::Lun* l : c.luns()) {
+      VSL_ASSIGN_OR_RETURN(json lj, LunStatus(c, *l, all));
+      luns.push_back(lj);
+    }
+    cj["luns"] = luns;
+    cards.push_back(cj);
+  }
+  return json{{"protocol", kProtocolVersion}, {"pid", ::getpid()}, {"cards", cards}};
+}
+
+Result<json> Daemon::SureErase(card::Card& c, uint32_t controller) {
+  if (controller >= c.controllers()) {
+    return vsl::Status::InvalidArgument(fmt::format("the card has no controller {}", controller));
+  }
+  json out = json::array();
+  for (card::Lun* l : c.luns()) {
+    if (l->controller() != controller) continue;
+    VSL_RETURN_IF_ERROR(l->Call([l](card::Lun::Done d) { l->Detach(std::move(d)); }));
+  }
+  for (card::Lun* l : c.luns()) {
+    if (l->controller() != controller) continue;
+    card::Lun::EraseReport rep;
+    vsl::Status s = l->Call([l, &rep](card::Lun::Done d) {
+      l->SureErase([d = std::move(d), &rep](vsl::Status st, card::Lun::EraseReport r) mutable {
+        rep = r;
+        d(st);
+      });
+    });
+    out.push_back({{"lun", l->name()}, {"blocks", rep.blocks}, {"erased_and_verified", rep.erased},
+                   {"bad", rep.bad}, {"not_blank", rep.not_blank}});
+    VSL_RETURN_IF_ERROR(s);
+  }
+  return json{{"luns", out}};
+}
+
+Result<json> Daemon::Dispatch(const json& req) {
+  VSL_ASSIGN_OR_RETURN(std::string cmd, Arg<std::string>(req, "cmd", ""));
+  if (cmd == "version") {
+    return json{{"protocol", kProtocolVersion}, {"daemon", "vsld (OpenVSL)"}};
+  }
+  if (cmd == "status") return StatusCmd(req);
+  if (cmd == "attach" || cmd == "detach" || cmd == "reset") {
+    VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+    VSL_ASSIGN_OR_RETURN(auto luns, LunsArg(req, *c));
+    json done = json::array();
+    for (card::Lun* l : luns) {
+      vsl::Status s = l->Call([l, &cmd](card::Lun::Done d) {
+        if (cmd == "attach") return l->Attach(std::move(d));
+        if (cmd == "detach") return l->Detach(std::move(d));
+        if (l->state() != card::LunState::kOnline) {
+          return d(vsl::Status::FailedPrecondition(fmt::format("{} is not online", l->name())));
+        }
+        l->Reset(std::move(d));
+      });
+      if (!s.ok() && !(cmd == "attach" && s.code() == StatusCode::kNotFound && luns.size() > 1)) {
+        return s.WithContext(l->name());
+      }
+      done.push_back({{"lun", l->name()}, {"state", std::string(card::LunStateName(l->state()))}});
+    }
+    return json{{"luns", done}};
+  }
+  if (cmd == "format") {
+    VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+    VSL_ASSIGN_OR_RETURN(int64_t ctrl, Arg<int64_t>(req, "controller", -1));
+    VSL_ASSIGN_OR_RETURN(std::string mode_s, Arg<std::string>(req, "mode", "dual"));
+    VSL_ASSIGN_OR_RETURN(card::PipeMode mode, card::ParsePipeMode(mode_s));
+    ftl::FormatOptions fo;
+    VSL_ASSIGN_OR_RETURN(int64_t sb, Arg<int64_t>(req, "sector_bytes", 4096));
+    if (sb != 512 && sb != 4096) {
+      return vsl::Status::InvalidArgument(fmt::format("sector size {} B: 512 or 4096", sb));
+    }
+    fo.sector_bytes = static_cast<uint32_t>(sb);
+    VSL_ASSIGN_OR_RETURN(std::string reserve, Arg<std::string>(req, "reserve", "stock"));
+    VSL_ASSIGN_OR_RETURN(fo.reserve, ParseReserve(reserve));
+    VSL_ASSIGN_OR_RETURN(fo.spare_percent, Arg<double>(req, "spare_percent", fo.spare_percent));
+    VSL_ASSIGN_OR_RETURN(fo.flashback, Arg<bool>(req, "flashback", true));
+    std::vector<uint32_t> ctrls;
+    if (ctrl < 0) {
+      for (uint32_t k = 0; k < c->controllers(); ++k) ctrls.push_back(k);
+    } else {
+      ctrls.push_back(static_cast<uint32_t>(ctrl));
+    }
+    for (uint32_t k : ctrls) VSL_RETURN_IF_ERROR(c->FormatController(k, mode, fo));
+    VSL_ASSIGN_OR_RETURN(bool attach, Arg<bool>(req, "attach", true));
+    if (attach) VSL_RETURN_IF_ERROR(c->AttachAll());
+    json luns = json::array();
+    for (card::Lun* l : c->luns()) {
+      luns.push_back({{"lun", l->name()}, {"state", std::string(card::LunStateName(l->state()))}});
+    }
+    return json{{"luns", luns}};
+  }
+  if (cmd == "sure-erase") {
+    VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+    VSL_ASSIGN_OR_RETURN(int64_t ctrl, Arg<int64_t>(req, "controller", -1));
+    if (ctrl < 0) return vsl::Status::InvalidArgument("sure-erase needs a controller");
+    return SureErase(*c, static_cast<uint32_t>(ctrl));
+  }
+  if (cmd == "beacon") {
+    VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+    VSL_ASSIGN_OR_RETURN(bool on, Arg<bool>(req, "on", true));
+    std::size_t i = 0;
+    while (cards_[i].get() != c) ++i;
+    beacon_[i] = on;
+    Logger("vsld")->warn("card {}: beacon {} (the simulated card has no LED: status shows it)", c->dir(),
+                         on ? "on" : "off");
+    return json{{"beacon", on}};
+  }
+  if (cmd.empty()) return vsl::Status::InvalidArgument("the request has no 'cmd'");
+  return vsl::Status::InvalidArgument(fmt::format("unknown command '{}'", cmd));
+}
+
+// ---- control socket ----
+
+Result<std::unique_ptr<ControlServer>> ControlServer::Start(Daemon& d, const std::string& path, uint32_t mode) {
+  auto s = std::unique_ptr<ControlServer>(new ControlServer());
+  s->daemon_ = &d;
+  s->path_ = path;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return vsl::Status::InvalidArgument(fmt::format("socket path {} is too long", path));
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // A socket file left by a vsld that died is replaced; one that answers is another vsld.
+  {
+    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe >= 0) {
+      const bool live = ::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+      ::close(probe);
+      if (live) return vsl::Status::AlreadyExists(fmt::format("another vsld serves {}", path));
+    }
+    ::unlink(path.c_str());
+  }
+  s->listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s->listen_fd_ < 0) return vsl::Status::IOError(fmt::format("socket: {}", std::strerror(errno)));
+  const mode_t old = ::umask(0777 & ~mode);
+  const int rc = ::bind(s->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::umask(old);
+  if (rc != 0) return vsl::Status::IOError(fmt::format("bind {}: {}", path, std::strerror(errno)));
+  ::chmod(path.c_str(), mode);
+  if (::listen(s->listen_fd_, 16) != 0) return vsl::Status::IOError(fmt::format("listen: {}", std::strerror(errno)));
+  if (::pipe2(s->wake_, O_CLOEXEC) != 0) return vsl::Status::IOError("pipe");
+  s->thread_ = std::thread([p = s.get()] { p->Run(); });
+  Logger("vsld")->info("control socket {} (mode {:o})", path, mode);
+  return s;
+}
+
+ControlServer::~ControlServer() {
+  if (wake_[1] >= 0) {
+    const char c = 'x';
+    (void)!::write(wake_[1], &c, 1);
+  }
+  if (thread_.joinable()) thread_.join();
+  for (int fd : {listen_fd_, wake_[0], wake_[1]}) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (!path_.empty()) ::unlink(path_.c_str());
+}
+
+void ControlServer::Run() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if (fds[0].revents & POLLIN) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      Serve(fd);
+      ::close(fd);
+    }
+  }
+}
+
+// One client at a time: requests are short and serialized anyway. A client that sends
+// nothing for 10 s, or an over-long line, is disconnected.
+void ControlServer::Serve(int fd) {
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string buf;
+  char chunk[4096];
+  for (;;) {
+    std::size_t nl;
+    while ((nl = buf.find('\n')) != std::string::npos) {
+      std::string reply = daemon_->Handle(std::string_view(buf).substr(0, nl)) + "\n";
+      buf.erase(0, nl + 1);
+      std::size_t off = 0;
+      while (off < reply.size()) {
+        const ssize_t w = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
+        if (w <= 0) return;
+        off += static_cast<std::size_t>(w);
+      }
+    }
+    if (buf.size() > kMaxRequestBytes) {
+      const std::string reply =
+          ErrorReply(vsl::Status::InvalidArgument(fmt::format("request longer than {} bytes", kMaxRequestBytes)))
+              .dump() +
+          "\n";
+      (void)!::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      return;
+    }
+    const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
+    if (n <= 0) return;
+    buf.append(chunk, static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace vsl::daemon

@@ -1,0 +1,93 @@
+// Daemon: what vsld runs. It owns one or more cards, attaches their LUNs, and answers the
+// control protocol (docs/control-protocol.md) that vslctl speaks.
+//
+// Control protocol, version 1: one JSON object per line each way over a Unix stream
+// socket. A request is {"v": 1, "cmd": "<name>", ...arguments}; the reply is
+// {"v": 1, "ok": true, "result": {...}} or {"v": 1, "ok": false, "error": {"code":
+// "<StatusCodeName>", "message": "..."}}. A malformed line, an unknown command or a
+// bad argument gets an error reply, never a crash; the connection stays usable.
+//
+// Threads: Handle may be called from any thread; requests are served one at a time
+// (the card layer's management calls are not concurrent). I/O runs on the LUN engines.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "vsl/card/card.h"
+#include "vsl/core/status.h"
+
+namespace vsl::daemon {
+
+inline constexpr int kProtocolVersion = 1;
+// The longest request line accepted (a longer one is refused and the connection closed).
+inline constexpr std::size_t kMaxRequestBytes = 64 * 1024;
+
+struct DaemonConfig {
+  std::vector<std::string> cards;  // card directories (the simulated card backend)
+  std::string socket_path = "/run/vsld.sock";
+  uint32_t socket_mode = 0600;     // root-only by default
+  bool attach = true;              // attach every LUN at start
+  // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
+  // "socket_mode": "0660", "attach": true}. Unknown keys are refused (a typo would
+  // otherwise be silently ignored).
+  static Result<DaemonConfig> FromFile(const std::string& path);
+};
+
+class Daemon {
+ public:
+  // Opens every card of `cfg` and (cfg.attach) attaches their LUNs: from the checkpoint
+  // after a clean stop, by scan after a crash, with progress in the log.
+  static Result<std::unique_ptr<Daemon>> Start(const DaemonConfig& cfg);
+  // Detaches every LUN cleanly (a checkpoint each).
+  ~Daemon();
+
+  // One request line in, one reply line out (without the newline).
+  std::string Handle(std::string_view line);
+
+  card::Card& card(std::size_t i) { return *cards_.at(i); }
+  std::size_t card_count() const { return cards_.size(); }
+
+ private:
+  Daemon() = default;
+  Result<nlohmann::json> Dispatch(const nlohmann::json& req);
+  Result<nlohmann::json> StatusCmd(const nlohmann::json& req);
+  Result<card::Card*> CardArg(const nlohmann::json& req);
+  Result<std::vector<card::Lun*>> LunsArg(const nlohmann::json& req, card::Card& c);
+  Result<nlohmann::json> LunStatus(card::Card& c, card::Lun& l, bool all);
+  Result<nlohmann::json> SureErase(card::Card& c, uint32_t controller);
+
+  DaemonConfig cfg_;
+  std::vector<std::unique_ptr<card::Card>> cards_;
+  std::vector<bool> beacon_;
+  std::mutex mu_;
+};
+
+// Serves a daemon's control protocol on a Unix socket, on its own thread.
+class ControlServer {
+ public:
+  // Binds `path` (a stale socket file is replaced; a live one is refused: another vsld
+  // is running), with permissions `mode`.
+  static Result<std::unique_ptr<ControlServer>> Start(Daemon& d, const std::string& path, uint32_t mode);
+  ~ControlServer();  // stops accepting, closes, removes the socket file
+
+ private:
+  ControlServer() = default;
+  void Run();
+  void Serve(int fd);
+
+  Daemon* daemon_ = nullptr;
+  std::string path_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};  // a pipe: written to stop the accept loop
+  std::thread thread_;
+};
+
+}  // namespace vsl::daemon
