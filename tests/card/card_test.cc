@@ -2,6 +2,8 @@
 // controller), each with its own engine and FTL; LUN isolation (one LUN reset, formatted
 // or detached while another runs I/O), in virtual time and on real engine threads.
 #include <atomic>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 #include "tests/testutil/temp_dir.h"
 #include "vsl/card/card.h"
 #include "vsl/card/joined_pipe.h"
+#include "vsl/card/volume.h"
 #include "vsl/core/random.h"
 
 namespace vsl::testing {
@@ -253,6 +256,73 @@ TEST_F(CardTest, LunsOnTheirOwnEngineThreadsServeInParallel) {
   Open(true);
   ASSERT_TRUE(card_->AttachAll().ok());
   for (Lun* l : card_->luns()) EXPECT_EQ(l->state(), LunState::kOnline);
+}
+
+// The card volume: chunks round-robin over the LUNs; a request spanning chunks lands on
+// several LUNs, each part where Locate says.
+TEST_F(CardTest, VolumeStripesChunksAcrossTheLuns) {
+  Create();
+  Open();
+  for (uint32_t c = 0; c < 2; ++c) ASSERT_TRUE(card_->FormatController(c, PipeMode::kDual, {}).ok());
+  ASSERT_TRUE(card_->AttachAll().ok());
+  auto v = card::CardVolume::Create(card_->luns(), 64 * 1024);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  card::CardVolume& vol = **v;
+  const uint32_t sb = vol.sector_bytes();
+  ASSERT_EQ(vol.chunk_sectors(), 16u);
+  uint64_t smallest = UINT64_MAX;
+  for (Lun* l : card_->luns()) smallest = std::min(smallest, Sectors(*l));
+  EXPECT_EQ(vol.sectors(), smallest / 16 * 16 * 4);
+  auto sync = [this](auto fn) {
+    std::optional<Status> s;
+    fn([&s](Status x) { s = x; });
+    clock_.RunUntilTrue([&s] { return s.has_value(); });
+    return s.value_or(Status::Internal("never completed"));
+  };
+  // Writes of 1..40 sectors at odd places: many cross chunk (and so LUN) boundaries.
+  std::map<uint64_t, uint64_t> version;
+  Rng rng(5);
+  for (int i = 0; i < 60; ++i) {
+    const uint32_t n = static_cast<uint32_t>(rng.Range(1, 40));
+    const uint64_t lba = rng.Below(vol.sectors() - n);
+    std::vector<uint8_t> data;
+    for (uint32_t k = 0; k < n; ++k) {
+      const auto p = Pattern(9, lba + k, i + 1, sb);
+      data.insert(data.end(), p.begin(), p.end());
+      version[lba + k] = i + 1;
+    }
+    ASSERT_TRUE(sync([&](auto d) { vol.Write(lba, n, data.data(), false, std::move(d)); }).ok());
+  }
+  ASSERT_TRUE(sync([&](auto d) { vol.Flush(std::move(d)); }).ok());
+  std::vector<uint8_t> out(sb);
+  for (const auto& [lba, ver] : version) {
+    ASSERT_TRUE(sync([&](auto d) { vol.Read(lba, 1, out.data(), std::move(d)); }).ok());
+    ASSERT_EQ(out, Pattern(9, lba, ver, sb)) << "volume lba " << lba;
+    // The same sector, read from its LUN directly.
+    const auto [pos, lun_lba] = vol.Locate(lba);
+    ASSERT_TRUE(Read(*card_->luns()[pos], lun_lba, &out).ok());
+    ASSERT_EQ(out, Pattern(9, lba, ver, sb)) << "LUN " << pos << " lba " << lun_lba;
+  }
+  // A multi-chunk read in one request, and a trim across every LUN.
+  const uint64_t first = version.begin()->first;
+  std::vector<uint8_t> many(uint64_t{100} * sb);
+  ASSERT_TRUE(sync([&](auto d) { vol.Read(first, 100, many.data(), std::move(d)); }).ok());
+  for (uint64_t k = 0; k < 100; ++k) {
+    const auto it = version.find(first + k);
+    const auto want = it == version.end() ? std::vector<uint8_t>(sb, 0) : Pattern(9, first + k, it->second, sb);
+    ASSERT_TRUE(std::equal(want.begin(), want.end(), many.begin() + static_cast<std::ptrdiff_t>(k * sb)));
+  }
+  ASSERT_TRUE(sync([&](auto d) { vol.Trim(0, vol.sectors(), std::move(d)); }).ok());
+  ASSERT_TRUE(sync([&](auto d) { vol.Read(first, 1, out.data(), std::move(d)); }).ok());
+  EXPECT_EQ(out, std::vector<uint8_t>(sb, 0));
+  // Out of range, and LUNs that cannot be striped together.
+  EXPECT_EQ(sync([&](auto d) { vol.Read(vol.sectors(), 1, out.data(), std::move(d)); }).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(card::CardVolume::Create({}, 64 * 1024).ok());
+  EXPECT_FALSE(card::CardVolume::Create(card_->luns(), 1000).ok());
+  ASSERT_TRUE(card_->FormatController(1, PipeMode::kDual, {.sector_bytes = 512}).ok());
+  ASSERT_TRUE(card_->AttachAll().ok());
+  EXPECT_FALSE(card::CardVolume::Create(card_->luns(), 64 * 1024).ok()) << "mixed sector sizes";
 }
 
 TEST_F(CardTest, BadRequestsGetClearErrors) {
