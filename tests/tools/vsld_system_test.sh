@@ -125,11 +125,31 @@ r = json.loads(s2.makefile().readline())
 assert r["ok"] is False
 EOF
 ctl --json status >/dev/null || fail "vsld after malformed requests"
+# Firmware update: checked first; a corrupt or mismatched image changes nothing.
+model=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["cards"][0]["model"])')
+head -c 5000 /dev/urandom >"$T/payload"
+"$VSLCTL" make-firmware "$T/good.fw" --version 1.1.0 --model "$model" --payload "$T/payload" >/dev/null
+"$VSLCTL" make-firmware "$T/other.fw" --version 9.9.9 --model OTHER-MODEL >/dev/null
+cp "$T/good.fw" "$T/bad.fw"
+printf 'X' | dd of="$T/bad.fw" bs=1 seek=2000 conv=notrunc 2>/dev/null
+for img in bad other; do
+  set +e
+  ctl update "$T/$img.fw" --yes 2>"$T/err"
+  rc=$?
+  set -e
+  [ $rc -ne 0 ] || fail "update with the $img image succeeded"
+done
+grep -q "is for controller model OTHER-MODEL" "$T/err" || fail "mismatch message: $(cat "$T/err")"
 set +e
-ctl update /nonexistent.fw 2>/dev/null
+ctl update /nonexistent.fw --yes 2>/dev/null
 rc=$?
 set -e
-[ $rc -eq 2 ] || fail "update: exit $rc"
+[ $rc -ne 0 ] || fail "update of a missing file"
+json_check "j['cards'][0]['firmware_version']=='1.0.0'"
+ctl update "$T/good.fw" --controller 1 --yes | grep -q "controller 1: firmware 1.0.0 -> 1.1.0" || fail "update"
+json_check "j['cards'][0]['controllers'][1]['firmware_version']=='1.1.0' and j['cards'][0]['controllers'][0]['firmware_version']=='1.0.0'"
+[ -f "$T/card/ctrl1.fw" ] || fail "firmware image kept beside the card"
+
 
 # Clean stop and restart: every LUN from its checkpoint.
 stop
@@ -137,6 +157,7 @@ grep -q "stopped cleanly" "$T/vsld.log" || fail "clean stop log"
 [ -e "$SOCK" ] && fail "socket left behind"
 start
 json_check "all(s=='online' for s in st.values()) and all(l['attach']['from_checkpoint'] for l in luns)"
+json_check "j['cards'][0]['controllers'][1]['firmware_version']=='1.1.0'"  # kept across restarts
 
 # SIGKILL at random points (attach, serving, a format in progress), then recovery.
 for i in 1 2 3 4 5; do

@@ -8,7 +8,9 @@
 //                 [--spare-percent P] [--no-flashback] [--yes]
 //   vslctl sure-erase --controller N [--yes] erase and verify every block
 //   vslctl beacon on|off                     identify the card
+//   vslctl update IMAGE [--controller N] [--yes]   load controller firmware
 //   vslctl create-card DIR [--profile P] [--blocks N] [--seed S]   (no vsld needed)
+//   vslctl make-firmware OUT --version V --model M [--payload F]   (no vsld needed)
 // Every command takes --json (machine-readable output), --socket PATH, --card N.
 //
 // Exit codes: 0 done; 1 the card or vsld refused or failed the operation; 2 bad usage;
@@ -20,6 +22,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <string>
 
@@ -27,6 +31,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "vsl/simcard/firmware.h"
 #include "vsl/simcard/sim_card.h"
 
 namespace {
@@ -243,9 +248,18 @@ int main(int argc, char** argv) {
   create->add_option("--blocks", blocks, "blocks per die (smaller cards)");
   create->add_option("--seed", seed, "seed of the card's identity and factory bad blocks");
 
-  auto* update = app.add_subcommand("update", "load a controller firmware image");
+  auto* update = app.add_subcommand("update", "load a controller firmware image (checked first; the old one stays on failure)");
   std::string image;
   update->add_option("image", image, "firmware image")->required();
+  update->add_option("--controller", controller, "controller (default: all)");
+  update->add_flag("-y,--yes", yes, "do not ask for confirmation");
+
+  std::string fw_version, fw_model, fw_payload;
+  auto* mkfw = app.add_subcommand("make-firmware", "build a controller firmware image (release tooling, tests)");
+  mkfw->add_option("out", image, "image to write")->required();
+  mkfw->add_option("--version", fw_version, "firmware version, e.g. 1.1.0")->required();
+  mkfw->add_option("--model", fw_model, "controller model, e.g. OVSL-SLC-16G")->required();
+  mkfw->add_option("--payload", fw_payload, "payload file (default: empty)");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -318,10 +332,49 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (*update) {
-    std::fprintf(stderr,
-                 "vslctl: update: controller firmware images are not supported yet (the simulated "
-                 "controller has no loadable firmware; the RTL controller comes with its own)\n");
-    return kExitUsage;
+    char abs[4096];
+    const std::string path = ::realpath(image.c_str(), abs) != nullptr ? std::string(abs) : image;
+    if (!Confirm(fmt::format("Load firmware image {} into {} of card {}.", path,
+                             controller < 0 ? std::string("every controller") : fmt::format("controller {}", controller),
+                             std::max(g.card, 0)),
+                 yes)) {
+      return kExitDeclined;
+    }
+    json reply = Request(g, {{"cmd", "update"}, {"path", path}, {"controller", controller}});
+    if (int rc = Check(g, reply); rc != kExitOk) return rc;
+    if (g.json_out) {
+      std::cout << reply["result"].dump(2) << "\n";
+    } else {
+      for (const auto& k : reply["result"]["controllers"]) {
+        std::cout << fmt::format("controller {}: firmware {} -> {}\n", k["controller"].get<int>(),
+                                 k["from"].get<std::string>(), k["to"].get<std::string>());
+      }
+    }
+    return kExitOk;
+  }
+  if (*mkfw) {
+    std::vector<uint8_t> payload;
+    if (!fw_payload.empty()) {
+      std::ifstream in(fw_payload, std::ios::binary);
+      if (!in) {
+        std::fprintf(stderr, "vslctl: cannot read %s\n", fw_payload.c_str());
+        return kExitUsage;
+      }
+      payload.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    auto fw = vsl::simcard::BuildFirmware(fw_version, fw_model, payload);
+    if (!fw.ok()) {
+      std::fprintf(stderr, "vslctl: %s\n", fw.status().ToString().c_str());
+      return kExitUsage;
+    }
+    std::ofstream outf(image, std::ios::binary);
+    outf.write(reinterpret_cast<const char*>(fw->data()), static_cast<std::streamsize>(fw->size()));
+    if (!outf) {
+      std::fprintf(stderr, "vslctl: cannot write %s\n", image.c_str());
+      return kExitFailed;
+    }
+    std::cout << fmt::format("wrote {} ({} bytes, firmware {} for {})\n", image, fw->size(), fw_version, fw_model);
+    return kExitOk;
   }
   return kExitUsage;
 }

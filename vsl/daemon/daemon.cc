@@ -217,7 +217,7 @@ Result<json> Daemon::StatusCmd(const json& req) {
                {"serial", id.serial.substr(0, id.serial.rfind('-'))},
                {"model", id.model},
                {"profile", id.profile},
-               {"firmware_version", id.firmware_version},
+               {"firmware_version", c.sim().firmware_version(0)},
                {"beacon", bool(beacon_[i])},
                // The power and thermal model is not built yet: null, not a made-up figure.
                {"temperature_c", nullptr},
@@ -227,6 +227,7 @@ Result<json> Daemon::StatusCmd(const json& req) {
       const auto h = c.sim().Health(k);
       json hj = {{"index", k},
                  {"serial", h.serial},
+                 {"firmware_version", h.firmware_version},
                  {"pipe_mode", std::string(card::PipeModeName(c.pipe_mode(k)))},
                  {"dies", h.dies},
                  {"failed_dies", h.failed_dies},
@@ -352,6 +353,27 @@ Result<json> Daemon::Dispatch(const json& req) {
     Logger("vsld")->warn("card {}: beacon {} (the simulated card has no LED: status shows it)", c->dir(),
                          on ? "on" : "off");
     return json{{"beacon", on}};
+  }
+  if (cmd == "update") {
+    VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+    VSL_ASSIGN_OR_RETURN(std::string path, Arg<std::string>(req, "path", ""));
+    VSL_ASSIGN_OR_RETURN(int64_t ctrl, Arg<int64_t>(req, "controller", -1));
+    if (path.empty()) return vsl::Status::InvalidArgument("update needs the firmware image's path");
+    if (ctrl >= static_cast<int64_t>(c->controllers())) {
+      return vsl::Status::InvalidArgument(fmt::format("the card has no controller {}", ctrl));
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return vsl::Status::NotFound(fmt::format("cannot read firmware image {}", path));
+    std::vector<uint8_t> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (image.size() > (64u << 20)) return vsl::Status::InvalidArgument("firmware image over 64 MiB");
+    json done = json::array();
+    for (uint32_t k = 0; k < c->controllers(); ++k) {
+      if (ctrl >= 0 && k != static_cast<uint32_t>(ctrl)) continue;
+      const std::string before = c->sim().firmware_version(k);
+      VSL_RETURN_IF_ERROR(c->sim().UpdateFirmware(k, image).WithContext(fmt::format("controller {}", k)));
+      done.push_back({{"controller", k}, {"from", before}, {"to", c->sim().firmware_version(k)}});
+    }
+    return json{{"controllers", done}};
   }
   if (cmd.empty()) return vsl::Status::InvalidArgument("the request has no 'cmd'");
   return vsl::Status::InvalidArgument(fmt::format("unknown command '{}'", cmd));

@@ -83,7 +83,10 @@ struct ImageState {
   // Written by the VSL at format (card layer); zero in images of minor version 0.
   uint8_t pipe_mode;
   uint8_t reserved0[2];
-  uint64_t reserved[5];
+  // The controller firmware loaded by an update (NUL-padded; empty: the one it shipped
+  // with, ImageHeader's). The image itself is kept beside the card image (ctrlN.fw).
+  char firmware_version[32];
+  uint64_t reserved[1];
   uint32_t pad;
   uint32_t crc;                  // CRC32C of this record with this field zero
 };

@@ -1,5 +1,11 @@
 #include "vsl/simcard/sim_card.h"
 #include "vsl/core/check.h"
+#include "vsl/simcard/firmware.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <sys/stat.h>
 
@@ -57,6 +63,7 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
     return Status::NotFound(fmt::format("card directory {} does not exist", dir));
   }
   auto card = std::unique_ptr<SimCard>(new SimCard(clock, opts));
+  card->dir_ = dir;
   VSL_ASSIGN_OR_RETURN(auto first, ControllerImage::Open(ImagePath(dir, 0)));
   const ImageIdentity id0 = first->identity();
   card->geometry_ = first->geometry();
@@ -132,6 +139,54 @@ Status SimCard::SetPipeMode(uint32_t controller, uint8_t mode) {
   if (mode > 1) return Status::InvalidArgument(fmt::format("no pipe mode {}", mode));
   images_[controller]->state().pipe_mode = mode;
   return images_[controller]->SyncState();
+}
+
+std::string SimCard::firmware_version(uint32_t controller) const {
+  const auto& st = images_.at(controller)->state();
+  const std::string loaded(st.firmware_version, strnlen(st.firmware_version, sizeof(st.firmware_version)));
+  return loaded.empty() ? images_[controller]->identity().firmware_version : loaded;
+}
+
+Status SimCard::UpdateFirmware(uint32_t controller, const std::vector<uint8_t>& image) {
+  if (controller >= images_.size()) return Status::InvalidArgument(fmt::format("no controller {}", controller));
+  ControllerImage& img = *images_[controller];
+  VSL_ASSIGN_OR_RETURN(FirmwareInfo info, CheckFirmware(image, img.identity().model));
+  const std::string path = fmt::format("{}/ctrl{}.fw", dir_, controller);
+  const std::string tmp = path + ".new";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno(errno, fmt::format("create {}", tmp));
+  std::size_t off = 0;
+  while (off < image.size()) {
+    const ssize_t w = ::write(fd, image.data() + off, image.size() - off);
+    if (w <= 0) {
+      const int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::FromErrno(e, fmt::format("write {}", tmp));
+    }
+    off += static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::IOError(fmt::format("sync {}", tmp));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return Status::FromErrno(e, fmt::format("rename {}", tmp));
+  }
+  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  auto& st = img.state();
+  std::memset(st.firmware_version, 0, sizeof(st.firmware_version));
+  std::memcpy(st.firmware_version, info.version.data(), info.version.size());
+  VSL_RETURN_IF_ERROR(img.SyncState());
+  Logger("simcard")->warn("controller {}: firmware {} loaded ({} bytes)", controller, info.version,
+                          info.payload_bytes);
+  return Status::Ok();
 }
 
 Status SimCard::RebindPipe(uint32_t index, Clock& clock) {
@@ -234,7 +289,7 @@ ControllerHealth SimCard::Health(uint32_t controller) const {
   h.serial = img.identity().serial;
   h.model = img.identity().model;
   h.profile = img.identity().profile;
-  h.firmware_version = img.identity().firmware_version;
+  h.firmware_version = firmware_version(controller);
   h.dies = g.dies_per_controller();
   h.min_erase_count = UINT32_MAX;
   uint64_t pe_sum = 0;

@@ -140,6 +140,13 @@ class SimCard {
   // Moves pipe `index` onto `clock` (e.g. both pipes of a controller onto one engine in
   // single-pipe mode). The pipe must have nothing outstanding.
   Status RebindPipe(uint32_t index, Clock& clock);
+  // Loads a controller firmware image (firmware.h) into `controller`: checked first
+  // (Corruption for a damaged image, InvalidArgument for another model: nothing changes),
+  // then stored beside the card image (written to a new file, synced, renamed over the
+  // old one) and only then made the active version. A failure at any step keeps the old.
+  Status UpdateFirmware(uint32_t controller, const std::vector<uint8_t>& image);
+  // The controller's active firmware version (an update's, else the shipped one).
+  std::string firmware_version(uint32_t controller) const;
   // Reads the pipe modes of the card in `dir` without opening it (no power-on counted):
   // what a host needs to know before it lays out its engines.
   static Result<std::vector<uint8_t>> ProbePipeModes(const std::string& dir);
@@ -161,6 +168,7 @@ class SimCard {
   SimCard(Clock& clock, const SimCardOptions& opts);
 
   Clock& clock_;
+  std::string dir_;
   SimCardOptions opts_;
   Profile profile_;
   nand::Geometry geometry_;
