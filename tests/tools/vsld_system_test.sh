@@ -22,7 +22,7 @@ fail() {
 }
 ctl() { "$VSLCTL" --socket "$SOCK" "$@"; }
 start() {
-  "$VSLD" --card "$T/card" --socket "$SOCK" --log-level info >>"$T/vsld.log" 2>&1 &
+  "$VSLD" --card "$T/card" --socket "$SOCK" --log-level info --volume-chunk-kib 128 >>"$T/vsld.log" 2>&1 &
   PID=$!
   for _ in $(seq 1 200); do
     [ -S "$SOCK" ] && ctl --json status >/dev/null 2>&1 && return 0
@@ -83,9 +83,12 @@ set -e
 ctl format --yes >/dev/null
 json_check "all(s=='online' for s in st.values()) and all(l['sector_bytes']==4096 for l in luns)"
 ctl status | grep -q "lun3: online" || fail "human status after format"
+json_check "j['cards'][0]['volume']['luns']==4 and j['cards'][0]['volume']['chunk_bytes']==131072 and j['cards'][0]['volume']['sectors']==4*(min(l['sectors'] for l in luns)//32*32)"
+ctl status | grep -q "Card volume: .* over 4 LUNs in 128 KiB chunks" || fail "human status: volume"
 
 # Single-pipe mode on controller 0: one LUN over both pipes.
 ctl format --controller 0 --mode single --sector-size 512 --yes >/dev/null
+json_check "'error' in j['cards'][0]['volume']"  # 512 B and 4 KiB LUNs do not stripe together
 json_check "len(luns)==3 and luns[0]['pipes']==[0,1] and luns[0]['sector_bytes']==512 and j['cards'][0]['controllers'][0]['pipe_mode']=='single'"
 json_check "luns[0]['sectors'] > 7*luns[1]['sectors']"  # 2 pipes, 8x smaller sectors
 

@@ -147,6 +147,17 @@ void PrintStatus(const json& r, bool all) {
                                  k["erase_count"]["max"].get<uint32_t>(), k["erase_count"]["mean"].get<double>());
       }
     }
+    if (c.contains("volume")) {
+      const auto& v = c["volume"];
+      if (v.contains("error")) {
+        std::cout << fmt::format("  Card volume: not available ({})\n", v["error"].get<std::string>());
+      } else {
+        std::cout << fmt::format("  Card volume: {} over {} LUNs in {} KiB chunks ({} x {} B sectors)\n",
+                                 Bytes(v["size_bytes"].get<uint64_t>()), v["luns"].get<uint32_t>(),
+                                 v["chunk_bytes"].get<uint64_t>() / 1024, v["sectors"].get<uint64_t>(),
+                                 v["sector_bytes"].get<uint32_t>());
+      }
+    }
     for (const auto& l : c["luns"]) {
       std::string line = fmt::format("  {}: {}", l.value("name", ""), l.value("state", ""));
       if (l.contains("sectors")) {

@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   app.add_option("--socket", socket, "control socket path (default /run/vsld.sock)");
   app.add_option("--socket-mode", socket_mode, "control socket permissions, octal (default 0600: root only)");
   app.add_flag("--no-attach", no_attach, "do not attach the LUNs at start");
+  uint32_t volume_kib = 0;
+  app.add_option("--volume-chunk-kib", volume_kib, "a card volume striped over every LUN in chunks of N KiB (0: none)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
   CLI11_PARSE(app, argc, argv);
 
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   if (!socket.empty()) cfg.socket_path = socket;
   if (!socket_mode.empty()) cfg.socket_mode = static_cast<uint32_t>(std::stoul(socket_mode, nullptr, 8));
   if (no_attach) cfg.attach = false;
+  if (volume_kib != 0) cfg.volume_chunk_kib = volume_kib;
 
   // The signals that stop vsld are taken by this thread alone (sigwait), before any
   // engine thread starts, so they never interrupt I/O.

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "vsl/card/volume.h"
 #include "vsl/core/log.h"
 
 namespace vsl::daemon {
@@ -74,6 +75,8 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
         c.socket_mode = static_cast<uint32_t>(std::stoul(v.get<std::string>(), nullptr, 8));
       } else if (k == "attach") {
         c.attach = v.get<bool>();
+      } else if (k == "volume_chunk_kib") {
+        c.volume_chunk_kib = v.get<uint32_t>();
       } else {
         return vsl::Status::InvalidArgument(fmt::format("config file {}: unknown key '{}'", path, k));
       }
@@ -252,6 +255,18 @@ Result<json> Daemon::StatusCmd(const json& req) {
       luns.push_back(lj);
     }
     cj["luns"] = luns;
+    if (cfg_.volume_chunk_kib != 0) {
+      auto v = card::CardVolume::Create(c.luns(), cfg_.volume_chunk_kib * 1024);
+      if (v.ok()) {
+        cj["volume"] = {{"luns", (*v)->lun_count()},
+                        {"chunk_bytes", uint64_t{cfg_.volume_chunk_kib} * 1024},
+                        {"sector_bytes", (*v)->sector_bytes()},
+                        {"sectors", (*v)->sectors()},
+                        {"size_bytes", (*v)->sectors() * (*v)->sector_bytes()}};
+      } else {
+        cj["volume"] = {{"error", std::string(v.status().message())}};
+      }
+    }
     cards.push_back(cj);
   }
   return json{{"protocol", kProtocolVersion}, {"pid", ::getpid()}, {"cards", cards}};

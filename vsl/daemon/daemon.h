@@ -35,8 +35,12 @@ struct DaemonConfig {
   std::string socket_path = "/run/vsld.sock";
   uint32_t socket_mode = 0600;     // root-only by default
   bool attach = true;              // attach every LUN at start
+  // The card volume (docs/card.md): one device striped over every LUN of each card, in
+  // chunks of this many KiB; 0 for none. Status shows its shape (the block front ends
+  // serve it).
+  uint32_t volume_chunk_kib = 0;
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
-  // "socket_mode": "0660", "attach": true}. Unknown keys are refused (a typo would
+  // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
   // otherwise be silently ignored).
   static Result<DaemonConfig> FromFile(const std::string& path);
 };
