@@ -190,7 +190,16 @@ TEST_F(CardTest, ResetAndFormatOfOneLunLeaveTheOthersUndisturbed) {
   for (Load& ld : loads) issue(ld);
   clock_.RunFor(2 * kMs);
   const uint64_t before[2] = {loads[0].ops, loads[1].ops};
+  // Writes of LUN 0 still on their way when it is reset are answered (an error or, if
+  // they made it, success), never left waiting.
+  int answered = 0;
+  std::vector<std::vector<uint8_t>> pending_bufs;
+  for (uint64_t lba = 500; lba < 540; ++lba) pending_bufs.push_back(Pattern(0, lba, 2, sb));
+  for (uint64_t i = 0; i < pending_bufs.size(); ++i) {
+    victim.ftl()->Write(500 + i, 1, pending_bufs[i].data(), false, [&answered](Status) { ++answered; });
+  }
   ASSERT_TRUE(victim.Call([&victim](Lun::Done d) { victim.Reset(std::move(d)); }).ok());
+  EXPECT_EQ(answered, 40) << "every write in flight at the reset got its answer";
   EXPECT_EQ(victim.state(), LunState::kOnline);
   std::vector<uint8_t> out;
   for (uint64_t lba = 0; lba < 100; ++lba) {

@@ -211,6 +211,7 @@ void Lun::Reset(Done done) {
   SetState(LunState::kResetting);
   Logger("card")->warn("{}: reset: its engine state is dropped and recovered from flash", name());
   counted_->Cut();
+  if (ftl_) ftl_->Abandon();
   // The FTL learns of the cut from its refused commands and stops; once nothing refers to
   // it, it is dropped and the LUN attaches on a fresh view of its pipe.
   WhenQuiet([this, done = std::move(done)]() mutable {

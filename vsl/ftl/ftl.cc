@@ -74,6 +74,8 @@ FlashBackStatus Ftl::flashback_status() const {
 
 bool Ftl::Quiescent() const { return impl_->scheduled == 0; }
 
+void Ftl::Abandon() { impl_->Abandon(); }
+
 bool Ftl::idle() const {
   return impl_->pages.empty() && impl_->victim == nullptr && impl_->pending.empty();
 }

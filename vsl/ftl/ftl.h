@@ -199,6 +199,10 @@ class Ftl {
   // outstanding either, nothing refers to the FTL any more: it may then be destroyed
   // without Shutdown (what a crash of its LUN leaves; recovery is the next attach).
   bool Quiescent() const;
+  // Gives the FTL up without a shutdown (its LUN's host side crashed, after its pipe was
+  // cut): every request not yet acknowledged fails at once or when its command returns;
+  // nothing more is written. Then wait for Quiescent() and destroy it.
+  void Abandon();
   FlashBackStatus flashback_status() const;
 
   // Test hooks.

@@ -1269,7 +1269,7 @@ struct Ftl::Impl {
     if (c.status == FlashStatus::kAborted) {
       // Power lost or the die was reset: nothing can be rewritten now. Unacknowledged
       // writes fail; acknowledged ones are the controller's (PLP) or recovery's business.
-      device_lost = true;
+      DeviceLost();
       Uncover(b);
       FailWaiters(b);
       pages.erase(b);
@@ -1896,7 +1896,7 @@ struct Ftl::Impl {
   void Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
                 const std::vector<uint8_t>& data, const std::vector<uint8_t>& meta, bool is_trim) {
     if (c.status == FlashStatus::kAborted) {
-      device_lost = true;
+      DeviceLost();
       return;
     }
     if (!c.ok()) {
@@ -2073,6 +2073,49 @@ struct Ftl::Impl {
       if (shutting_down) CheckShutdown();
       CheckCheckpoint();
     });
+  }
+
+  // A command came back aborted: power is gone or the LUN's host side was cut. Nothing
+  // more reaches flash, so every request still waiting (queued host writes and trims,
+  // rewrite jobs, trims held by a checkpoint) is answered with an error at the next turn,
+  // not left waiting for ever (a caller, e.g. an NBD client, would hang).
+  void DeviceLost() {
+    if (device_lost) return;
+    device_lost = true;
+    Post([this] {
+      // Pages still being filled will never be submitted.
+      for (AppendPoint* ap : {&host, &gcap}) {
+        PageBuf* b = ap->open;
+        if (b == nullptr) continue;
+        ap->open = nullptr;
+        FailWaiters(b);
+        pages.erase(b);
+      }
+      RunDeferredTrims();
+      RunPending();
+    });
+  }
+
+  // The owner gives the FTL up (its LUN's host side crashed): as a device loss, and
+  // every write not yet durable fails now; what the controller already has still reaches
+  // flash, and the next attach finds it.
+  void Abandon() {
+    DeviceLost();
+    std::vector<PageBuf*> all;
+    for (auto& [b, own] : pages) all.push_back(b);
+    for (PageBuf* b : all) {
+      if (b->durable) continue;
+      Uncover(b);
+      FailWaiters(b);
+      if (!b->submitted) {
+        for (AppendPoint* ap : {&host, &gcap}) {
+          if (ap->open == b) ap->open = nullptr;
+        }
+        pages.erase(b);
+      } else if (b->flash_done) {
+        pages.erase(b);
+      }
+    }
   }
 
   // --- checkpoint after a die failure ---
