@@ -61,22 +61,17 @@ class CardTest : public ::testing::Test {
       l.ftl()->Read(lba, 1, out->data(), std::move(d));
     });
   }
-  uint64_t Sectors(Lun& l) {
-    uint64_t n = 0;
-    EXPECT_TRUE(l.Call([&l, &n](Lun::Done d) {
-      n = l.ftl() ? l.ftl()->sectors() : 0;
+  // The LUN's capacity and sector size (0, 0 when offline).
+  std::pair<uint64_t, uint32_t> Shape(Lun& l) {
+    std::pair<uint64_t, uint32_t> shape{0, 0};
+    EXPECT_TRUE(l.Call([&l, &shape](Lun::Done d) {
+      if (l.ftl() != nullptr) shape = {l.ftl()->sectors(), l.ftl()->sector_bytes()};
       d(Status::Ok());
     }).ok());
-    return n;
+    return shape;
   }
-  uint32_t SectorBytes(Lun& l) {
-    uint32_t n = 0;
-    EXPECT_TRUE(l.Call([&l, &n](Lun::Done d) {
-      n = l.ftl() ? l.ftl()->sector_bytes() : 0;
-      d(Status::Ok());
-    }).ok());
-    return n;
-  }
+  uint64_t Sectors(Lun& l) { return Shape(l).first; }
+  uint32_t SectorBytes(Lun& l) { return Shape(l).second; }
 
   TempDir tmp_;
   VirtualClock clock_{1};
@@ -422,6 +417,13 @@ TEST_F(CardTest, BadRequestsGetClearErrors) {
   Create();
   Open();
   EXPECT_EQ(card_->FormatController(5, PipeMode::kDual, {}).code(), StatusCode::kInvalidArgument);
+  // Bad format options change nothing: not the mode, not the LUNs.
+  ftl::FormatOptions bad;
+  bad.reserve = ftl::ReserveMode::kCustom;
+  bad.spare_percent = -50;
+  EXPECT_EQ(card_->FormatController(0, PipeMode::kSingle, bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(card_->pipe_mode(0), PipeMode::kDual);
+  EXPECT_EQ(card_->luns().size(), 4u);
   EXPECT_FALSE(card::ParsePipeMode("triple").ok());
   ASSERT_TRUE(card_->FormatController(0, PipeMode::kDual, {}).ok());
   ASSERT_TRUE(card_->AttachAll().ok());

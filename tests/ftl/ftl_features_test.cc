@@ -80,6 +80,15 @@ TEST_F(FtlFeaturesTest, ReserveModesSetCapacity) {
   EXPECT_NEAR(static_cast<double>(hp), 0.8 * stock, 2.0);
   EXPECT_NEAR(static_cast<double>(custom), stock * 1.28 / 2.0, 2.0);
   EXPECT_GT(under, stock);
+  // Out-of-range spare is refused, not clamped.
+  for (auto [m, pct] : {std::pair{ftl::ReserveMode::kCustom, -5.0}, std::pair{ftl::ReserveMode::kCustom, 1e9},
+                        std::pair{ftl::ReserveMode::kUnderProvision, 7.0},
+                        std::pair{ftl::ReserveMode::kUnderProvision, -1.0}}) {
+    ftl::FormatOptions fo;
+    fo.reserve = m;
+    fo.spare_percent = pct;
+    EXPECT_EQ(Format(fo).code(), StatusCode::kInvalidArgument) << pct;
+  }
 }
 
 TEST_F(FtlFeaturesTest, FiveTwelveByteSectors) {

@@ -128,6 +128,33 @@ r = json.loads(s2.makefile().readline())
 assert r["ok"] is False
 EOF
 ctl --json status >/dev/null || fail "vsld after malformed requests"
+# Bad arguments from vslctl: refused with exit 2, nothing formatted or attached.
+for args in "format --reserve custom --spare-percent -50 --yes" "format --reserve custom --spare-percent 1e9 --yes" \
+            "format --reserve under-provision --spare-percent 20 --yes" "attach --lun -7" "format --mode triple --yes"; do
+  set +e
+  ctl $args >/dev/null 2>"$T/err"
+  rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "vslctl $args: exit $rc, want 2 ($(cat "$T/err"))"
+done
+json_check "all(s=='online' for s in st.values())"
+set +e
+"$VSLD" --card "$T/card" --socket "$T/x.sock" --socket-mode zz 2>"$T/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "not an octal mode" "$T/err" || fail "bad --socket-mode: exit $rc"
+echo '{"cards": ["x"], "socket_mode": "99"}' >"$T/bad.json"
+set +e
+"$VSLD" --config "$T/bad.json" 2>"$T/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "socket_mode" "$T/err" || fail "bad config socket_mode: exit $rc"
+echo '{"cards": ["x"], "sokcet": "/tmp/x"}' >"$T/bad.json"
+set +e
+"$VSLD" --config "$T/bad.json" 2>"$T/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "unknown key 'sokcet'" "$T/err" || fail "config typo: exit $rc"
 # Firmware update: checked first; a corrupt or mismatched image changes nothing.
 model=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["cards"][0]["model"])')
 head -c 5000 /dev/urandom >"$T/payload"

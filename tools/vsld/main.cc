@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,15 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : cards) cfg.cards.push_back(c);
   if (!socket.empty()) cfg.socket_path = socket;
-  if (!socket_mode.empty()) cfg.socket_mode = static_cast<uint32_t>(std::stoul(socket_mode, nullptr, 8));
+  if (!socket_mode.empty()) {
+    char* end = nullptr;
+    const unsigned long m = std::strtoul(socket_mode.c_str(), &end, 8);
+    if (end == socket_mode.c_str() || *end != '\0' || m > 0777) {
+      std::fprintf(stderr, "vsld: --socket-mode '%s' is not an octal mode such as 0600\n", socket_mode.c_str());
+      return 2;
+    }
+    cfg.socket_mode = static_cast<uint32_t>(m);
+  }
   if (no_attach) cfg.attach = false;
   if (volume_kib != 0) cfg.volume_chunk_kib = volume_kib;
 

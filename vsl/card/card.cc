@@ -297,7 +297,8 @@ Result<std::unique_ptr<Card>> Card::Open(const std::string& dir, const CardOptio
   auto card = std::unique_ptr<Card>(new Card());
   card->dir_ = dir;
   card->opts_ = opts;
-  VSL_ASSIGN_OR_RETURN(std::vector<uint8_t> modes, simcard::SimCard::ProbePipeModes(dir));
+  VSL_ASSIGN_OR_RETURN(simcard::SimCard::Probed probed, simcard::SimCard::Probe(dir));
+  const std::vector<uint8_t>& modes = probed.pipe_modes;
   simcard::SimCardOptions so = opts.sim;
   so.pipe_clocks.clear();
   Clock* card_clock = opts.clock;
@@ -305,10 +306,8 @@ Result<std::unique_ptr<Card>> Card::Open(const std::string& dir, const CardOptio
     if (opts.clock->is_virtual()) card->vclock_ = static_cast<VirtualClock*>(opts.clock);
     card->shared_engine_ = std::make_unique<Engine>("card", *opts.clock);
   } else {
-    // An engine thread per pipe; the pipes' count is known once the images are read, so
-    // the first image's geometry decides (ProbePipeModes read every image).
-    VSL_ASSIGN_OR_RETURN(auto img, simcard::ControllerImage::Open(dir + "/ctrl0.img"));
-    const auto& g = img->geometry();
+    // An engine thread per pipe.
+    const auto& g = probed.geometry;
     const uint32_t pipes = g.controllers * g.pipes_per_controller;
     for (uint32_t p = 0; p < pipes; ++p) {
       card->engine_threads_.push_back(std::make_unique<EngineThread>(fmt::format("pipe{}", p)));
@@ -423,6 +422,7 @@ Status Card::DetachAll() {
 
 Status Card::FormatController(uint32_t c, PipeMode mode, const ftl::FormatOptions& fo) {
   if (c >= controllers()) return Status::InvalidArgument(fmt::format("the card has no controller {}", c));
+  VSL_RETURN_IF_ERROR(ftl::CheckFormatOptions(fo));  // before anything changes
   if (mode == PipeMode::kSingle && sim_->geometry().pipes_per_controller != 2) {
     return Status::InvalidArgument(fmt::format(
         "single-pipe mode joins two pipes; controller {} has {}", c, sim_->geometry().pipes_per_controller));

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -72,7 +73,11 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
       } else if (k == "socket") {
         c.socket_path = v.get<std::string>();
       } else if (k == "socket_mode") {
-        c.socket_mode = static_cast<uint32_t>(std::stoul(v.get<std::string>(), nullptr, 8));
+        const std::string m = v.get<std::string>();
+        std::size_t used = 0;
+        const unsigned long mode = std::stoul(m, &used, 8);
+        if (used != m.size() || mode > 0777) throw std::invalid_argument("not an octal mode such as \"0600\"");
+        c.socket_mode = static_cast<uint32_t>(mode);
       } else if (k == "attach") {
         c.attach = v.get<bool>();
       } else if (k == "volume_chunk_kib") {
@@ -148,7 +153,8 @@ Result<card::Card*> Daemon::CardArg(const json& req) {
 
 Result<std::vector<card::Lun*>> Daemon::LunsArg(const json& req, card::Card& c) {
   VSL_ASSIGN_OR_RETURN(int64_t i, Arg<int64_t>(req, "lun", -1));
-  if (i < 0) return c.luns();
+  if (i == -1) return c.luns();  // every LUN
+  if (i < 0) return vsl::Status::InvalidArgument(fmt::format("no LUN {}", i));
   card::Lun* l = c.lun(static_cast<uint32_t>(i));
   if (l == nullptr) return vsl::Status::InvalidArgument(fmt::format("card has no LUN {}", i));
   return std::vector<card::Lun*>{l};

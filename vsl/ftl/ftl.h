@@ -49,10 +49,12 @@ enum class ReserveMode : uint8_t {
   kUnderProvision,   // spare_percent below 7%: more capacity, less speed and endurance
 };
 
+inline constexpr double kMaxSparePercent = 400.0;  // custom spare: up to 4x the user capacity
+
 struct FormatOptions {
   uint32_t sector_bytes = 4096;  // 512 or 4096
   ReserveMode reserve = ReserveMode::kStock;
-  double spare_percent = 28.0;   // for kCustom and kUnderProvision
+  double spare_percent = 28.0;   // for kCustom (0..kMaxSparePercent) and kUnderProvision (0..<7)
   bool sparse = false;           // sparse address space of sparse_sectors
   uint64_t sparse_sectors = 0;
   uint32_t epoch = 0;            // 0: derived from the clock
@@ -63,6 +65,11 @@ struct FormatOptions {
 };
 
 // How much the pipe still accepts after die failures (never silent loss).
+// The checks Format makes of its options before it touches the pipe (sector size, spare
+// range): a caller that changes other state first (the card layer's pipe mode) checks
+// with this, so bad input changes nothing.
+Status CheckFormatOptions(const FormatOptions& opts);
+
 enum class HealthMode : uint8_t {
   kNormal,
   kReducedWrite,  // surviving flash holds less than the capacity: writes that need new

@@ -384,15 +384,29 @@ void ReadMetaLeb(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t leb,
 
 // ---- format ----
 
+Status CheckFormatOptions(const FormatOptions& opts) {
+  if (opts.sector_bytes != 512 && opts.sector_bytes != 4096) {
+    return Status::InvalidArgument("sector size must be 512 or 4096 bytes");
+  }
+  // A spare figure out of range was silently clamped before (a negative one to zero, a
+  // huge one to a device of almost nothing): refused instead.
+  const double sp = opts.spare_percent;
+  if (opts.reserve == ReserveMode::kCustom && !(sp >= 0 && sp <= kMaxSparePercent)) {
+    return Status::InvalidArgument(fmt::format("custom spare of {}% is outside 0..{}%", sp, kMaxSparePercent));
+  }
+  if (opts.reserve == ReserveMode::kUnderProvision && !(sp >= 0 && sp < 7)) {
+    return Status::InvalidArgument(fmt::format("under-provisioning leaves 0 to under 7% spare, not {}%", sp));
+  }
+  return Status::Ok();
+}
+
 void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts, Done done) {
   auto shared_done = std::make_shared<Done>(std::move(done));
   nand::DiscoverPipe(pipe, [&pipe, &clock, opts, shared_done](Result<nand::DiscoveredPipe> r) {
     auto fail = [&](Status s) { (*shared_done)(s); };
     if (!r.ok()) return fail(r.status());
     const nand::Geometry g = r->geometry;
-    if (opts.sector_bytes != 512 && opts.sector_bytes != 4096) {
-      return fail(Status::InvalidArgument("sector size must be 512 or 4096 bytes"));
-    }
+    if (Status s = CheckFormatOptions(opts); !s.ok()) return fail(s);
     if (opts.sector_bytes > g.page_data_bytes || g.page_data_bytes % opts.sector_bytes != 0) {
       return fail(Status::NotSupported("sector size does not divide the page"));
     }

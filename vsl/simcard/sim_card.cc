@@ -199,14 +199,14 @@ Status SimCard::RebindPipe(uint32_t index, Clock& clock) {
   return Status::Ok();
 }
 
-Result<std::vector<uint8_t>> SimCard::ProbePipeModes(const std::string& dir) {
+Result<SimCard::Probed> SimCard::Probe(const std::string& dir) {
   VSL_ASSIGN_OR_RETURN(auto first, ControllerImage::Open(ImagePath(dir, 0)));
-  std::vector<uint8_t> modes{first->state().pipe_mode};
-  for (uint32_t c = 1; c < first->geometry().controllers; ++c) {
+  Probed p{first->geometry(), {first->state().pipe_mode}};
+  for (uint32_t c = 1; c < p.geometry.controllers; ++c) {
     VSL_ASSIGN_OR_RETURN(auto img, ControllerImage::Open(ImagePath(dir, c)));
-    modes.push_back(img->state().pipe_mode);
+    p.pipe_modes.push_back(img->state().pipe_mode);
   }
-  return modes;
+  return p;
 }
 
 TimeNs SimCard::TakeLink(uint32_t controller, TimeNs now, uint64_t bytes) {

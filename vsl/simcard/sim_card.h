@@ -147,9 +147,13 @@ class SimCard {
   Status UpdateFirmware(uint32_t controller, const std::vector<uint8_t>& image);
   // The controller's active firmware version (an update's, else the shipped one).
   std::string firmware_version(uint32_t controller) const;
-  // Reads the pipe modes of the card in `dir` without opening it (no power-on counted):
-  // what a host needs to know before it lays out its engines.
-  static Result<std::vector<uint8_t>> ProbePipeModes(const std::string& dir);
+  // Reads the shape and the pipe modes of the card in `dir` without opening it (no
+  // power-on counted): what a host needs to know before it lays out its engines.
+  struct Probed {
+    nand::Geometry geometry;
+    std::vector<uint8_t> pipe_modes;  // per controller
+  };
+  static Result<Probed> Probe(const std::string& dir);
 
   // --- Fault injection (persistent where the real fault would be) ---
   void InjectDieFailure(uint32_t pipe, uint32_t die);
