@@ -1,13 +1,17 @@
 // vsld: the OpenVSL daemon. Owns the cards named on the command line or in a config file,
 // attaches their LUNs (from the checkpoint after a clean stop, by scan after a crash),
 // serves the control protocol on a Unix socket (vslctl), and detaches every LUN cleanly
-// on SIGTERM or SIGINT (a checkpoint each). Logs go to stderr.
+// on SIGTERM or SIGINT (a checkpoint each). Every LUN (and the card volume, if any) is
+// served as a block device over NBD (docs/nbd.md); ublk where the kernel has it is not
+// built yet, and vsld says so. Logs go to stderr.
 //
 //   vsld --card DIR [--card DIR...] [--socket PATH] [--socket-mode 0600] [--no-attach]
+//        [--nbd-socket PATH] [--nbd-tcp [HOST:]PORT] [--tls off|on|require ...]
 //   vsld --config /etc/openvsl/vsld.json
 //
 // Exit codes: 0 clean stop; 2 bad usage, config or card; 3 cannot serve (socket taken).
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +22,8 @@
 
 #include "vsl/core/log.h"
 #include "vsl/daemon/daemon.h"
+#include "vsl/daemon/exports.h"
+#include "vsl/nbd/server.h"
 
 int main(int argc, char** argv) {
   using vsl::daemon::DaemonConfig;
@@ -33,6 +39,18 @@ int main(int argc, char** argv) {
   uint32_t volume_kib = 0;
   app.add_option("--volume-chunk-kib", volume_kib, "a card volume striped over every LUN in chunks of N KiB (0: none)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  std::string nbd_socket, nbd_socket_mode, nbd_tcp, tls_mode, tls_cert, tls_key, tls_ca, tls_psk;
+  bool nbd_read_only = false, nbd_write_through = false;
+  app.add_option("--nbd-socket", nbd_socket, "NBD Unix socket (default: <control socket>-nbd.sock; 'none' for none)");
+  app.add_option("--nbd-socket-mode", nbd_socket_mode, "its permissions, octal (default 0600)");
+  app.add_option("--nbd-tcp", nbd_tcp, "also serve NBD on TCP: PORT (loopback), HOST:PORT or [V6]:PORT");
+  app.add_flag("--nbd-read-only", nbd_read_only, "every export read-only");
+  app.add_flag("--nbd-write-through", nbd_write_through, "acknowledge writes only once on flash (every write FUA)");
+  app.add_option("--tls", tls_mode, "NBD TLS: off, on (offered), require (plaintext refused)");
+  app.add_option("--tls-cert", tls_cert, "PEM server certificate");
+  app.add_option("--tls-key", tls_key, "PEM private key of the certificate");
+  app.add_option("--tls-ca", tls_ca, "PEM CA: clients must present a certificate it signed");
+  app.add_option("--tls-psk", tls_psk, "PSK key file (psktool format: name:hexkey per line)");
   CLI11_PARSE(app, argc, argv);
 
   vsl::SetLogLevel(spdlog::level::from_str(log_level));
@@ -58,6 +76,37 @@ int main(int argc, char** argv) {
   }
   if (no_attach) cfg.attach = false;
   if (volume_kib != 0) cfg.volume_chunk_kib = volume_kib;
+  try {
+    if (!nbd_socket.empty()) cfg.nbd.socket = nbd_socket;
+    if (!nbd_socket_mode.empty()) cfg.nbd.socket_mode = vsl::daemon::OctalMode(nbd_socket_mode);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vsld: --nbd-socket-mode: %s\n", e.what());
+    return 2;
+  }
+  if (!nbd_tcp.empty()) cfg.nbd.tcp = nbd_tcp;
+  if (nbd_read_only) cfg.nbd.read_only = true;
+  if (nbd_write_through) cfg.nbd.write_through = true;
+  if (!tls_mode.empty()) {
+    auto m = vsl::nbd::ParseTlsMode(tls_mode);
+    if (!m.ok()) {
+      std::fprintf(stderr, "vsld: --tls: %s\n", std::string(m.status().message()).c_str());
+      return 2;
+    }
+    cfg.nbd.tls.mode = *m;
+  }
+  if (!tls_cert.empty()) cfg.nbd.tls.cert_file = tls_cert;
+  if (!tls_key.empty()) cfg.nbd.tls.key_file = tls_key;
+  if (!tls_ca.empty()) cfg.nbd.tls.ca_file = tls_ca;
+  if (!tls_psk.empty()) cfg.nbd.tls.psk_file = tls_psk;
+  if (cfg.nbd.tls.mode == vsl::nbd::TlsMode::kOff &&
+      (!cfg.nbd.tls.cert_file.empty() || !cfg.nbd.tls.psk_file.empty())) {
+    cfg.nbd.tls.mode = vsl::nbd::TlsMode::kOn;  // credentials given: offer TLS
+  }
+  auto tls = vsl::nbd::TlsContext::Create(cfg.nbd.tls);
+  if (!tls.ok()) {
+    std::fprintf(stderr, "vsld: %s\n", tls.status().ToString().c_str());
+    return 2;
+  }
 
   // The signals that stop vsld are taken by this thread alone (sigwait), before any
   // engine thread starts, so they never interrupt I/O.
@@ -79,10 +128,52 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vsld: %s\n", server.status().ToString().c_str());
     return 3;
   }
+  const bool ublk = ::access("/dev/ublk-control", F_OK) == 0;
+  if (!ublk) {
+    vsl::Logger("vsld")->info("ublk: /dev/ublk-control is absent (this kernel has no ublk_drv): LUNs are served over NBD only");
+  } else {
+    vsl::Logger("vsld")->warn("ublk: /dev/ublk-control is present but this vsld has no ublk front end yet: LUNs are served over NBD only");
+  }
+  vsl::daemon::CardCatalog catalog((*d)->cards(), cfg.volume_chunk_kib * 1024);
+  std::unique_ptr<vsl::nbd::Server> nbd;
+  const std::string nbd_path = vsl::daemon::NbdSocketPath(cfg.nbd.socket, cfg.socket_path);
+  if (!nbd_path.empty() || !cfg.nbd.tcp.empty()) {
+    vsl::nbd::ServerConfig sc;
+    sc.unix_path = nbd_path;
+    sc.unix_mode = cfg.nbd.socket_mode;
+    sc.tcp = cfg.nbd.tcp;
+    sc.session.tls = *tls;
+    sc.session.read_only = cfg.nbd.read_only;
+    sc.session.write_through = cfg.nbd.write_through;
+    auto ns = vsl::nbd::Server::Start(catalog, sc);
+    if (!ns.ok()) {
+      std::fprintf(stderr, "vsld: NBD: %s\n", ns.status().ToString().c_str());
+      return 3;
+    }
+    nbd = std::move(ns).value();
+  }
+  (*d)->SetFrontEndStatus([&nbd, &cfg, nbd_path, ublk] {
+    nlohmann::json j;
+    j["ublk"] = ublk ? "present, not supported by this vsld" : "absent from this kernel";
+    if (nbd) {
+      j["nbd"] = {{"socket", nbd_path},
+                  {"tcp", cfg.nbd.tcp},
+                  {"tcp_port", nbd->tcp_port()},
+                  {"tls", cfg.nbd.tls.mode == vsl::nbd::TlsMode::kOff       ? "off"
+                          : cfg.nbd.tls.mode == vsl::nbd::TlsMode::kRequire ? "require"
+                                                                             : "on"},
+                  {"read_only", cfg.nbd.read_only},
+                  {"write_through", cfg.nbd.write_through},
+                  {"connections", nbd->connections()}};
+    }
+    return j;
+  });
   vsl::Logger("vsld")->info("ready: {} card(s), control socket {}", (*d)->card_count(), cfg.socket_path);
   int sig = 0;
   sigwait(&stop_signals, &sig);
   vsl::Logger("vsld")->info("signal {}: detaching every LUN", sig);
+  (*d)->SetFrontEndStatus(nullptr);
+  nbd.reset();  // every connection's accepted requests answered first
   server->reset();
   d->reset();
   vsl::Logger("vsld")->info("stopped cleanly");

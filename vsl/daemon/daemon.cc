@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "vsl/card/volume.h"
+#include "vsl/core/socket.h"
 #include "vsl/core/log.h"
 
 namespace vsl::daemon {
@@ -55,6 +56,28 @@ Result<T> Arg(const json& req, const char* key, T dflt) {
 
 // ---- config ----
 
+std::string NbdSocketPath(const std::string& nbd_socket, const std::string& control_socket) {
+  if (nbd_socket == "none") return {};
+  if (!nbd_socket.empty()) return nbd_socket;
+  std::string base = control_socket;
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".sock") == 0) base.resize(base.size() - 5);
+  return base + "-nbd.sock";
+}
+
+uint32_t OctalMode(const std::string& m) {
+  std::size_t used = 0;
+  unsigned long mode = 0;
+  try {
+    mode = std::stoul(m, &used, 8);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (m.empty() || used != m.size() || mode > 0777) {
+    throw std::invalid_argument(fmt::format("'{}' is not an octal mode such as \"0600\"", m));
+  }
+  return static_cast<uint32_t>(mode);
+}
+
 Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return vsl::Status::NotFound(fmt::format("cannot read config file {}", path));
@@ -73,15 +96,29 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
       } else if (k == "socket") {
         c.socket_path = v.get<std::string>();
       } else if (k == "socket_mode") {
-        const std::string m = v.get<std::string>();
-        std::size_t used = 0;
-        const unsigned long mode = std::stoul(m, &used, 8);
-        if (used != m.size() || mode > 0777) throw std::invalid_argument("not an octal mode such as \"0600\"");
-        c.socket_mode = static_cast<uint32_t>(mode);
+        c.socket_mode = OctalMode(v.get<std::string>());
       } else if (k == "attach") {
         c.attach = v.get<bool>();
       } else if (k == "volume_chunk_kib") {
         c.volume_chunk_kib = v.get<uint32_t>();
+      } else if (k == "nbd") {
+        if (!v.is_object()) throw std::invalid_argument("expected an object");
+        for (auto& [nk, nv] : v.items()) {
+          if (nk == "socket") c.nbd.socket = nv.get<std::string>();
+          else if (nk == "socket_mode") c.nbd.socket_mode = OctalMode(nv.get<std::string>());
+          else if (nk == "tcp") c.nbd.tcp = nv.get<std::string>();
+          else if (nk == "read_only") c.nbd.read_only = nv.get<bool>();
+          else if (nk == "write_through") c.nbd.write_through = nv.get<bool>();
+          else if (nk == "tls_mode") {
+            auto m = nbd::ParseTlsMode(nv.get<std::string>());
+            if (!m.ok()) throw std::invalid_argument(std::string(m.status().message()));
+            c.nbd.tls.mode = *m;
+          } else if (nk == "tls_cert") c.nbd.tls.cert_file = nv.get<std::string>();
+          else if (nk == "tls_key") c.nbd.tls.key_file = nv.get<std::string>();
+          else if (nk == "tls_ca") c.nbd.tls.ca_file = nv.get<std::string>();
+          else if (nk == "tls_psk") c.nbd.tls.psk_file = nv.get<std::string>();
+          else throw std::invalid_argument(fmt::format("unknown key '{}'", nk));
+        }
       } else {
         return vsl::Status::InvalidArgument(fmt::format("config file {}: unknown key '{}'", path, k));
       }
@@ -275,7 +312,12 @@ Result<json> Daemon::StatusCmd(const json& req) {
     }
     cards.push_back(cj);
   }
-  return json{{"protocol", kProtocolVersion}, {"pid", ::getpid()}, {"cards", cards}};
+  json r{{"protocol", kProtocolVersion}, {"pid", ::getpid()}, {"cards", cards}};
+  {
+    std::lock_guard<std::mutex> l(front_mu_);
+    if (front_status_) r["front_ends"] = front_status_();
+  }
+  return r;
 }
 
 Result<json> Daemon::SureErase(card::Card& c, uint32_t controller) {
@@ -405,31 +447,10 @@ Result<json> Daemon::Dispatch(const json& req) {
 Result<std::unique_ptr<ControlServer>> ControlServer::Start(Daemon& d, const std::string& path, uint32_t mode) {
   auto s = std::unique_ptr<ControlServer>(new ControlServer());
   s->daemon_ = &d;
-  s->path_ = path;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return vsl::Status::InvalidArgument(fmt::format("socket path {} is too long", path));
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  // A socket file left by a vsld that died is replaced; one that answers is another vsld.
-  {
-    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (probe >= 0) {
-      const bool live = ::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-      ::close(probe);
-      if (live) return vsl::Status::AlreadyExists(fmt::format("another vsld serves {}", path));
-    }
-    ::unlink(path.c_str());
-  }
-  s->listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s->listen_fd_ < 0) return vsl::Status::IOError(fmt::format("socket: {}", std::strerror(errno)));
-  const mode_t old = ::umask(0777 & ~mode);
-  const int rc = ::bind(s->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::umask(old);
-  if (rc != 0) return vsl::Status::IOError(fmt::format("bind {}: {}", path, std::strerror(errno)));
-  ::chmod(path.c_str(), mode);
-  if (::listen(s->listen_fd_, 16) != 0) return vsl::Status::IOError(fmt::format("listen: {}", std::strerror(errno)));
+  auto fd = ListenUnix(path, mode, "vsld");
+  if (!fd.ok()) return fd.status();
+  s->listen_fd_ = *fd;
+  s->path_ = path;  // only now ours to remove (a refused start must not unlink a live socket)
   if (::pipe2(s->wake_, O_CLOEXEC) != 0) return vsl::Status::IOError("pipe");
   s->thread_ = std::thread([p = s.get()] { p->Run(); });
   Logger("vsld")->info("control socket {} (mode {:o})", path, mode);

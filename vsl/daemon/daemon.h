@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,12 +24,34 @@
 
 #include "vsl/card/card.h"
 #include "vsl/core/status.h"
+#include "vsl/nbd/tls.h"
 
 namespace vsl::daemon {
 
 inline constexpr int kProtocolVersion = 1;
 // The longest request line accepted (a longer one is refused and the connection closed).
 inline constexpr std::size_t kMaxRequestBytes = 64 * 1024;
+
+// The NBD front end (docs/nbd.md). Config file: "nbd": {"socket": "...", "socket_mode":
+// "0600", "tcp": "127.0.0.1:10809", "read_only": false, "write_through": false,
+// "tls_mode": "off|on|require", "tls_cert": "...", "tls_key": "...", "tls_ca": "...",
+// "tls_psk": "..."}.
+struct NbdConfig {
+  // "" (default): next to the control socket, "<control socket minus .sock>-nbd.sock"
+  // (/run/vsld-nbd.sock for the default control socket); "none": no Unix listener.
+  std::string socket;
+  uint32_t socket_mode = 0600;  // whoever can connect can read and write every LUN
+  std::string tcp;              // "" for none; "PORT" binds loopback
+  bool read_only = false;
+  bool write_through = false;   // acknowledge writes only once on flash (every write FUA)
+  nbd::TlsConfig tls;
+};
+
+// The NBD Unix socket path `cfg` asks for ("" for none).
+std::string NbdSocketPath(const std::string& nbd_socket, const std::string& control_socket);
+
+// Parses an octal permission string such as "0600" (throws std::invalid_argument).
+uint32_t OctalMode(const std::string& m);
 
 struct DaemonConfig {
   std::vector<std::string> cards;  // card directories (the simulated card backend)
@@ -39,6 +62,7 @@ struct DaemonConfig {
   // chunks of this many KiB; 0 for none. Status shows its shape (the block front ends
   // serve it).
   uint32_t volume_chunk_kib = 0;
+  NbdConfig nbd;
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
   // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
   // otherwise be silently ignored).
@@ -57,6 +81,17 @@ class Daemon {
   std::string Handle(std::string_view line);
 
   card::Card& card(std::size_t i) { return *cards_.at(i); }
+  std::vector<card::Card*> cards() const {
+    std::vector<card::Card*> v;
+    for (const auto& c : cards_) v.push_back(c.get());
+    return v;
+  }
+  // What `status` reports under "front_ends" (NBD listeners, connections, ublk); set by
+  // whoever starts them, cleared (nullptr) before they stop.
+  void SetFrontEndStatus(std::function<nlohmann::json()> f) {
+    std::lock_guard<std::mutex> l(front_mu_);
+    front_status_ = std::move(f);
+  }
   std::size_t card_count() const { return cards_.size(); }
 
  private:
@@ -72,6 +107,8 @@ class Daemon {
   std::vector<std::unique_ptr<card::Card>> cards_;
   std::vector<bool> beacon_;
   std::mutex mu_;
+  std::mutex front_mu_;
+  std::function<nlohmann::json()> front_status_;
 };
 
 // Serves a daemon's control protocol on a Unix socket, on its own thread.

@@ -1,0 +1,130 @@
+#include "vsl/daemon/exports.h"
+
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "vsl/card/volume.h"
+
+namespace vsl::daemon {
+namespace {
+
+using nbd::BlockExport;
+
+// Runs each request on the LUN's engine (no lock: the engine owns the FTL).
+class LunExport : public BlockExport {
+ public:
+  LunExport(card::Lun* lun, uint64_t sectors, uint32_t sector_bytes)
+      : lun_(lun), sectors_(sectors), sb_(sector_bytes) {}
+  uint64_t size_bytes() const override { return sectors_ * sb_; }
+  uint32_t block_bytes() const override { return sb_; }
+
+  void Read(uint64_t offset, uint32_t length, uint8_t* out, Done done) override {
+    OnEngine(std::move(done), [offset, length, out, sb = sb_](ftl::Ftl& f, Done d) {
+      f.Read(offset / sb, length / sb, out, std::move(d));
+    });
+  }
+  void Write(uint64_t offset, uint32_t length, const uint8_t* data, bool fua, Done done) override {
+    OnEngine(std::move(done), [offset, length, data, fua, sb = sb_](ftl::Ftl& f, Done d) {
+      f.Write(offset / sb, length / sb, data, fua, std::move(d));
+    });
+  }
+  void Trim(uint64_t offset, uint64_t length, Done done) override {
+    OnEngine(std::move(done), [offset, length, sb = sb_](ftl::Ftl& f, Done d) {
+      f.Trim(offset / sb, length / sb, std::move(d));
+    });
+  }
+  void Flush(Done done) override {
+    OnEngine(std::move(done), [](ftl::Ftl& f, Done d) { f.Flush(std::move(d)); });
+  }
+
+ private:
+  template <typename Op>
+  void OnEngine(Done done, Op op) {
+    auto task = [this, done = std::move(done), op]() mutable {
+      ftl::Ftl* f = lun_->ftl();
+      if (f == nullptr) return done(Status::IOError(fmt::format("{} is offline", lun_->name())));
+      if (f->sectors() != sectors_ || f->sector_bytes() != sb_) {
+        return done(Status::IOError(fmt::format("{} was reformatted: reconnect", lun_->name())));
+      }
+      op(*f, std::move(done));
+    };
+    while (!lun_->engine().Submit(std::move(task))) std::this_thread::yield();
+  }
+
+  card::Lun* const lun_;
+  const uint64_t sectors_;
+  const uint32_t sb_;
+};
+
+class VolumeExport : public BlockExport {
+ public:
+  explicit VolumeExport(std::unique_ptr<card::CardVolume> v) : v_(std::move(v)) {}
+  uint64_t size_bytes() const override { return v_->sectors() * v_->sector_bytes(); }
+  uint32_t block_bytes() const override { return v_->sector_bytes(); }
+  void Read(uint64_t offset, uint32_t length, uint8_t* out, Done done) override {
+    v_->Read(offset / block_bytes(), length / block_bytes(), out, std::move(done));
+  }
+  void Write(uint64_t offset, uint32_t length, const uint8_t* data, bool fua, Done done) override {
+    v_->Write(offset / block_bytes(), length / block_bytes(), data, fua, std::move(done));
+  }
+  void Trim(uint64_t offset, uint64_t length, Done done) override {
+    v_->Trim(offset / block_bytes(), length / block_bytes(), std::move(done));
+  }
+  void Flush(Done done) override { v_->Flush(std::move(done)); }
+
+ private:
+  std::unique_ptr<card::CardVolume> v_;
+};
+
+}  // namespace
+
+std::string CardCatalog::Prefix(std::size_t card) const {
+  return card == 0 ? std::string() : fmt::format("card{}/", card);
+}
+
+std::vector<nbd::ExportInfo> CardCatalog::List() {
+  std::vector<nbd::ExportInfo> v;
+  for (std::size_t k = 0; k < cards_.size(); ++k) {
+    card::Card& c = *cards_[k];
+    const std::string serial = c.sim().image(0).identity().serial;
+    for (card::Lun* l : c.luns()) {
+      v.push_back({Prefix(k) + l->name(), fmt::format("OpenVSL card {} {} ({})", serial, l->name(),
+                                                      l->state() == card::LunState::kOnline ? "online" : "offline")});
+    }
+    if (chunk_ != 0) {
+      v.push_back({Prefix(k) + "volume",
+                   fmt::format("OpenVSL card {} volume: RAID 0 over {} LUNs, {} KiB chunks", serial, c.luns().size(),
+                               chunk_ / 1024)});
+    }
+  }
+  return v;
+}
+
+Result<std::shared_ptr<nbd::BlockExport>> CardCatalog::Open(const std::string& name) {
+  for (std::size_t k = 0; k < cards_.size(); ++k) {
+    card::Card& c = *cards_[k];
+    if (chunk_ != 0 && name == Prefix(k) + "volume") {
+      auto v = card::CardVolume::Create(c.luns(), chunk_);
+      if (!v.ok()) return Status::FailedPrecondition(v.status().message());
+      return std::shared_ptr<BlockExport>(new VolumeExport(std::move(v).value()));
+    }
+    for (card::Lun* l : c.luns()) {
+      if (!(name == Prefix(k) + l->name() || (name.empty() && k == 0 && l == c.luns().front()))) continue;
+      uint64_t sectors = 0;
+      uint32_t sb = 0;
+      Status s = l->Call([l, &sectors, &sb](Function<void(Status)> done) {
+        ftl::Ftl* f = l->ftl();
+        if (f == nullptr) return done(Status::FailedPrecondition(fmt::format("{} is offline", l->name())));
+        sectors = f->sectors();
+        sb = f->sector_bytes();
+        done(Status::Ok());
+      });
+      if (!s.ok()) return s;
+      return std::shared_ptr<BlockExport>(new LunExport(l, sectors, sb));
+    }
+  }
+  return Status::NotFound(fmt::format("no export named '{}' (NBD_OPT_LIST lists them)", name));
+}
+
+}  // namespace vsl::daemon

@@ -1,0 +1,565 @@
+#include "vsl/nbd/session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "vsl/core/log.h"
+#include "vsl/nbd/proto.h"
+
+namespace vsl::nbd {
+namespace {
+
+constexpr uint32_t kMaxOptionBytes = 64 * 1024;    // longer options are refused
+constexpr uint32_t kMaxSkipBytes = 1024 * 1024;    // a refused option up to this is skipped
+constexpr uint32_t kMaxNameBytes = 4096;           // the protocol's own limit
+constexpr uint32_t kMaxErrorText = 1024;           // message in a structured error reply
+constexpr uint32_t kZeroChunk = 1024 * 1024;       // WRITE_ZEROES with NO_HOLE, per write
+
+std::shared_ptr<spdlog::logger> Log() {
+  static auto l = Logger("nbd");
+  return l;
+}
+
+}  // namespace
+
+uint32_t ErrorFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kInvalidArgument: return kEINVAL;
+    case StatusCode::kNoSpace: return kENOSPC;
+    case StatusCode::kFailedPrecondition: return kEPERM;
+    case StatusCode::kNotSupported: return kENOTSUP;
+    default: return kEIO;
+  }
+}
+
+struct Session::Request {
+  uint16_t flags = 0;
+  uint16_t type = 0;
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  std::unique_ptr<uint8_t[]> buf;  // read data or write payload
+  uint64_t charged = 0;            // bytes counted against max_inflight_bytes
+  uint32_t error = 0;
+  std::string message;
+};
+
+Session::Session(std::unique_ptr<Transport> t, ExportCatalog& catalog, SessionOptions opts, std::string peer)
+    : t_(std::move(t)), catalog_(catalog), opts_(std::move(opts)), peer_(std::move(peer)) {}
+
+Session::~Session() {
+  if (writer_.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      writer_stop_ = true;
+    }
+    cv_.notify_all();
+    writer_.join();
+  }
+}
+
+void Session::Stop() {
+  stopping_ = true;
+  t_->Shutdown();
+}
+
+void Session::Run() {
+  t_->SetReadTimeout(opts_.handshake_timeout_s);
+  if (Handshake() && !stopping_) {
+    t_->SetReadTimeout(0);
+    Log()->debug("{}: serving export '{}'", peer_, export_name_);
+    Transmission();
+  }
+  t_->Shutdown();  // the peer sees the end now, not when the server reaps the session
+  finished_ = true;
+}
+
+// ---------------------------------------------------------------- handshake
+
+bool Session::SendOptReply(uint32_t opt, uint32_t type, const uint8_t* data, std::size_t len) {
+  uint8_t h[20];
+  Put64(h, kRepMagic);
+  Put32(h + 8, opt);
+  Put32(h + 12, type);
+  Put32(h + 16, static_cast<uint32_t>(len));
+  iovec iov[2] = {{h, sizeof h}, {const_cast<uint8_t*>(data), len}};
+  return t_->Write(iov, len > 0 ? 2 : 1);
+}
+
+bool Session::SendOptError(uint32_t opt, uint32_t type, const std::string& msg) {
+  Log()->debug("{}: option {} refused ({:#x}): {}", peer_, opt, type, msg);
+  return SendOptReply(opt, type, reinterpret_cast<const uint8_t*>(msg.data()), msg.size());
+}
+
+uint16_t Session::TransmissionFlags() const {
+  uint16_t f = kTxHasFlags | kTxSendFlush | kTxSendFua | kTxSendTrim | kTxSendWriteZeroes | kTxSendDf |
+               kTxCanMultiConn | kTxSendCache | kTxSendFastZero;
+  if (read_only_) f |= kTxReadOnly;
+  return f;
+}
+
+bool Session::Handshake() {
+  uint8_t hello[18];
+  Put64(hello, kNbdMagic);
+  Put64(hello + 8, kOptMagic);
+  Put16(hello + 16, kFlagFixedNewstyle | kFlagNoZeroes);
+  iovec iov{hello, sizeof hello};
+  if (!t_->Write(&iov, 1)) return false;
+  uint8_t cf[4];
+  if (!t_->Read(cf, 4)) return false;
+  const uint32_t client_flags = Get32(cf);
+  if ((client_flags & ~(kClientFixedNewstyle | kClientNoZeroes)) != 0) {
+    Log()->info("{}: unknown client flags {:#x}: closing", peer_, client_flags);
+    return false;
+  }
+  fixed_ = (client_flags & kClientFixedNewstyle) != 0;
+  no_zeroes_ = (client_flags & kClientNoZeroes) != 0;
+  const bool tls_required = opts_.tls && opts_.tls->config().mode == TlsMode::kRequire;
+
+  for (uint32_t n = 0; n < opts_.max_options && !stopping_; ++n) {
+    uint8_t h[16];
+    if (!t_->Read(h, sizeof h)) return false;
+    if (Get64(h) != kOptMagic) {
+      Log()->info("{}: bad option magic: closing", peer_);
+      return false;
+    }
+    const uint32_t opt = Get32(h + 8);
+    const uint32_t len = Get32(h + 12);
+    if (len > kMaxOptionBytes) {
+      if (opt == kOptExportName || len > kMaxSkipBytes) {
+        Log()->info("{}: option {} of {} bytes is too long: closing", peer_, opt, len);
+        return false;
+      }
+      std::vector<uint8_t> skip(len);
+      if (!t_->Read(skip.data(), len)) return false;
+      if (!SendOptError(opt, kRepErrTooBig, fmt::format("option of {} bytes: the limit is {}", len, kMaxOptionBytes))) {
+        return false;
+      }
+      continue;
+    }
+    std::vector<uint8_t> data(len);
+    if (len > 0 && !t_->Read(data.data(), len)) return false;
+
+    if (tls_required && !t_->tls() && opt != kOptStartTls && opt != kOptAbort) {
+      if (opt == kOptExportName) {
+        Log()->info("{}: NBD_OPT_EXPORT_NAME without TLS on a TLS-only server: closing", peer_);
+        return false;
+      }
+      if (!SendOptError(opt, kRepErrTlsReqd, "this server requires TLS (NBD_OPT_STARTTLS)")) return false;
+      continue;
+    }
+    switch (opt) {
+      case kOptExportName:
+        return HandleExportName(data);
+      case kOptAbort:
+        SendOptReply(opt, kRepAck, nullptr, 0);
+        return false;
+      case kOptList: {
+        if (len != 0) {
+          if (!SendOptError(opt, kRepErrInvalid, "NBD_OPT_LIST takes no data")) return false;
+          break;
+        }
+        for (const ExportInfo& e : catalog_.List()) {
+          std::vector<uint8_t> d(4 + e.name.size() + e.description.size());
+          Put32(d.data(), static_cast<uint32_t>(e.name.size()));
+          std::memcpy(d.data() + 4, e.name.data(), e.name.size());
+          std::memcpy(d.data() + 4 + e.name.size(), e.description.data(), e.description.size());
+          if (!SendOptReply(opt, kRepServer, d.data(), d.size())) return false;
+        }
+        if (!SendOptReply(opt, kRepAck, nullptr, 0)) return false;
+        break;
+      }
+      case kOptStartTls: {
+        if (len != 0) {
+          if (!SendOptError(opt, kRepErrInvalid, "NBD_OPT_STARTTLS takes no data")) return false;
+          break;
+        }
+        if (!opts_.tls || opts_.tls->config().mode == TlsMode::kOff) {
+          if (!SendOptError(opt, kRepErrUnsup, "TLS is not configured on this server")) return false;
+          break;
+        }
+        if (t_->tls()) {
+          if (!SendOptError(opt, kRepErrInvalid, "TLS is already on")) return false;
+          break;
+        }
+        if (!SendOptReply(opt, kRepAck, nullptr, 0)) return false;
+        if (Status s = t_->StartTls(*opts_.tls); !s.ok()) {
+          Log()->warn("{}: {}", peer_, s.ToString());
+          return false;
+        }
+        structured_ = false;  // state negotiated before TLS is forgotten
+        Log()->debug("{}: TLS established", peer_);
+        break;
+      }
+      case kOptInfo:
+      case kOptGo:
+        if (!HandleInfo(opt, data)) return false;
+        if (opt == kOptGo && exp_) return true;
+        break;
+      case kOptStructuredReply:
+        if (len != 0) {
+          if (!SendOptError(opt, kRepErrInvalid, "NBD_OPT_STRUCTURED_REPLY takes no data")) return false;
+          break;
+        }
+        if (structured_) {
+          if (!SendOptError(opt, kRepErrInvalid, "structured replies are already on")) return false;
+          break;
+        }
+        structured_ = true;
+        if (!SendOptReply(opt, kRepAck, nullptr, 0)) return false;
+        break;
+      default:
+        if (!fixed_) return false;  // plain newstyle: the only answer is to close
+        if (!SendOptError(opt, kRepErrUnsup, fmt::format("option {} is not supported", opt))) return false;
+        break;
+    }
+  }
+  if (!stopping_) Log()->info("{}: more than {} options: closing", peer_, opts_.max_options);
+  return false;
+}
+
+bool Session::HandleExportName(const std::vector<uint8_t>& data) {
+  const std::string name(data.begin(), data.end());
+  if (data.size() > kMaxNameBytes) return false;
+  auto e = catalog_.Open(name);
+  if (!e.ok()) {
+    Log()->info("{}: export '{}': {}: closing", peer_, name, e.status().message());
+    return false;
+  }
+  exp_ = std::move(e).value();
+  export_name_ = name;
+  read_only_ = opts_.read_only;
+  uint8_t r[10 + 124] = {};
+  Put64(r, exp_->size_bytes());
+  Put16(r + 8, TransmissionFlags());
+  iovec iov{r, no_zeroes_ ? 10u : sizeof r};
+  return t_->Write(&iov, 1);
+}
+
+bool Session::HandleInfo(uint32_t opt, const std::vector<uint8_t>& data) {
+  if (data.size() < 6) return SendOptError(opt, kRepErrInvalid, "option data too short");
+  const uint32_t name_len = Get32(data.data());
+  if (name_len > kMaxNameBytes || data.size() < 6ull + name_len) {
+    return SendOptError(opt, kRepErrInvalid, "export name length is invalid");
+  }
+  const std::string name(data.begin() + 4, data.begin() + 4 + name_len);
+  const uint16_t nreq = Get16(data.data() + 4 + name_len);
+  if (data.size() != 6ull + name_len + 2ull * nreq) {
+    return SendOptError(opt, kRepErrInvalid, "information request count does not match the option length");
+  }
+  bool want_name = false, want_desc = false;
+  for (uint16_t i = 0; i < nreq; ++i) {
+    const uint16_t type = Get16(data.data() + 6 + name_len + 2 * i);
+    want_name |= type == kInfoName;
+    want_desc |= type == kInfoDescription;
+  }
+  auto e = catalog_.Open(name);
+  if (!e.ok()) {
+    return SendOptError(opt, kRepErrUnknown, fmt::format("export '{}': {}", name, e.status().message()));
+  }
+  std::shared_ptr<BlockExport> exp = std::move(e).value();
+  read_only_ = opts_.read_only;
+  uint8_t ex[12];
+  Put16(ex, kInfoExport);
+  Put64(ex + 2, exp->size_bytes());
+  Put16(ex + 10, TransmissionFlags());
+  if (!SendOptReply(opt, kRepInfo, ex, sizeof ex)) return false;
+  std::string canonical = name;  // "" is the default export: the first listed
+  std::string desc;
+  for (const ExportInfo& i : catalog_.List()) {
+    if (name.empty() || i.name == name) {
+      canonical = i.name;
+      desc = i.description;
+      break;
+    }
+  }
+  if (want_name) {
+    std::vector<uint8_t> d(2 + canonical.size());
+    Put16(d.data(), kInfoName);
+    std::memcpy(d.data() + 2, canonical.data(), canonical.size());
+    if (!SendOptReply(opt, kRepInfo, d.data(), d.size())) return false;
+  }
+  if (want_desc) {
+    std::vector<uint8_t> d(2 + desc.size());
+    Put16(d.data(), kInfoDescription);
+    std::memcpy(d.data() + 2, desc.data(), desc.size());
+    if (!SendOptReply(opt, kRepInfo, d.data(), d.size())) return false;
+  }
+  // Sent whether asked or not: requests that ignore the minimum get EINVAL.
+  uint8_t bs[14];
+  Put16(bs, kInfoBlockSize);
+  Put32(bs + 2, exp->block_bytes());
+  Put32(bs + 6, std::max<uint32_t>(4096, exp->block_bytes()));
+  Put32(bs + 10, opts_.max_payload);
+  if (!SendOptReply(opt, kRepInfo, bs, sizeof bs)) return false;
+  if (!SendOptReply(opt, kRepAck, nullptr, 0)) return false;
+  if (opt == kOptGo) {
+    exp_ = std::move(exp);
+    export_name_ = canonical;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- transmission
+
+void Session::Transmission() {
+  writer_ = std::thread([this] { WriterLoop(); });
+  for (;;) {
+    uint8_t h[kRequestBytes];
+    if (!t_->Read(h, sizeof h)) break;
+    if (Get32(h) != kRequestMagic) {
+      Log()->info("{}: bad request magic {:#x}: closing", peer_, Get32(h));
+      break;
+    }
+    auto* r = new Request();
+    r->flags = Get16(h + 4);
+    r->type = Get16(h + 6);
+    r->handle = Get64(h + 8);
+    r->offset = Get64(h + 16);
+    r->length = Get32(h + 24);
+    if (r->type == kCmdDisc) {
+      delete r;
+      break;
+    }
+    ++stats_.requests;
+    if (!Dispatch(r)) break;
+  }
+  // Every accepted request is answered (or dropped by a failed writer) before returning.
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [this] { return inflight_ == 0; });
+  writer_stop_ = true;
+  l.unlock();
+  cv_.notify_all();
+  writer_.join();
+}
+
+void Session::Fail(Request* r, uint32_t error, std::string msg) {
+  r->error = error;
+  r->message = std::move(msg);
+  Complete(r, Status::Ok());
+}
+
+bool Session::Dispatch(Request* r) {
+  const uint64_t payload = r->type == kCmdWrite ? r->length : 0;
+  const uint64_t buffer = (r->type == kCmdWrite || r->type == kCmdRead) ? r->length : 0;
+  const bool oversize = buffer > opts_.max_payload;
+  // Admission: wait until this request fits (an oversize one is not buffered).
+  r->charged = oversize ? 0 : buffer;
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] {
+      return inflight_ == 0 || (inflight_ < opts_.max_inflight && inflight_bytes_ + r->charged <= opts_.max_inflight_bytes);
+    });
+    ++inflight_;
+    inflight_bytes_ += r->charged;
+  }
+  if (r->type == kCmdWrite) {
+    if (oversize) {
+      Fail(r, structured_ ? kEOVERFLOW : kEINVAL,
+           fmt::format("write of {} bytes: the maximum is {}", payload, opts_.max_payload));
+      Log()->info("{}: write payload of {} bytes exceeds {}: closing", peer_, payload, opts_.max_payload);
+      return false;
+    }
+    r->buf.reset(new uint8_t[std::max<uint64_t>(payload, 1)]);
+    if (payload > 0 && !t_->Read(r->buf.get(), payload)) {
+      Fail(r, kEIO, "connection ended in the write payload");
+      return false;
+    }
+  }
+  const uint64_t size = exp_->size_bytes();
+  const uint32_t block = exp_->block_bytes();
+  const bool in_range = r->offset <= size && r->length <= size - r->offset;
+  const bool aligned = r->offset % block == 0 && r->length % block == 0;
+  const uint16_t known = kCmdFlagFua | kCmdFlagNoHole | kCmdFlagDf | kCmdFlagReqOne | kCmdFlagFastZero;
+  if ((r->flags & ~known) != 0) {
+    Fail(r, kEINVAL, fmt::format("unknown command flags {:#x}", r->flags & ~known));
+    return true;
+  }
+  const bool is_write = r->type == kCmdWrite || r->type == kCmdTrim || r->type == kCmdWriteZeroes;
+  if (is_write && read_only_) {
+    Fail(r, kEPERM, "the export is read-only");
+    return true;
+  }
+  auto range_error = [&](const char* what) {
+    if (!in_range) {
+      Fail(r, kEINVAL, fmt::format("{} of {} bytes at {} is outside the export's {} bytes", what, r->length,
+                                   r->offset, size));
+    } else if (!aligned) {
+      Fail(r, kEINVAL, fmt::format("{} of {} bytes at {} is not aligned to the {}-byte block", what, r->length,
+                                   r->offset, block));
+    } else if (r->length == 0) {
+      Fail(r, kEINVAL, fmt::format("{} of zero bytes", what));
+    } else {
+      return false;
+    }
+    return true;
+  };
+  const bool fua = (r->flags & kCmdFlagFua) != 0 || opts_.write_through;
+  switch (r->type) {
+    case kCmdRead: {
+      if (oversize) {
+        Fail(r, structured_ ? kEOVERFLOW : kEINVAL,
+             fmt::format("read of {} bytes: the maximum is {}", r->length, opts_.max_payload));
+        return true;
+      }
+      if ((r->flags & kCmdFlagDf) != 0 && !structured_) {
+        Fail(r, kEINVAL, "NBD_CMD_FLAG_DF without structured replies");
+        return true;
+      }
+      if (range_error("read")) return true;
+      r->buf.reset(new uint8_t[r->length]);
+      exp_->Read(r->offset, r->length, r->buf.get(), [this, r](Status s) { Complete(r, s); });
+      return true;
+    }
+    case kCmdWrite:
+      if (range_error("write")) return true;
+      exp_->Write(r->offset, r->length, r->buf.get(), fua, [this, r](Status s) { Complete(r, s); });
+      return true;
+    case kCmdFlush:
+      exp_->Flush([this, r](Status s) { Complete(r, s); });
+      return true;
+    case kCmdTrim: {
+      if (!in_range) {
+        range_error("trim");
+        return true;
+      }
+      // Trim is advisory: only the whole blocks inside the range are trimmed.
+      const uint64_t first = (r->offset + block - 1) / block * block;
+      const uint64_t end = (r->offset + r->length) / block * block;
+      if (end <= first) {
+        Complete(r, Status::Ok());
+        return true;
+      }
+      exp_->Trim(first, end - first, [this, r, fua](Status s) {
+        if (!s.ok() || !fua) return Complete(r, s);
+        exp_->Flush([this, r](Status f) { Complete(r, f); });
+      });
+      return true;
+    }
+    case kCmdWriteZeroes: {
+      if (range_error("write-zeroes")) return true;
+      if ((r->flags & kCmdFlagNoHole) == 0) {
+        // A trimmed block reads as zeroes, durably: the fast way to zero.
+        exp_->Trim(r->offset, r->length, [this, r, fua](Status s) {
+          if (!s.ok() || !fua) return Complete(r, s);
+          exp_->Flush([this, r](Status f) { Complete(r, f); });
+        });
+        return true;
+      }
+      if ((r->flags & kCmdFlagFastZero) != 0) {
+        Fail(r, kENOTSUP, "zeroes without a hole are written, which is not faster than a write");
+        return true;
+      }
+      r->buf.reset(new uint8_t[std::min<uint64_t>(kZeroChunk, r->length)]());
+      ZeroChunk(r, r->offset, r->length);
+      return true;
+    }
+    case kCmdCache:
+      // Nothing to warm: every read goes to flash through the map (no host read cache).
+      if (!in_range) {
+        range_error("cache");
+        return true;
+      }
+      Complete(r, Status::Ok());
+      return true;
+    case kCmdBlockStatus:
+      Fail(r, kEINVAL, "no metadata context was negotiated");
+      return true;
+    default:
+      Fail(r, kEINVAL, fmt::format("unknown command type {}", r->type));
+      return true;
+  }
+}
+
+void Session::ZeroChunk(Request* r, uint64_t offset, uint64_t left) {
+  const auto n = static_cast<uint32_t>(std::min<uint64_t>(kZeroChunk, left));
+  const bool fua = (r->flags & kCmdFlagFua) != 0 || opts_.write_through;
+  exp_->Write(offset, n, r->buf.get(), fua && n == left, [this, r, offset, n, left](Status s) {
+    if (!s.ok() || n == left) return Complete(r, s);
+    ZeroChunk(r, offset + n, left - n);
+  });
+}
+
+void Session::Complete(Request* r, Status s) {
+  if (!s.ok() && r->error == 0) {
+    r->error = ErrorFor(s);
+    r->message = std::string(s.message());
+  }
+  if (r->error != 0) ++stats_.errors;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    replies_.push_back(r);
+  }
+  cv_.notify_all();
+}
+
+void Session::WriterLoop() {
+  for (;;) {
+    Request* r = nullptr;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [this] { return !replies_.empty() || writer_stop_; });
+      if (replies_.empty()) return;
+      r = replies_.front();
+      replies_.pop_front();
+    }
+    SendReply(r);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      --inflight_;
+      inflight_bytes_ -= r->charged;
+    }
+    cv_.notify_all();
+    delete r;
+  }
+}
+
+void Session::SendReply(Request* r) {
+  const bool data = r->type == kCmdRead && r->error == 0;
+  if (data) stats_.bytes_read += r->length;
+  if (r->type == kCmdWrite && r->error == 0) stats_.bytes_written += r->length;
+  if (r->error != 0) {
+    Log()->debug("{}: request type {} at {} +{}: error {}: {}", peer_, r->type, r->offset, r->length, r->error,
+                 r->message);
+  }
+  if (!structured_) {
+    uint8_t h[16];
+    Put32(h, kSimpleReplyMagic);
+    Put32(h + 4, r->error);
+    Put64(h + 8, r->handle);
+    iovec iov[2] = {{h, sizeof h}, {r->buf.get(), data ? r->length : 0u}};
+    t_->Write(iov, data ? 2 : 1);
+    return;
+  }
+  uint8_t h[20 + 8];
+  Put32(h, kStructuredReplyMagic);
+  Put16(h + 4, kReplyFlagDone);
+  Put64(h + 8, r->handle);
+  if (data) {
+    Put16(h + 6, kReplyTypeOffsetData);
+    Put32(h + 16, 8 + r->length);
+    Put64(h + 20, r->offset);
+    iovec iov[2] = {{h, 28}, {r->buf.get(), r->length}};
+    t_->Write(iov, 2);
+  } else if (r->error == 0) {
+    Put16(h + 6, kReplyTypeNone);
+    Put32(h + 16, 0);
+    iovec iov{h, 20};
+    t_->Write(&iov, 1);
+  } else {
+    std::string msg = r->message.substr(0, kMaxErrorText);
+    uint8_t e[6];
+    Put32(e, r->error);
+    Put16(e + 4, static_cast<uint16_t>(msg.size()));
+    Put16(h + 6, kReplyTypeError);
+    Put32(h + 16, static_cast<uint32_t>(6 + msg.size()));
+    iovec iov[3] = {{h, 20}, {e, 6}, {msg.data(), msg.size()}};
+    t_->Write(iov, 3);
+  }
+}
+
+}  // namespace vsl::nbd

@@ -1,0 +1,106 @@
+// One NBD connection: the fixed-newstyle handshake, then transmission.
+//
+// Transmission runs on two threads: the caller of Run reads requests, checks them and
+// hands them to the export (which runs them on its LUN's engine); completions queue their
+// replies for the connection's writer thread, so replies go out in completion order, not
+// request order, and an engine never waits on a socket. The reader stops taking requests
+// while max_inflight requests or max_inflight_bytes of buffers are outstanding.
+//
+// Bad input: a bad magic ends the connection; a request outside the export, misaligned,
+// too long, with unknown flags or of an unknown type gets its error (EINVAL, EOVERFLOW,
+// EPERM, ENOTSUP) and the connection goes on; a write whose payload exceeds the maximum
+// is answered and the connection closed (its payload cannot be trusted to resynchronise);
+// an end of stream mid-request closes the connection after every accepted request is
+// answered. Nothing of one connection affects another, and no request is applied twice
+// or in part because of a protocol error.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "vsl/nbd/export.h"
+#include "vsl/nbd/transport.h"
+
+namespace vsl::nbd {
+
+struct SessionOptions {
+  std::shared_ptr<TlsContext> tls;  // null or mode off: STARTTLS unsupported
+  bool read_only = false;           // every export read-only
+  bool write_through = false;       // every write acknowledged only once on flash (FUA)
+  uint32_t max_payload = 32u << 20; // advertised maximum block size
+  uint32_t max_inflight = 256;
+  uint64_t max_inflight_bytes = 128ull << 20;
+  int handshake_timeout_s = 10;
+  uint32_t max_options = 1024;      // options before GO; more ends the connection
+};
+
+struct SessionStats {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> errors{0};
+  std::atomic<uint64_t> bytes_read{0};
+  std::atomic<uint64_t> bytes_written{0};
+};
+
+class Session {
+ public:
+  Session(std::unique_ptr<Transport> t, ExportCatalog& catalog, SessionOptions opts, std::string peer);
+  ~Session();
+  // Serves the connection until it ends; every accepted request is answered (or its
+  // reply dropped because the peer left) before Run returns.
+  void Run();
+  // From another thread: ends the connection (Run returns once its requests are done).
+  void Stop();
+  bool finished() const { return finished_.load(); }
+  const std::string& peer() const { return peer_; }
+  const SessionStats& stats() const { return stats_; }
+
+ private:
+  struct Request;
+  bool Handshake();
+  bool SendOptReply(uint32_t opt, uint32_t type, const uint8_t* data, std::size_t len);
+  bool SendOptError(uint32_t opt, uint32_t type, const std::string& msg);
+  bool HandleInfo(uint32_t opt, const std::vector<uint8_t>& data);
+  bool HandleExportName(const std::vector<uint8_t>& data);
+  uint16_t TransmissionFlags() const;
+  void Transmission();
+  // Checks and dispatches one request; false ends the connection.
+  bool Dispatch(Request* r);
+  void Complete(Request* r, Status s);
+  void Fail(Request* r, uint32_t error, std::string msg);
+  void WriterLoop();
+  void SendReply(Request* r);
+  void ZeroChunk(Request* r, uint64_t offset, uint64_t left);
+
+  std::unique_ptr<Transport> t_;
+  ExportCatalog& catalog_;
+  const SessionOptions opts_;
+  const std::string peer_;
+  std::shared_ptr<BlockExport> exp_;
+  std::string export_name_;
+  bool no_zeroes_ = false;
+  bool fixed_ = false;
+  bool structured_ = false;
+  bool read_only_ = false;
+
+  std::mutex mu_;  // the reply queue and the in-flight counts
+  std::condition_variable cv_;
+  std::deque<Request*> replies_;
+  uint32_t inflight_ = 0;
+  uint64_t inflight_bytes_ = 0;
+  bool writer_stop_ = false;
+  std::thread writer_;
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> stopping_{false};
+  SessionStats stats_;
+};
+
+// Maps a Status from an export to the protocol's error value.
+uint32_t ErrorFor(const Status& s);
+
+}  // namespace vsl::nbd

@@ -1,0 +1,112 @@
+#include "vsl/nbd/transport.h"
+
+#include <gnutls/gnutls.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace vsl::nbd {
+
+SocketTransport::~SocketTransport() {
+  if (session_ != nullptr) TlsContext::Close(session_, !failed_);
+  ::close(fd_);
+}
+
+bool SocketTransport::Read(void* buf, std::size_t n) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n > 0) {
+    ssize_t r;
+    if (session_ != nullptr) {
+      r = gnutls_record_recv(static_cast<gnutls_session_t>(session_), p, n);
+      if (r == GNUTLS_E_INTERRUPTED || r == GNUTLS_E_AGAIN) {
+        if (r == GNUTLS_E_AGAIN) return failed_ = true, false;  // receive timeout
+        continue;
+      }
+    } else {
+      r = ::recv(fd_, p, n, 0);
+      if (r < 0 && errno == EINTR) continue;
+    }
+    if (r <= 0) return failed_ = true, false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+bool SocketTransport::Write(const iovec* iov, int count) {
+  if (session_ != nullptr) {
+    auto s = static_cast<gnutls_session_t>(session_);
+    gnutls_record_cork(s);
+    for (int i = 0; i < count; ++i) {
+      const auto* p = static_cast<const uint8_t*>(iov[i].iov_base);
+      std::size_t n = iov[i].iov_len;
+      while (n > 0) {
+        ssize_t r = gnutls_record_send(s, p, n);
+        if (r == GNUTLS_E_INTERRUPTED || r == GNUTLS_E_AGAIN) continue;
+        if (r < 0) return failed_ = true, false;
+        p += r;
+        n -= static_cast<std::size_t>(r);
+      }
+    }
+    int r;
+    do {
+      r = gnutls_record_uncork(s, GNUTLS_RECORD_WAIT);
+    } while (r == GNUTLS_E_INTERRUPTED || r == GNUTLS_E_AGAIN);
+    if (r < 0) return failed_ = true, false;
+    return true;
+  }
+  std::vector<iovec> v(iov, iov + count);
+  std::size_t i = 0;
+  while (i < v.size()) {
+    msghdr m{};
+    m.msg_iov = v.data() + i;
+    m.msg_iovlen = v.size() - i;
+    ssize_t r = ::sendmsg(fd_, &m, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return failed_ = true, false;
+    auto left = static_cast<std::size_t>(r);
+    while (i < v.size() && left >= v[i].iov_len) left -= v[i++].iov_len;
+    if (i < v.size()) {
+      v[i].iov_base = static_cast<uint8_t*>(v[i].iov_base) + left;
+      v[i].iov_len -= left;
+    }
+  }
+  return true;
+}
+
+Status SocketTransport::StartTls(const TlsContext& ctx) {
+  auto s = ctx.Handshake(fd_);
+  if (!s.ok()) return s.status();
+  session_ = *s;
+  return Status::Ok();
+}
+
+void SocketTransport::SetReadTimeout(int seconds) {
+  timeval tv{};
+  tv.tv_sec = seconds;
+  ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+void SocketTransport::Shutdown() { ::shutdown(fd_, SHUT_RDWR); }
+
+bool MemoryTransport::Read(void* buf, std::size_t n) {
+  if (in_.size() - pos_ < n) return false;
+  std::memcpy(buf, in_.data() + pos_, n);
+  pos_ += n;
+  return true;
+}
+
+bool MemoryTransport::Write(const iovec* iov, int count) {
+  if (!keep_) return true;
+  std::lock_guard<std::mutex> l(mu_);
+  for (int i = 0; i < count; ++i) {
+    const auto* p = static_cast<const uint8_t*>(iov[i].iov_base);
+    out_.insert(out_.end(), p, p + iov[i].iov_len);
+  }
+  return true;
+}
+
+}  // namespace vsl::nbd

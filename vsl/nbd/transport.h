@@ -1,0 +1,81 @@
+// A byte stream under one NBD connection: a socket (plain, or TLS after STARTTLS) or, for
+// tests and the fuzz target, memory.
+//
+// Threads: after the handshake one thread reads and another writes at the same time
+// (GnuTLS allows one sender and one receiver per session). Shutdown may be called from any
+// thread and makes blocked and later calls fail.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vsl/core/status.h"
+#include "vsl/nbd/tls.h"
+
+namespace vsl::nbd {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // All `n` bytes, or false (end of stream, error, timeout).
+  virtual bool Read(void* buf, std::size_t n) = 0;
+  // All of every buffer, or false.
+  virtual bool Write(const iovec* iov, int count) = 0;
+  // Server side of a TLS handshake on the stream.
+  virtual Status StartTls(const TlsContext& ctx) = 0;
+  virtual bool tls() const = 0;
+  // Seconds a Read may wait for data (0: for ever). The handshake is bounded; an idle
+  // connection in transmission is not.
+  virtual void SetReadTimeout(int seconds) = 0;
+  virtual void Shutdown() = 0;
+};
+
+class SocketTransport : public Transport {
+ public:
+  explicit SocketTransport(int fd) : fd_(fd) {}
+  ~SocketTransport() override;
+  bool Read(void* buf, std::size_t n) override;
+  bool Write(const iovec* iov, int count) override;
+  Status StartTls(const TlsContext& ctx) override;
+  bool tls() const override { return session_ != nullptr; }
+  void SetReadTimeout(int seconds) override;
+  void Shutdown() override;
+
+ private:
+  int fd_;
+  void* session_ = nullptr;  // gnutls_session_t once TLS is up
+  std::atomic<bool> failed_{false};  // set by either thread
+};
+
+// Reads from a fixed input; writes are collected (tests) or dropped.
+class MemoryTransport : public Transport {
+ public:
+  MemoryTransport(const uint8_t* data, std::size_t size, bool keep_output)
+      : in_(data, data + size), keep_(keep_output) {}
+  bool Read(void* buf, std::size_t n) override;
+  bool Write(const iovec* iov, int count) override;
+  Status StartTls(const TlsContext&) override { return Status::NotSupported("no TLS over memory"); }
+  bool tls() const override { return false; }
+  void SetReadTimeout(int) override {}
+  void Shutdown() override {}
+  std::vector<uint8_t> output() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return out_;
+  }
+
+ private:
+  std::vector<uint8_t> in_;
+  std::size_t pos_ = 0;
+  bool keep_;
+  mutable std::mutex mu_;
+  std::vector<uint8_t> out_;
+};
+
+}  // namespace vsl::nbd
