@@ -88,11 +88,12 @@ std::vector<nbd::ExportInfo> CardCatalog::List() {
   for (std::size_t k = 0; k < cards_.size(); ++k) {
     card::Card& c = *cards_[k];
     const std::string serial = c.sim().image(0).identity().serial;
-    for (card::Lun* l : c.luns()) {
-      v.push_back({Prefix(k) + l->name(), fmt::format("OpenVSL card {} {} ({})", serial, l->name(),
-                                                      l->state() == card::LunState::kOnline ? "online" : "offline")});
-    }
-    if (chunk_ != 0) {
+    if (chunk_ == 0) {
+      for (card::Lun* l : c.luns()) {
+        v.push_back({Prefix(k) + l->name(), fmt::format("OpenVSL card {} {} ({})", serial, l->name(),
+                                                        l->state() == card::LunState::kOnline ? "online" : "offline")});
+      }
+    } else {
       v.push_back({Prefix(k) + "volume",
                    fmt::format("OpenVSL card {} volume: RAID 0 over {} LUNs, {} KiB chunks", serial, c.luns().size(),
                                chunk_ / 1024)});
@@ -109,8 +110,13 @@ Result<std::shared_ptr<nbd::BlockExport>> CardCatalog::Open(const std::string& n
       if (!v.ok()) return Status::FailedPrecondition(v.status().message());
       return std::shared_ptr<BlockExport>(new VolumeExport(std::move(v).value()));
     }
+    if (chunk_ != 0 && name.empty() && k == 0) return Open(Prefix(k) + "volume");
     for (card::Lun* l : c.luns()) {
       if (!(name == Prefix(k) + l->name() || (name.empty() && k == 0 && l == c.luns().front()))) continue;
+      if (chunk_ != 0) {
+        return Status::FailedPrecondition(fmt::format(
+            "{} is striped into the card volume: export '{}volume' instead", l->name(), Prefix(k)));
+      }
       uint64_t sectors = 0;
       uint32_t sb = 0;
       Status s = l->Call([l, &sectors, &sb](Function<void(Status)> done) {

@@ -2,7 +2,9 @@
 // (RAID 0 over a card's LUNs) when one is configured.
 //
 // Names: the first card's LUNs are "lun0", "lun1", ... and its volume "volume"; card k > 0
-// prefixes "card<k>/". The default export ("") is the first listed.
+// prefixes "card<k>/". The default export ("") is the first listed. With a volume
+// configured only the volume is exported: its LUNs hold its stripes, and a client writing
+// a LUN directly would corrupt it.
 //
 // A LUN export is bound to the FTL geometry it was opened with: if the LUN is detached its
 // requests fail with EIO ("offline") and resume when it is attached again; if it is

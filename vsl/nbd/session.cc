@@ -149,6 +149,7 @@ bool Session::Handshake() {
         Log()->info("{}: NBD_OPT_EXPORT_NAME without TLS on a TLS-only server: closing", peer_);
         return false;
       }
+      if (opt == kOptGo || opt == kOptInfo) Log()->info("{}: refused: this server requires TLS", peer_);
       if (!SendOptError(opt, kRepErrTlsReqd, "this server requires TLS (NBD_OPT_STARTTLS)")) return false;
       continue;
     }
@@ -259,7 +260,9 @@ bool Session::HandleInfo(uint32_t opt, const std::vector<uint8_t>& data) {
   }
   auto e = catalog_.Open(name);
   if (!e.ok()) {
-    return SendOptError(opt, kRepErrUnknown, fmt::format("export '{}': {}", name, e.status().message()));
+    const std::string msg = fmt::format("export '{}': {}", name, e.status().message());
+    Log()->info("{}: {}", peer_, msg);
+    return SendOptError(opt, kRepErrUnknown, msg);
   }
   std::shared_ptr<BlockExport> exp = std::move(e).value();
   read_only_ = opts_.read_only;
