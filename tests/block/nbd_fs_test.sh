@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# A kernel filesystem on a LUN: export -> nbdfuse -> losetup (logical block size = the
+# LUN's sector size) -> mkfs.ext4 -> mount -> write a file tree -> unmount -> fsck.ext4 -fn
+# clean -> vsld stopped (every LUN detached) and started again (attached from its
+# checkpoint) -> mount again -> every file's checksum compared. Needs root, /dev/fuse and
+# loop devices; skips (exit 77) with the reason when the machine lacks them.
+#   nbd_fs_test.sh VSLD VSLCTL SECTOR_BYTES
+VSLD="$1"
+VSLCTL="$2"
+SECTOR="$3"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/nbd_lib.sh"
+[ "$(id -u)" -eq 0 ] || skip "needs root (losetup, mount)"
+[ -c /dev/fuse ] || skip "/dev/fuse is absent"
+for t in nbdfuse losetup mkfs.ext4 fsck.ext4 fusermount3 mount umount; do
+  command -v "$t" >/dev/null || skip "$t is not installed (scripts/setup installs it)"
+done
+losetup --find >/dev/null 2>&1 || skip "no free loop device"
+
+LOOP=""
+mkdir -p "$T/fuse" "$T/mnt"
+# The hooks run on any exit, in order: unmount, detach the loop, end nbdfuse.
+CLEANUP_HOOKS+=('mountpoint -q "$T/mnt" && umount "$T/mnt"')
+CLEANUP_HOOKS+=('[ -n "$LOOP" ] && losetup -d "$LOOP"')
+CLEANUP_HOOKS+=('mountpoint -q "$T/fuse" && fusermount3 -u "$T/fuse"')
+
+attach_block() {
+  nbdfuse "$T/fuse" "$(uri lun1)" &
+  for _ in $(seq 1 100); do
+    [ -e "$T/fuse/nbd" ] && break
+    sleep 0.05
+  done
+  [ -e "$T/fuse/nbd" ] || fail "nbdfuse did not expose the export"
+  LOOP=$(losetup --find --show --sector-size "$SECTOR" --direct-io=on "$T/fuse/nbd") || fail "losetup"
+  [ "$(blockdev --getss "$LOOP")" -eq "$SECTOR" ] || fail "loop logical block size is not $SECTOR"
+}
+detach_block() {
+  losetup -d "$LOOP"
+  LOOP=""
+  fusermount3 -u "$T/fuse"
+  sleep 0.2
+}
+
+make_card "$SECTOR"
+attach_block
+echo "== mkfs.ext4 on $LOOP ($SECTOR-byte sectors, $(blockdev --getsize64 "$LOOP") bytes)"
+mkfs.ext4 -q -F "$LOOP" || fail "mkfs.ext4"
+mount "$LOOP" "$T/mnt" || fail "mount"
+# A file tree: sources, many small files, a few large random ones, a hard and a soft link.
+cp -r "$HERE/../../vsl" "$T/mnt/src"
+mkdir -p "$T/mnt/small"
+for i in $(seq 1 400); do head -c $((RANDOM % 9000 + 1)) /dev/urandom >"$T/mnt/small/f$i"; done
+for i in 1 2 3; do head -c $((i * 7 << 20)) /dev/urandom >"$T/mnt/big$i"; done
+ln "$T/mnt/big1" "$T/mnt/hard"
+ln -s big2 "$T/mnt/soft"
+rm "$T/mnt/small/f7" "$T/mnt/small/f99"
+(cd "$T/mnt" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$T/sums"
+nfiles=$(wc -l <"$T/sums")
+umount "$T/mnt"
+fsck.ext4 -fn "$LOOP" >"$T/fsck1" 2>&1 || { cat "$T/fsck1"; fail "fsck after the first mount"; }
+detach_block
+
+echo "== vsld stopped (LUNs detached), started again (attached)"
+stop
+start
+grep -q "lun1: online (from checkpoint" "$T/vsld.log" || fail "lun1 did not attach from its checkpoint"
+ctl detach --lun 1 >/dev/null || fail "vslctl detach"
+ctl attach --lun 1 >/dev/null || fail "vslctl attach"
+
+attach_block
+fsck.ext4 -fn "$LOOP" >"$T/fsck2" 2>&1 || { cat "$T/fsck2"; fail "fsck after re-attach"; }
+mount "$LOOP" "$T/mnt" || fail "mount after re-attach"
+(cd "$T/mnt" && sha256sum --quiet -c "$T/sums") || fail "checksums differ after re-attach"
+[ "$(readlink "$T/mnt/soft")" = big2 ] || fail "symlink lost"
+[ "$(stat -c %h "$T/mnt/hard")" -eq 2 ] || fail "hard link lost"
+umount "$T/mnt"
+detach_block
+echo "PASS: $nfiles files intact on a $SECTOR-byte-sector LUN"
