@@ -1,0 +1,419 @@
+// The NBD session and server against exports held in memory: the handshake and every reply
+// byte for byte (MemoryTransport), and the threaded server under libnbd with many
+// connections, deep queues and completions that come back out of order.
+#include <libnbd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/testutil/temp_dir.h"
+#include "vsl/nbd/proto.h"
+#include "vsl/nbd/server.h"
+
+namespace vsl::nbd {
+namespace {
+
+using vsl::testing::TempDir;
+
+// Client-side byte builder and reply reader over a MemoryTransport's output.
+struct Wire {
+  std::vector<uint8_t> b;
+  Wire& u16(uint16_t v) { uint8_t x[2]; Put16(x, v); b.insert(b.end(), x, x + 2); return *this; }
+  Wire& u32(uint32_t v) { uint8_t x[4]; Put32(x, v); b.insert(b.end(), x, x + 4); return *this; }
+  Wire& u64(uint64_t v) { uint8_t x[8]; Put64(x, v); b.insert(b.end(), x, x + 8); return *this; }
+  Wire& str(const std::string& s) { b.insert(b.end(), s.begin(), s.end()); return *this; }
+  Wire& bytes(std::size_t n, uint8_t v) { b.insert(b.end(), n, v); return *this; }
+  Wire& opt(uint32_t o, const Wire& data) { u64(kOptMagic).u32(o).u32(static_cast<uint32_t>(data.b.size())); b.insert(b.end(), data.b.begin(), data.b.end()); return *this; }
+  Wire& go(const std::string& name, std::vector<uint16_t> infos = {}) {
+    Wire d;
+    d.u32(static_cast<uint32_t>(name.size())).str(name).u16(static_cast<uint16_t>(infos.size()));
+    for (uint16_t i : infos) d.u16(i);
+    return opt(kOptGo, d);
+  }
+  Wire& req(uint16_t type, uint64_t handle, uint64_t off, uint32_t len, uint16_t flags = 0) {
+    return u32(kRequestMagic).u16(flags).u16(type).u64(handle).u64(off).u32(len);
+  }
+};
+
+struct Reader {
+  std::vector<uint8_t> b;
+  std::size_t p = 0;
+  bool more() const { return p < b.size(); }
+  uint16_t u16() { auto v = Get16(&b.at(p + 1) - 1); p += 2; return v; }
+  uint32_t u32() { auto v = Get32(&b.at(p + 3) - 3); p += 4; return v; }
+  uint64_t u64() { auto v = Get64(&b.at(p + 7) - 7); p += 8; return v; }
+  std::string str(std::size_t n) { std::string s(b.begin() + p, b.begin() + p + n); p += n; return s; }
+  struct OptRep { uint32_t opt, type; std::string data; };
+  OptRep rep() {
+    EXPECT_EQ(u64(), kRepMagic);
+    OptRep r;
+    r.opt = u32();
+    r.type = u32();
+    r.data = str(u32());
+    return r;
+  }
+};
+
+class SessionTest : public ::testing::Test {
+ protected:
+  SessionTest() {
+    exp_ = std::make_shared<MemoryExport>(1 << 20, 512);
+    cat_.Add({"mem", "a megabyte in memory"}, exp_);
+    cat_.Add({"other", ""}, std::make_shared<MemoryExport>(64 << 10, 4096));
+  }
+  // Runs a whole session over `in` and returns what the server wrote after its greeting.
+  Reader Run(const Wire& in, SessionOptions o = {}) {
+    auto t = std::make_unique<MemoryTransport>(in.b.data(), in.b.size(), true);
+    MemoryTransport* tp = t.get();
+    Session s(std::move(t), cat_, o, "test");
+    s.Run();
+    Reader r{tp->output()};
+    EXPECT_EQ(r.u64(), kNbdMagic);
+    EXPECT_EQ(r.u64(), kOptMagic);
+    EXPECT_EQ(r.u16(), kFlagFixedNewstyle | kFlagNoZeroes);
+    return r;
+  }
+  static Wire Hello(uint32_t flags = kClientFixedNewstyle | kClientNoZeroes) { Wire w; w.u32(flags); return w; }
+  // GO on "mem" and read its replies: returns the transmission flags.
+  static uint16_t ExpectGo(Reader& r) {
+    auto e = r.rep();
+    EXPECT_EQ(e.type, kRepInfo);
+    uint16_t flags = 0;
+    for (;;) {
+      if (e.type == kRepAck) break;
+      EXPECT_EQ(e.type, kRepInfo);
+      if (Get16(reinterpret_cast<const uint8_t*>(e.data.data())) == kInfoExport) {
+        flags = Get16(reinterpret_cast<const uint8_t*>(e.data.data()) + 10);
+      }
+      e = r.rep();
+    }
+    return flags;
+  }
+  std::shared_ptr<MemoryExport> exp_;
+  StaticCatalog cat_;
+};
+
+TEST_F(SessionTest, InfoReportsExportNameDescriptionAndBlockSizes) {
+  Wire w = Hello();
+  Wire d;
+  d.u32(0).u16(2).u16(kInfoName).u16(kInfoDescription);  // the default export
+  w.opt(kOptInfo, d).opt(kOptAbort, Wire{});
+  Reader r = Run(w);
+  bool name = false, desc = false, block = false, exportinfo = false;
+  for (auto e = r.rep(); e.type != kRepAck; e = r.rep()) {
+    ASSERT_EQ(e.type, kRepInfo);
+    const auto* p = reinterpret_cast<const uint8_t*>(e.data.data());
+    switch (Get16(p)) {
+      case kInfoExport:
+        exportinfo = true;
+        EXPECT_EQ(Get64(p + 2), 1u << 20);
+        EXPECT_TRUE(Get16(p + 10) & kTxCanMultiConn);
+        break;
+      case kInfoName: name = e.data.substr(2) == "mem"; break;
+      case kInfoDescription: desc = e.data.substr(2) == "a megabyte in memory"; break;
+      case kInfoBlockSize:
+        block = Get32(p + 2) == 512 && Get32(p + 6) == 4096 && Get32(p + 10) == 32u << 20;
+        break;
+    }
+  }
+  EXPECT_TRUE(name && desc && block && exportinfo);
+  EXPECT_EQ(r.rep().type, kRepAck);  // ABORT acknowledged
+  EXPECT_FALSE(r.more());
+}
+
+TEST_F(SessionTest, ListNamesEveryExport) {
+  Wire w = Hello();
+  w.opt(kOptList, Wire{}).opt(kOptAbort, Wire{});
+  Reader r = Run(w);
+  std::vector<std::string> names;
+  for (auto e = r.rep(); e.type != kRepAck; e = r.rep()) {
+    ASSERT_EQ(e.type, kRepServer);
+    names.push_back(e.data.substr(4, Get32(reinterpret_cast<const uint8_t*>(e.data.data()))));
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"mem", "other"}));
+}
+
+TEST_F(SessionTest, ExportNameWithAndWithoutZeroes) {
+  for (bool no_zeroes : {true, false}) {
+    Wire w = Hello(kClientFixedNewstyle | (no_zeroes ? kClientNoZeroes : 0));
+    w.opt(kOptExportName, Wire{}.str("other")).req(kCmdRead, 5, 0, 4096);
+    Reader r = Run(w);
+    EXPECT_EQ(r.u64(), 64u << 10);
+    EXPECT_TRUE(r.u16() & kTxHasFlags);
+    if (!no_zeroes) {
+      EXPECT_EQ(r.str(124), std::string(124, '\0'));
+    }
+    EXPECT_EQ(r.u32(), kSimpleReplyMagic);
+    EXPECT_EQ(r.u32(), 0u);
+    EXPECT_EQ(r.u64(), 5u);
+    EXPECT_EQ(r.str(4096), std::string(4096, '\0'));
+    EXPECT_FALSE(r.more());
+  }
+}
+
+TEST_F(SessionTest, StructuredRepliesCarryDataErrorsAndMessages) {
+  Wire w = Hello();
+  w.opt(kOptStructuredReply, Wire{}).go("mem");
+  Wire payload;
+  payload.bytes(1024, 0x5A);
+  w.req(kCmdWrite, 1, 512, 1024, kCmdFlagFua);
+  w.b.insert(w.b.end(), payload.b.begin(), payload.b.end());
+  w.req(kCmdRead, 2, 512, 1024, kCmdFlagDf).req(kCmdRead, 3, 100, 512).req(kCmdDisc, 4, 0, 0);
+  Reader r = Run(w);
+  EXPECT_EQ(r.rep().type, kRepAck);
+  const uint16_t flags = ExpectGo(r);
+  EXPECT_TRUE(flags & kTxSendDf);
+  // Write: NONE chunk with DONE.
+  EXPECT_EQ(r.u32(), kStructuredReplyMagic);
+  EXPECT_EQ(r.u16(), kReplyFlagDone);
+  EXPECT_EQ(r.u16(), kReplyTypeNone);
+  EXPECT_EQ(r.u64(), 1u);
+  EXPECT_EQ(r.u32(), 0u);
+  // Read: one OFFSET_DATA chunk.
+  EXPECT_EQ(r.u32(), kStructuredReplyMagic);
+  EXPECT_EQ(r.u16(), kReplyFlagDone);
+  EXPECT_EQ(r.u16(), kReplyTypeOffsetData);
+  EXPECT_EQ(r.u64(), 2u);
+  EXPECT_EQ(r.u32(), 8u + 1024);
+  EXPECT_EQ(r.u64(), 512u);
+  EXPECT_EQ(r.str(1024), std::string(1024, '\x5A'));
+  // Misaligned read: an ERROR chunk with EINVAL and a message.
+  EXPECT_EQ(r.u32(), kStructuredReplyMagic);
+  EXPECT_EQ(r.u16(), kReplyFlagDone);
+  EXPECT_EQ(r.u16(), kReplyTypeError);
+  EXPECT_EQ(r.u64(), 3u);
+  const uint32_t len = r.u32();
+  EXPECT_EQ(r.u32(), kEINVAL);
+  const std::string msg = r.str(r.u16());
+  EXPECT_EQ(len, 6 + msg.size());
+  EXPECT_NE(msg.find("not aligned to the 512-byte block"), std::string::npos) << msg;
+  EXPECT_FALSE(r.more());
+  EXPECT_EQ(exp_->data()[512], 0x5A);
+}
+
+TEST_F(SessionTest, TlsRequiredRefusesEverythingButStartTlsAndAbort) {
+  TempDir dir;
+  const std::string psk = dir.path() + "/keys.psk";
+  std::ofstream(psk) << "alice:00112233445566778899aabbccddeeff\n";
+  TlsConfig tc;
+  tc.mode = TlsMode::kRequire;
+  tc.psk_file = psk;
+  auto ctx = TlsContext::Create(tc);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  SessionOptions o;
+  o.tls = *ctx;
+  Wire w = Hello();
+  w.go("mem").opt(kOptList, Wire{}).opt(kOptStructuredReply, Wire{}).opt(kOptExportName, Wire{}.str("mem"));
+  Reader r = Run(w, o);
+  EXPECT_EQ(r.rep().type, kRepErrTlsReqd);
+  EXPECT_EQ(r.rep().type, kRepErrTlsReqd);
+  EXPECT_EQ(r.rep().type, kRepErrTlsReqd);
+  EXPECT_FALSE(r.more());  // EXPORT_NAME without TLS: closed, no reply
+}
+
+TEST_F(SessionTest, TlsCredentialsAreCheckedAtStart) {
+  TlsConfig tc;
+  tc.mode = TlsMode::kOn;
+  EXPECT_EQ(TlsContext::Create(tc).status().code(), StatusCode::kInvalidArgument);
+  tc.cert_file = "/nonexistent/cert.pem";
+  tc.key_file = "/nonexistent/key.pem";
+  auto r = TlsContext::Create(tc);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("/nonexistent/cert.pem"), std::string::npos);
+  EXPECT_FALSE(ParseTlsMode("maybe").ok());
+}
+
+TEST_F(SessionTest, TooManyOptionsEndTheConnection) {
+  Wire w = Hello();
+  for (int i = 0; i < 10; ++i) w.opt(1000 + i, Wire{});
+  SessionOptions o;
+  o.max_options = 4;
+  Reader r = Run(w, o);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(r.rep().type, kRepErrUnsup);
+  EXPECT_FALSE(r.more());
+}
+
+TEST_F(SessionTest, ReadOnlyRefusesWritesButConsumesTheirPayload) {
+  SessionOptions o;
+  o.read_only = true;
+  Wire w = Hello();
+  w.go("mem").req(kCmdWrite, 1, 0, 512).bytes(512, 0xEE).req(kCmdTrim, 2, 0, 512).req(kCmdRead, 3, 0, 512);
+  Reader r = Run(w, o);
+  EXPECT_TRUE(ExpectGo(r) & kTxReadOnly);
+  for (uint64_t h : {1, 2}) {
+    EXPECT_EQ(r.u32(), kSimpleReplyMagic);
+    EXPECT_EQ(r.u32(), kEPERM);
+    EXPECT_EQ(r.u64(), h);
+  }
+  EXPECT_EQ(r.u32(), kSimpleReplyMagic);
+  EXPECT_EQ(r.u32(), 0u);
+  EXPECT_EQ(r.u64(), 3u);
+  EXPECT_EQ(r.str(512), std::string(512, '\0'));
+  EXPECT_EQ(exp_->data()[0], 0);
+}
+
+// ---- The threaded server under libnbd ----
+
+// Completes every request on a worker thread after a random delay, so replies leave in an
+// order unrelated to the requests'.
+class ShuffledExport : public BlockExport {
+ public:
+  ShuffledExport(uint64_t size, uint32_t block) : mem_(size, block), worker_([this] { Loop(); }) {}
+  ~ShuffledExport() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  uint64_t size_bytes() const override { return mem_.size_bytes(); }
+  uint32_t block_bytes() const override { return mem_.block_bytes(); }
+  void Read(uint64_t o, uint32_t n, uint8_t* out, Done d) override {
+    Queue([this, o, n, out, d = std::move(d)]() mutable { mem_.Read(o, n, out, std::move(d)); });
+  }
+  void Write(uint64_t o, uint32_t n, const uint8_t* in, bool fua, Done d) override {
+    Queue([this, o, n, in, fua, d = std::move(d)]() mutable { mem_.Write(o, n, in, fua, std::move(d)); });
+  }
+  void Trim(uint64_t o, uint64_t n, Done d) override {
+    Queue([this, o, n, d = std::move(d)]() mutable { mem_.Trim(o, n, std::move(d)); });
+  }
+  void Flush(Done d) override {
+    Queue([d = std::move(d)]() mutable { d(Status::Ok()); });
+  }
+  uint64_t reordered() const { return reordered_; }
+
+ private:
+  void Queue(Function<void()> f) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      q_.push_back(std::move(f));
+    }
+    cv_.notify_all();
+  }
+  void Loop() {
+    std::mt19937 rng(7);
+    for (;;) {
+      Function<void()> f;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait_for(l, std::chrono::microseconds(200), [this] { return stop_ || q_.size() >= 8; });
+        if (q_.empty()) {
+          if (stop_) return;
+          continue;
+        }
+        const std::size_t i = rng() % q_.size();
+        reordered_ += i != 0;
+        f = std::move(q_[i]);
+        q_.erase(q_.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      f();
+    }
+  }
+  MemoryExport mem_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Function<void()>> q_;
+  bool stop_ = false;
+  std::atomic<uint64_t> reordered_{0};
+  std::thread worker_;
+};
+
+TEST(ServerTest, ManyConnectionsDeepQueuesOutOfOrderReplies) {
+  TempDir dir;
+  auto exp = std::make_shared<ShuffledExport>(32 << 20, 4096);
+  StaticCatalog cat;
+  cat.Add({"shuffled", ""}, exp);
+  ServerConfig cfg;
+  cfg.unix_path = dir.path() + "/nbd.sock";
+  cfg.session.max_inflight = 64;
+  auto server = Server::Start(cat, cfg);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string uri = "nbd+unix:///shuffled?socket=" + cfg.unix_path;
+
+  constexpr int kConns = 4, kDepth = 128, kBlocks = 2048;
+  std::vector<std::thread> clients;
+  std::atomic<int> failures{0};
+  for (int c = 0; c < kConns; ++c) {
+    clients.emplace_back([&, c] {
+      nbd_handle* h = nbd_create();
+      if (h == nullptr || nbd_connect_uri(h, uri.c_str()) != 0) {
+        ++failures;
+        return;
+      }
+      // Each connection owns every kConns-th block: writes them all (kDepth in flight),
+      // flushes, then reads them back (kDepth in flight) and checks.
+      std::vector<std::vector<uint8_t>> bufs(kBlocks / kConns, std::vector<uint8_t>(4096));
+      for (int pass = 0; pass < 2; ++pass) {
+        int next = 0;
+        while (next < kBlocks / kConns || nbd_aio_in_flight(h) > 0) {
+          while (next < kBlocks / kConns && nbd_aio_in_flight(h) < kDepth) {
+            const uint64_t block = static_cast<uint64_t>(next) * kConns + c;
+            auto& b = bufs[next];
+            int64_t r;
+            if (pass == 0) {
+              std::fill(b.begin(), b.end(), static_cast<uint8_t>(block * 7 + 1));
+              r = nbd_aio_pwrite(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
+            } else {
+              r = nbd_aio_pread(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
+            }
+            if (r < 0) ++failures;
+            ++next;
+          }
+          if (nbd_poll(h, -1) < 0) {
+            ++failures;
+            break;
+          }
+          int64_t cookie;
+          while ((cookie = nbd_aio_peek_command_completed(h)) > 0) {
+            if (nbd_aio_command_completed(h, static_cast<uint64_t>(cookie)) != 1) ++failures;
+          }
+        }
+        if (pass == 0 && nbd_flush(h, 0) != 0) ++failures;
+      }
+      for (int i = 0; i < kBlocks / kConns; ++i) {
+        const uint64_t block = static_cast<uint64_t>(i) * kConns + c;
+        if (bufs[i] != std::vector<uint8_t>(4096, static_cast<uint8_t>(block * 7 + 1))) ++failures;
+      }
+      nbd_shutdown(h, 0);
+      nbd_close(h);
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(exp->reordered(), 100u) << "completions were not reordered: the test proves nothing";
+}
+
+TEST(ServerTest, ASecondServerOnALiveSocketIsRefusedAndLeavesItAlone) {
+  TempDir dir;
+  StaticCatalog cat;
+  cat.Add({"m", ""}, std::make_shared<MemoryExport>(1 << 20, 512));
+  ServerConfig cfg;
+  cfg.unix_path = dir.path() + "/nbd.sock";
+  auto a = Server::Start(cat, cfg);
+  ASSERT_TRUE(a.ok());
+  auto b = Server::Start(cat, cfg);
+  EXPECT_EQ(b.status().code(), StatusCode::kAlreadyExists);
+  nbd_handle* h = nbd_create();
+  ASSERT_EQ(nbd_connect_uri(h, ("nbd+unix:///m?socket=" + cfg.unix_path).c_str()), 0) << nbd_get_error();
+  EXPECT_EQ(nbd_get_size(h), 1 << 20);
+  nbd_close(h);
+  ServerConfig tcp;
+  tcp.tcp = "127.0.0.1:0";
+  auto t = Server::Start(cat, tcp);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_GT((*t)->tcp_port(), 0);
+  tcp.tcp = "localhost:99999";
+  EXPECT_EQ(Server::Start(cat, tcp).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace vsl::nbd
