@@ -342,6 +342,19 @@ Engine& Card::PipeEngine(uint32_t pipe) {
   return shared_engine_ ? *shared_engine_ : engine_threads_.at(pipe)->engine();
 }
 
+void Card::RunOnPipe(uint32_t pipe, Function<void()> f) {
+  if (!threaded()) return f();
+  std::promise<void> done;
+  auto fut = done.get_future();
+  while (!PipeEngine(pipe).Submit([&f, &done] {
+    f();
+    done.set_value();
+  })) {
+    std::this_thread::yield();
+  }
+  fut.wait();
+}
+
 PipeMode Card::pipe_mode(uint32_t controller) const {
   return static_cast<PipeMode>(sim_->pipe_mode(controller));
 }

@@ -141,6 +141,10 @@ class Card {
   // --- any thread but an engine's ---
   // Attaches every LUN in parallel. LUNs found unformatted stay so (not an error);
   // the first other error is returned.
+  // Runs `f` on the engine of pipe `pipe` and waits for it (inline with a virtual clock):
+  // how another thread reads state a pipe's engine owns.
+  void RunOnPipe(uint32_t pipe, Function<void()> f);
+
   Status AttachAll();
   Status DetachAll();
   // Formats controller `c` in `mode`: detaches its LUNs, sets the mode register, lays its

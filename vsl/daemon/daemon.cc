@@ -270,7 +270,13 @@ Result<json> Daemon::StatusCmd(const json& req) {
                {"power_w", nullptr}};
     json ctrls = json::array();
     for (uint32_t k = 0; k < c.controllers(); ++k) {
-      const auto h = c.sim().Health(k);
+      // The block tables belong to the pipes' engines: each counts its own dies.
+      const uint32_t ppc = c.sim().geometry().pipes_per_controller;
+      std::vector<simcard::DieCounters> counters(ppc);
+      for (uint32_t q = 0; q < ppc; ++q) {
+        c.RunOnPipe(k * ppc + q, [&c, &counters, k, q, ppc] { counters[q] = c.sim().PipeCounters(k * ppc + q); });
+      }
+      const auto h = c.sim().Health(k, counters);
       json hj = {{"index", k},
                  {"serial", h.serial},
                  {"firmware_version", h.firmware_version},

@@ -493,10 +493,10 @@ void Session::Complete(Request* r, Status s) {
     r->message = std::string(s.message());
   }
   if (r->error != 0) ++stats_.errors;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    replies_.push_back(r);
-  }
+  // Notified under the lock: once it is released this thread (an engine) touches the
+  // session no more, and the session may end as soon as the writer has sent the reply.
+  std::lock_guard<std::mutex> l(mu_);
+  replies_.push_back(r);
   cv_.notify_all();
 }
 

@@ -281,7 +281,36 @@ bool SimCard::die_failed(uint32_t pipe, uint32_t die) const {
   return (images_[c]->die(pipes_.at(pipe)->image_die(die)).flags & format::kDieFailed) != 0;
 }
 
-ControllerHealth SimCard::Health(uint32_t controller) const {
+DieCounters SimCard::PipeCounters(uint32_t pipe) const {
+  const auto& g = geometry_;
+  ControllerImage& img = *images_.at(pipe / g.pipes_per_controller);  // read only
+  const SimPipe& sp = *pipes_.at(pipe);
+  DieCounters n;
+  for (uint32_t die = 0; die < g.dies_per_pipe(); ++die) {
+    const uint32_t d = sp.image_die(die);
+    if (img.die(d).flags & format::kDieFailed) ++n.failed_dies;
+    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+      const auto& rec = img.block(d, b);
+      ++n.blocks;
+      if (rec.flags & format::kBlockFactoryBad) {
+        ++n.factory_bad_blocks;
+        continue;
+      }
+      if (rec.flags & format::kBlockGrownBad) ++n.grown_bad_blocks;
+      n.min_erase_count = std::min(n.min_erase_count, rec.erase_count);
+      n.max_erase_count = std::max(n.max_erase_count, rec.erase_count);
+      n.pe_sum += rec.erase_count;
+      for (uint32_t p = 0; p < rec.next_page && p < g.pages_per_block; ++p) {
+        const auto s = img.page_state(d, b, p);
+        if (s == format::PageState::kProgrammed) ++n.programmed_pages;
+        else if (s != format::PageState::kErased) ++n.torn_pages;
+      }
+    }
+  }
+  return n;
+}
+
+ControllerHealth SimCard::Health(uint32_t controller, const std::vector<DieCounters>& per_pipe) const {
   ControllerImage& img = *images_.at(controller);
   const auto& g = geometry_;
   ControllerHealth h;
@@ -293,25 +322,17 @@ ControllerHealth SimCard::Health(uint32_t controller) const {
   h.dies = g.dies_per_controller();
   h.min_erase_count = UINT32_MAX;
   uint64_t pe_sum = 0;
-  for (uint32_t d = 0; d < h.dies; ++d) {
-    if (img.die(d).flags & format::kDieFailed) ++h.failed_dies;
-    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
-      const auto& rec = img.block(d, b);
-      ++h.blocks;
-      if (rec.flags & format::kBlockFactoryBad) {
-        ++h.factory_bad_blocks;
-        continue;
-      }
-      if (rec.flags & format::kBlockGrownBad) ++h.grown_bad_blocks;
-      h.min_erase_count = std::min(h.min_erase_count, rec.erase_count);
-      h.max_erase_count = std::max(h.max_erase_count, rec.erase_count);
-      pe_sum += rec.erase_count;
-      for (uint32_t p = 0; p < rec.next_page && p < g.pages_per_block; ++p) {
-        const auto s = img.page_state(d, b, p);
-        if (s == format::PageState::kProgrammed) ++h.programmed_pages;
-        else if (s != format::PageState::kErased) ++h.torn_pages;
-      }
-    }
+  for (uint32_t q = 0; q < g.pipes_per_controller; ++q) {
+    const DieCounters n = per_pipe.empty() ? PipeCounters(controller * g.pipes_per_controller + q) : per_pipe.at(q);
+    h.failed_dies += n.failed_dies;
+    h.blocks += n.blocks;
+    h.factory_bad_blocks += n.factory_bad_blocks;
+    h.grown_bad_blocks += n.grown_bad_blocks;
+    h.min_erase_count = std::min(h.min_erase_count, n.min_erase_count);
+    h.max_erase_count = std::max(h.max_erase_count, n.max_erase_count);
+    pe_sum += n.pe_sum;
+    h.programmed_pages += n.programmed_pages;
+    h.torn_pages += n.torn_pages;
   }
   const uint64_t good = h.blocks - h.factory_bad_blocks;
   if (good == 0) h.min_erase_count = 0;

@@ -90,6 +90,15 @@ struct ControllerHealth {
   double rated_pe_used_percent = 0;  // mean erase count / endurance
 };
 
+// Block and page counters over a pipe's dies (SimCard::PipeCounters).
+struct DieCounters {
+  uint32_t failed_dies = 0;
+  uint64_t blocks = 0, factory_bad_blocks = 0, grown_bad_blocks = 0;
+  uint32_t min_erase_count = UINT32_MAX, max_erase_count = 0;
+  uint64_t pe_sum = 0;
+  uint64_t programmed_pages = 0, torn_pages = 0;
+};
+
 class SimPipe;
 
 class SimCard {
@@ -165,7 +174,12 @@ class SimCard {
   // --- Ground truth ---
   BlockInfo block_info(uint32_t pipe, uint32_t die, uint32_t block) const;
   bool die_failed(uint32_t pipe, uint32_t die) const;
-  ControllerHealth Health(uint32_t controller) const;
+  // Counters over the dies of `pipe`: the pipe's engine changes them, so while the card
+  // is in use call this on that engine's thread (Card::RunOnPipe).
+  DieCounters PipeCounters(uint32_t pipe) const;
+  // `per_pipe`: PipeCounters of each of the controller's pipes, in order. Empty: they are
+  // read here, which is only safe while no engine of the controller runs.
+  ControllerHealth Health(uint32_t controller, const std::vector<DieCounters>& per_pipe = {}) const;
 
  private:
   friend class SimPipe;
