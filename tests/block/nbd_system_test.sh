@@ -34,6 +34,15 @@ PY
 nbdinfo "$(uri nothere)" 2>"$T/err" && fail "unknown export accepted"
 grep -q "nothere" "$T/err" || fail "unknown export: no clear message: $(cat "$T/err")"
 
+echo "== ublk: absent here, said once, NBD serves"
+if [ ! -e /dev/ublk-control ]; then
+  [ "$(grep -c "ublk: /dev/ublk-control is absent" "$T/vsld.log")" -ge 1 ] || fail "no plain ublk message in the log"
+  ctl --json status | python3 -c '
+import json, sys
+u = json.load(sys.stdin)["front_ends"]["ublk"]
+assert "absent" in u["state"] and u["devices"] == [], u' || fail "ublk state in status"
+fi
+
 echo "== nbdcopy in and out (Unix socket and TCP loopback)"
 head -c $((48 << 20)) /dev/urandom >"$T/rnd"
 port=$(ctl --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["front_ends"]["nbd"]["tcp_port"])')

@@ -2,8 +2,8 @@
 // attaches their LUNs (from the checkpoint after a clean stop, by scan after a crash),
 // serves the control protocol on a Unix socket (vslctl), and detaches every LUN cleanly
 // on SIGTERM or SIGINT (a checkpoint each). Every LUN (and the card volume, if any) is
-// served as a block device over NBD (docs/nbd.md); ublk where the kernel has it is not
-// built yet, and vsld says so. Logs go to stderr.
+// served as a block device over NBD (docs/nbd.md) and, where the kernel has ublk, as
+// /dev/ublkbN (vsld says plainly when it has not). Logs go to stderr.
 //
 //   vsld --card DIR [--card DIR...] [--socket PATH] [--socket-mode 0600] [--no-attach]
 //        [--nbd-socket PATH] [--nbd-tcp [HOST:]PORT] [--tls off|on|require ...]
@@ -23,6 +23,7 @@
 #include "vsl/core/log.h"
 #include "vsl/daemon/daemon.h"
 #include "vsl/daemon/exports.h"
+#include "vsl/daemon/ublk_front.h"
 #include "vsl/nbd/server.h"
 
 int main(int argc, char** argv) {
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   app.add_option("--nbd-tcp", nbd_tcp, "also serve NBD on TCP: PORT (loopback), HOST:PORT or [V6]:PORT");
   app.add_flag("--nbd-read-only", nbd_read_only, "every export read-only");
   app.add_flag("--nbd-write-through", nbd_write_through, "acknowledge writes only once on flash (every write FUA)");
+  std::string ublk_mode;
+  app.add_option("--ublk", ublk_mode, "auto (default: /dev/ublkbN per export where the kernel has ublk) or off");
   app.add_option("--tls", tls_mode, "NBD TLS: off, on (offered), require (plaintext refused)");
   app.add_option("--tls-cert", tls_cert, "PEM server certificate");
   app.add_option("--tls-key", tls_key, "PEM private key of the certificate");
@@ -84,6 +87,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!nbd_tcp.empty()) cfg.nbd.tcp = nbd_tcp;
+  if (!ublk_mode.empty()) {
+    if (ublk_mode != "auto" && ublk_mode != "off") {
+      std::fprintf(stderr, "vsld: --ublk '%s' is not auto or off\n", ublk_mode.c_str());
+      return 2;
+    }
+    cfg.ublk = ublk_mode == "auto";
+  }
   if (nbd_read_only) cfg.nbd.read_only = true;
   if (nbd_write_through) cfg.nbd.write_through = true;
   if (!tls_mode.empty()) {
@@ -128,13 +138,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vsld: %s\n", server.status().ToString().c_str());
     return 3;
   }
-  const bool ublk = ::access("/dev/ublk-control", F_OK) == 0;
-  if (!ublk) {
-    vsl::Logger("vsld")->info("ublk: /dev/ublk-control is absent (this kernel has no ublk_drv): LUNs are served over NBD only");
-  } else {
-    vsl::Logger("vsld")->warn("ublk: /dev/ublk-control is present but this vsld has no ublk front end yet: LUNs are served over NBD only");
-  }
   vsl::daemon::CardCatalog catalog((*d)->cards(), cfg.volume_chunk_kib * 1024);
+  // ublk where the kernel has it; otherwise say so once and let NBD serve.
+  std::unique_ptr<vsl::daemon::UblkFrontEnd> ublk;
+  std::string ublk_state = "off (--ublk off)";
+  if (cfg.ublk) {
+    std::string base = cfg.socket_path;
+    if (base.size() > 5 && base.compare(base.size() - 5, 5, ".sock") == 0) base.resize(base.size() - 5);
+    auto u = vsl::daemon::UblkFrontEnd::Start(catalog, base + "-ublk.json");
+    if (u.ok()) {
+      ublk = std::move(u).value();
+      ublk_state = "serving";
+    } else if (u.status().code() == vsl::StatusCode::kNotSupported) {
+      ublk_state = std::string(u.status().message());
+      vsl::Logger("vsld")->info("ublk: {}; block devices are served over NBD only", ublk_state);
+    } else {
+      ublk_state = u.status().ToString();
+      vsl::Logger("vsld")->error("ublk: {}; block devices are served over NBD only", ublk_state);
+    }
+  }
   std::unique_ptr<vsl::nbd::Server> nbd;
   const std::string nbd_path = vsl::daemon::NbdSocketPath(cfg.nbd.socket, cfg.socket_path);
   if (!nbd_path.empty() || !cfg.nbd.tcp.empty()) {
@@ -152,9 +174,9 @@ int main(int argc, char** argv) {
     }
     nbd = std::move(ns).value();
   }
-  (*d)->SetFrontEndStatus([&nbd, &cfg, nbd_path, ublk] {
+  (*d)->SetFrontEndStatus([&nbd, &cfg, &ublk, nbd_path, ublk_state] {
     nlohmann::json j;
-    j["ublk"] = ublk ? "present, not supported by this vsld" : "absent from this kernel";
+    j["ublk"] = {{"state", ublk_state}, {"devices", ublk ? ublk->Status() : nlohmann::json::array()}};
     if (nbd) {
       j["nbd"] = {{"socket", nbd_path},
                   {"tcp", cfg.nbd.tcp},
@@ -173,7 +195,8 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &sig);
   vsl::Logger("vsld")->info("signal {}: detaching every LUN", sig);
   (*d)->SetFrontEndStatus(nullptr);
-  nbd.reset();  // every connection's accepted requests answered first
+  ublk.reset();  // block devices stopped (their requests answered) and deleted
+  nbd.reset();   // every connection's accepted requests answered first
   server->reset();
   d->reset();
   vsl::Logger("vsld")->info("stopped cleanly");

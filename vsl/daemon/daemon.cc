@@ -101,6 +101,10 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
         c.attach = v.get<bool>();
       } else if (k == "volume_chunk_kib") {
         c.volume_chunk_kib = v.get<uint32_t>();
+      } else if (k == "ublk") {
+        const std::string m = v.get<std::string>();
+        if (m != "auto" && m != "off") throw std::invalid_argument("expected \"auto\" or \"off\"");
+        c.ublk = m == "auto";
       } else if (k == "nbd") {
         if (!v.is_object()) throw std::invalid_argument("expected an object");
         for (auto& [nk, nv] : v.items()) {

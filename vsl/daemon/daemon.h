@@ -63,6 +63,7 @@ struct DaemonConfig {
   // serve it).
   uint32_t volume_chunk_kib = 0;
   NbdConfig nbd;
+  bool ublk = true;  // /dev/ublkbN per export where the kernel has ublk (config "ublk": "auto" | "off")
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
   // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
   // otherwise be silently ignored).

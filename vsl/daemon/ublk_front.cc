@@ -1,0 +1,60 @@
+#include "vsl/daemon/ublk_front.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "vsl/core/log.h"
+
+namespace vsl::daemon {
+
+Result<std::unique_ptr<UblkFrontEnd>> UblkFrontEnd::Start(nbd::ExportCatalog& catalog, const std::string& state_path,
+                                                          const std::string& control) {
+  if (vsl::Status s = ublk::Probe(control); !s.ok()) return s;
+  std::unique_ptr<UblkFrontEnd> f(new UblkFrontEnd());
+  f->state_path_ = state_path;
+  nlohmann::json old = nlohmann::json::object();
+  if (std::ifstream in(state_path); in) {
+    try {
+      old = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception&) {
+      Logger("ublk")->warn("{}: not JSON: ignored (devices are added afresh)", state_path);
+    }
+  }
+  nlohmann::json now = nlohmann::json::object();
+  for (const nbd::ExportInfo& info : catalog.List()) {
+    auto e = catalog.Open(info.name);
+    if (!e.ok()) {
+      Logger("ublk")->warn("{}: not served over ublk: {}", info.name, e.status().message());
+      continue;
+    }
+    ublk::Device::Options o;
+    o.control = control;
+    if (old.is_object() && old.contains(info.name) && old[info.name].is_number_integer()) {
+      o.recover_id = old[info.name].get<int>();
+    }
+    auto d = ublk::Device::Start(std::move(e).value(), o, info.name);
+    if (!d.ok()) return d.status().WithContext(fmt::format("ublk device for {}", info.name));
+    now[info.name] = (*d)->id();
+    f->devices_.emplace_back(info.name, std::move(d).value());
+  }
+  std::ofstream(state_path) << now.dump() << "\n";
+  return f;
+}
+
+UblkFrontEnd::~UblkFrontEnd() {
+  devices_.clear();  // each stops and deletes its block device
+  ::unlink(state_path_.c_str());
+}
+
+nlohmann::json UblkFrontEnd::Status() const {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& [name, d] : devices_) {
+    j.push_back({{"export", name}, {"device", d->block_path()}, {"recovered", d->recovered()}});
+  }
+  return j;
+}
+
+}  // namespace vsl::daemon

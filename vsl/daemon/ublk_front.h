@@ -1,0 +1,33 @@
+// vsld's ublk front end: every export of the catalog as /dev/ublkbN, where the kernel has
+// ublk. The ids are recorded in a state file (next to the control socket) so that after a
+// crash of vsld the next one takes the waiting devices over (user recovery) instead of
+// adding new ones; a clean stop deletes the devices and the file.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "vsl/nbd/export.h"
+#include "vsl/ublk/ublk.h"
+
+namespace vsl::daemon {
+
+class UblkFrontEnd {
+ public:
+  // NotSupported (with the reason) when the kernel has no ublk; other errors when a
+  // device cannot be set up.
+  static Result<std::unique_ptr<UblkFrontEnd>> Start(nbd::ExportCatalog& catalog, const std::string& state_path,
+                                                     const std::string& control = ublk::kControlPath);
+  ~UblkFrontEnd();
+  nlohmann::json Status() const;
+
+ private:
+  UblkFrontEnd() = default;
+  std::string state_path_;
+  std::vector<std::pair<std::string, std::unique_ptr<ublk::Device>>> devices_;
+};
+
+}  // namespace vsl::daemon
