@@ -250,4 +250,23 @@ stop
   >"$T/out" 2>&1 && fail "vsld started with a missing certificate"
 grep -q "nothere.pem" "$T/out" || fail "missing certificate: no clear message: $(cat "$T/out")"
 "$VSLD" --card "$T/card" --socket "$SOCK" --tls require >"$T/out" 2>&1 && fail "vsld started with TLS required and no credentials"
+
+echo "== the example config (scripts/systemd/vsld.json.example) with this test's paths"
+python3 - "$HERE/../../scripts/systemd/vsld.json.example" "$T" <<'PY' >"$T/vsld.json"
+import json, sys
+c = json.load(open(sys.argv[1]))
+t = sys.argv[2]
+c["cards"] = [t + "/card"]
+c["socket"] = t + "/vsld.sock"
+c["nbd"]["socket"] = t + "/vsld-nbd.sock"
+print(json.dumps(c))
+PY
+"$VSLD" --config "$T/vsld.json" >>"$T/vsld.log" 2>&1 &
+PID=$!
+for _ in $(seq 1 200); do [ -S "$NSOCK" ] && break; sleep 0.05; done
+nbdinfo --size "$(uri lun0)" >/dev/null || fail "vsld from the example config serves no NBD"
+stop
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["nbd"]["tls_mdoe"]="on"; json.dump(c, open(sys.argv[1],"w"))' "$T/vsld.json"
+"$VSLD" --config "$T/vsld.json" >"$T/out" 2>&1 && fail "a misspelt nbd key accepted"
+grep -q "tls_mdoe" "$T/out" || fail "misspelt nbd key: no clear message: $(cat "$T/out")"
 echo "PASS"
