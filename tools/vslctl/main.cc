@@ -125,6 +125,23 @@ bool Confirm(const std::string& what, bool yes) {
 void PrintStatus(const json& r, bool all) {
   const auto& cards = r["cards"];
   std::cout << fmt::format("vsld (pid {}) serves {} card(s)\n", r.value("pid", 0), cards.size());
+  if (r.contains("front_ends")) {
+    const auto& f = r["front_ends"];
+    if (f.contains("nbd")) {
+      const auto& n = f["nbd"];
+      std::string where = n.value("socket", "");
+      if (!n.value("tcp", "").empty()) where += fmt::format("{}tcp port {}", where.empty() ? "" : ", ", n.value("tcp_port", 0));
+      std::cout << fmt::format("Block devices: NBD on {} (TLS {}{}{}), {} connection(s)\n", where, n.value("tls", ""),
+                               n.value("read_only", false) ? ", read-only" : "",
+                               n.value("write_through", false) ? ", write-through" : "", n.value("connections", 0));
+    }
+    if (f.contains("ublk")) {
+      const auto& u = f["ublk"];
+      std::string devs;
+      for (const auto& d : u["devices"]) devs += fmt::format(" {}={}", d.value("export", ""), d.value("device", ""));
+      std::cout << fmt::format("               ublk: {}{}\n", u.value("state", ""), devs);
+    }
+  }
   for (const auto& c : cards) {
     std::cout << fmt::format("\nCard {}: OpenVSL {} ({}), serial {}, firmware {}\n", c["index"].get<int>(),
                              c.value("model", ""), c.value("profile", ""), c.value("serial", ""),
