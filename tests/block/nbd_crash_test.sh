@@ -84,6 +84,7 @@ checked = [int(x) for x in re.findall(r"issued rwts: total=(\d+),", v)]
 print("round %s: killed at %s ms, %d writes checked, %d named in flight at the kill, %d of them and %d unnamed (<= iodepth) "
       "read back different, %d acknowledged writes lost"
       % (rnd, delay, sum(checked), sum(len(s) for s in unacked.values()), len(bad) - len(lost) - unnamed, unnamed, len(lost)))
+print("totals %d %d" % (sum(checked), len(bad)), file=open(t + "/totals", "w"))
 if lost:
     print("LOST (acknowledged, not read back):", lost[:20])
     sys.exit(1)
@@ -91,7 +92,10 @@ if sum(checked) == 0:
     print("nothing was verified")
     sys.exit(1)
 PY
-  cat "$T/round.txt"; [ -n "${KEEP:-}" ] && cp "$T"/write.* "$T"/verify.* /tmp/
+  cat "$T/round.txt"
+  read -r _ c d <"$T/totals"
+  total_checked=$((total_checked + c))
+  total_unacked=$((total_unacked + d))
 done
 stop
-echo "PASS"
+echo "PASS: $ROUNDS kills, $total_checked acknowledged writes read back exactly, $total_unacked writes in flight at a kill read back different (allowed)"

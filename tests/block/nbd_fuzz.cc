@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "vsl/nbd/proto.h"
@@ -66,7 +67,15 @@ std::vector<std::vector<uint8_t>> NbdFuzzSeeds() {
   for (int structured = 0; structured < 2; ++structured) {
     W w;
     w.u32(kClientFixedNewstyle | kClientNoZeroes).opt(kOptList, {}).go('a', kOptInfo).opt(99, {1, 2, 3});
-    if (structured) w.opt(kOptStructuredReply, {});
+    if (structured) {
+      w.opt(kOptStructuredReply, {});
+      W c;
+      c.u32(1).b.push_back('a');
+      c.u32(1).u32(15);
+      const std::string q = kContextAllocation;
+      c.b.insert(c.b.end(), q.begin(), q.end());
+      w.opt(kOptListMetaContext, c.b).opt(kOptSetMetaContext, c.b);
+    }
     w.go('a');
     w.req(kCmdWrite, kCmdFlagFua, 512, 1024);
     w.b.insert(w.b.end(), 1024, 0xAB);

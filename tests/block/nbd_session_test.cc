@@ -199,6 +199,46 @@ TEST_F(SessionTest, StructuredRepliesCarryDataErrorsAndMessages) {
   EXPECT_EQ(exp_->data()[512], 0x5A);
 }
 
+TEST_F(SessionTest, AllocationContextAndBlockStatus) {
+  auto ctx = [](const std::string& exp, std::vector<std::string> queries) {
+    Wire d;
+    d.u32(static_cast<uint32_t>(exp.size())).str(exp).u32(static_cast<uint32_t>(queries.size()));
+    for (const auto& q : queries) d.u32(static_cast<uint32_t>(q.size())).str(q);
+    return d;
+  };
+  Wire w = Hello();
+  w.opt(kOptSetMetaContext, ctx("mem", {"base:allocation"}));       // before structured replies
+  w.opt(kOptStructuredReply, Wire{});
+  w.opt(kOptListMetaContext, ctx("mem", {}));                       // every context
+  w.opt(kOptSetMetaContext, ctx("mem", {"qemu:dirty-bitmap:x", "base:allocation"}));
+  w.opt(kOptSetMetaContext, ctx("nothere", {"base:allocation"}));
+  w.go("mem").req(kCmdBlockStatus, 9, 4096, 8192).req(kCmdBlockStatus, 10, 100, 512);
+  Reader r = Run(w);
+  EXPECT_EQ(r.rep().type, kRepErrInvalid);
+  EXPECT_EQ(r.rep().type, kRepAck);
+  for (int i = 0; i < 2; ++i) {
+    auto m = r.rep();
+    EXPECT_EQ(m.type, kRepMetaContext);
+    EXPECT_EQ(Get32(reinterpret_cast<const uint8_t*>(m.data.data())), kContextAllocationId);
+    EXPECT_EQ(m.data.substr(4), "base:allocation");
+    EXPECT_EQ(r.rep().type, kRepAck);
+  }
+  EXPECT_EQ(r.rep().type, kRepErrUnknown);
+  ExpectGo(r);
+  // A memory export does not know its allocation: one mapped extent.
+  EXPECT_EQ(r.u32(), kStructuredReplyMagic);
+  EXPECT_EQ(r.u16(), kReplyFlagDone);
+  EXPECT_EQ(r.u16(), kReplyTypeBlockStatus);
+  EXPECT_EQ(r.u64(), 9u);
+  EXPECT_EQ(r.u32(), 12u);
+  EXPECT_EQ(r.u32(), kContextAllocationId);
+  EXPECT_EQ(r.u32(), 8192u);
+  EXPECT_EQ(r.u32(), 0u);
+  EXPECT_EQ(r.u32(), kStructuredReplyMagic);  // misaligned: an error chunk
+  EXPECT_EQ(r.u16(), kReplyFlagDone);
+  EXPECT_EQ(r.u16(), kReplyTypeError);
+}
+
 TEST_F(SessionTest, TlsRequiredRefusesEverythingButStartTlsAndAbort) {
   TempDir dir;
   const std::string psk = dir.path() + "/keys.psk";

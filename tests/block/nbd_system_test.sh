@@ -52,6 +52,20 @@ nbdcopy "$T/rnd" "nbd://127.0.0.1:$port/lun1" || fail "nbdcopy over TCP"
 same_prefix "$(uri lun0)" $((48 << 20)) "$T/rnd" || fail "lun0 read back differs"
 same_prefix "nbd://127.0.0.1:$port/lun1" $((48 << 20)) "$T/rnd" || fail "TCP read back differs"
 
+echo "== base:allocation: written ranges are data, the rest holes that read as zeroes"
+nbdsh -u "$(uri lun3)" -c 'h.pwrite(b"x" * (1 << 20), 300 << 20); h.pwrite(b"y" * 8192, 400 << 20)' || fail "writes for the map"
+nbdinfo --map "$(uri lun3)" >"$T/map" || fail "nbdinfo --map"
+python3 - "$T/map" <<'PY' || { cat "$T/map"; fail "allocation map"; }
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+data = [(int(r[0]), int(r[1])) for r in rows if r[3] == "data"]
+assert (300 << 20, 1 << 20) in data and (400 << 20, 8192) in data, data
+for r in rows:
+    assert r[3] in ("data", "hole,zero"), r
+PY
+qemu-img map --output=json -f raw "$(uri lun3)" | grep -q '"start": 314572800, "length": 1048576, "depth": 0, "present": true, "zero": false, "data": true' \
+  || fail "qemu-img map"
+
 echo "== qemu-img and qemu-io"
 qemu-img info --output=json -f raw "$(uri lun2)" | grep -q '"virtual-size"' || fail "qemu-img info"
 qemu-io -f raw -c "write -P 0x5a 1M 2M" -c "write -z 3M 1M" -c "discard 4M 1M" -c "flush" "$(uri lun2)" >/dev/null \

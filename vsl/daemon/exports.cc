@@ -37,6 +37,27 @@ class LunExport : public BlockExport {
   void Flush(Done done) override {
     OnEngine(std::move(done), [](ftl::Ftl& f, Done d) { f.Flush(std::move(d)); });
   }
+  // From the FTL's map, on the engine (it owns the map).
+  void Extents(uint64_t offset, uint64_t length, ExtentsDone done) override {
+    auto task = [this, offset, length, done = std::move(done)]() mutable {
+      ftl::Ftl* f = lun_->ftl();
+      if (f == nullptr) return done(Status::IOError(fmt::format("{} is offline", lun_->name())), {});
+      if (f->sectors() != sectors_ || f->sector_bytes() != sb_) {
+        return done(Status::IOError(fmt::format("{} was reformatted: reconnect", lun_->name())), {});
+      }
+      std::vector<Extent> ex;
+      for (uint64_t lba = offset / sb_, end = (offset + length) / sb_; lba < end; ++lba) {
+        const bool mapped = f->Exists(lba);
+        if (!ex.empty() && ex.back().mapped == mapped && ex.back().bytes + sb_ <= (uint64_t{1} << 31)) {
+          ex.back().bytes += sb_;
+        } else {
+          ex.push_back({sb_, mapped});
+        }
+      }
+      done(Status::Ok(), std::move(ex));
+    };
+    while (!lun_->engine().Submit(std::move(task))) std::this_thread::yield();
+  }
 
  private:
   template <typename Op>

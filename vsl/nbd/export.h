@@ -30,6 +30,18 @@ class BlockExport {
   virtual void Write(uint64_t offset, uint32_t length, const uint8_t* data, bool fua, Done done) = 0;
   virtual void Trim(uint64_t offset, uint64_t length, Done done) = 0;
   virtual void Flush(Done done) = 0;
+
+  // Allocation of [offset, offset + length) as extents in order: (bytes, mapped). An
+  // unmapped extent reads as zeroes. May describe less than asked (at least one block).
+  // Default: all mapped (an export that does not know).
+  struct Extent {
+    uint64_t bytes;
+    bool mapped;
+  };
+  using ExtentsDone = Function<void(Status, std::vector<Extent>)>;
+  virtual void Extents(uint64_t /*offset*/, uint64_t length, ExtentsDone done) {
+    done(Status::Ok(), {{length, true}});
+  }
 };
 
 struct ExportInfo {

@@ -2,7 +2,7 @@
 // server speaks, and big-endian helpers. Everything on the wire is network byte order.
 //
 // Scope: fixed-newstyle handshake only (no oldstyle), simple and structured replies, no
-// extended headers, no meta contexts (BLOCK_STATUS is answered EINVAL).
+// extended headers; one meta context, base:allocation, for BLOCK_STATUS.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +29,14 @@ inline constexpr uint32_t kOptStartTls = 5;
 inline constexpr uint32_t kOptInfo = 6;
 inline constexpr uint32_t kOptGo = 7;
 inline constexpr uint32_t kOptStructuredReply = 8;
+inline constexpr uint32_t kOptListMetaContext = 9;
+inline constexpr uint32_t kOptSetMetaContext = 10;
 
 // Option replies.
 inline constexpr uint32_t kRepAck = 1;
 inline constexpr uint32_t kRepServer = 2;
 inline constexpr uint32_t kRepInfo = 3;
+inline constexpr uint32_t kRepMetaContext = 4;
 inline constexpr uint32_t kRepFlagError = 1u << 31;
 inline constexpr uint32_t kRepErrUnsup = kRepFlagError | 1;
 inline constexpr uint32_t kRepErrPolicy = kRepFlagError | 2;
@@ -88,8 +91,15 @@ inline constexpr uint16_t kCmdFlagFastZero = 1 << 4;
 inline constexpr uint16_t kReplyFlagDone = 1 << 0;
 inline constexpr uint16_t kReplyTypeNone = 0;
 inline constexpr uint16_t kReplyTypeOffsetData = 1;
+inline constexpr uint16_t kReplyTypeBlockStatus = 5;
 inline constexpr uint16_t kReplyTypeError = (1 << 15) + 1;
 inline constexpr uint16_t kReplyTypeErrorOffset = (1 << 15) + 2;
+
+// The one metadata context served: which blocks are mapped (base:allocation).
+inline constexpr const char* kContextAllocation = "base:allocation";
+inline constexpr uint32_t kContextAllocationId = 1;
+inline constexpr uint32_t kStateHole = 1 << 0;
+inline constexpr uint32_t kStateZero = 1 << 1;
 
 // Error values (the protocol's own numbering, equal to Linux errno).
 inline constexpr uint32_t kEPERM = 1;

@@ -46,6 +46,7 @@ struct Session::Request {
   uint64_t charged = 0;            // bytes counted against max_inflight_bytes
   uint32_t error = 0;
   std::string message;
+  std::vector<BlockExport::Extent> extents;  // BLOCK_STATUS answer
 };
 
 Session::Session(std::unique_ptr<Transport> t, ExportCatalog& catalog, SessionOptions opts, std::string peer)
@@ -193,6 +194,7 @@ bool Session::Handshake() {
           return false;
         }
         structured_ = false;  // state negotiated before TLS is forgotten
+        allocation_context_ = false;
         Log()->debug("{}: TLS established", peer_);
         break;
       }
@@ -200,6 +202,10 @@ bool Session::Handshake() {
       case kOptGo:
         if (!HandleInfo(opt, data)) return false;
         if (opt == kOptGo && exp_) return true;
+        break;
+      case kOptListMetaContext:
+      case kOptSetMetaContext:
+        if (!HandleMetaContext(opt, data)) return false;
         break;
       case kOptStructuredReply:
         if (len != 0) {
@@ -239,6 +245,49 @@ bool Session::HandleExportName(const std::vector<uint8_t>& data) {
   Put16(r + 8, TransmissionFlags());
   iovec iov{r, no_zeroes_ ? 10u : sizeof r};
   return t_->Write(&iov, 1);
+}
+
+// LIST / SET_META_CONTEXT: export name, then queries; "base:allocation" (or "base:", or
+// no query for LIST) selects the one context served.
+bool Session::HandleMetaContext(uint32_t opt, const std::vector<uint8_t>& data) {
+  if (!structured_) return SendOptError(opt, kRepErrInvalid, "metadata contexts need structured replies");
+  std::size_t p = 0;
+  auto u32 = [&](uint32_t* v) {
+    if (data.size() - p < 4) return false;
+    *v = Get32(data.data() + p);
+    p += 4;
+    return true;
+  };
+  uint32_t name_len = 0, queries = 0;
+  if (!u32(&name_len) || name_len > kMaxNameBytes || data.size() - p < name_len) {
+    return SendOptError(opt, kRepErrInvalid, "export name length is invalid");
+  }
+  const std::string name(data.begin() + static_cast<std::ptrdiff_t>(p),
+                         data.begin() + static_cast<std::ptrdiff_t>(p + name_len));
+  p += name_len;
+  if (!u32(&queries)) return SendOptError(opt, kRepErrInvalid, "query count missing");
+  bool match = opt == kOptListMetaContext && queries == 0;
+  for (uint32_t i = 0; i < queries; ++i) {
+    uint32_t qlen = 0;
+    if (!u32(&qlen) || data.size() - p < qlen) return SendOptError(opt, kRepErrInvalid, "query length is invalid");
+    const std::string q(data.begin() + static_cast<std::ptrdiff_t>(p),
+                        data.begin() + static_cast<std::ptrdiff_t>(p + qlen));
+    p += qlen;
+    match |= q == kContextAllocation || (opt == kOptListMetaContext && q == "base:");
+  }
+  if (p != data.size()) return SendOptError(opt, kRepErrInvalid, "trailing bytes after the queries");
+  if (auto e = catalog_.Open(name); !e.ok()) {
+    return SendOptError(opt, kRepErrUnknown, fmt::format("export '{}': {}", name, e.status().message()));
+  }
+  if (opt == kOptSetMetaContext) allocation_context_ = match;
+  if (match) {
+    const std::string ctx = kContextAllocation;
+    std::vector<uint8_t> d(4 + ctx.size());
+    Put32(d.data(), kContextAllocationId);
+    std::memcpy(d.data() + 4, ctx.data(), ctx.size());
+    if (!SendOptReply(opt, kRepMetaContext, d.data(), d.size())) return false;
+  }
+  return SendOptReply(opt, kRepAck, nullptr, 0);
 }
 
 bool Session::HandleInfo(uint32_t opt, const std::vector<uint8_t>& data) {
@@ -469,9 +518,21 @@ bool Session::Dispatch(Request* r) {
       }
       Complete(r, Status::Ok());
       return true;
-    case kCmdBlockStatus:
-      Fail(r, kEINVAL, "no metadata context was negotiated");
+    case kCmdBlockStatus: {
+      if (!allocation_context_) {
+        Fail(r, kEINVAL, "no metadata context was negotiated");
+        return true;
+      }
+      if (range_error("block status")) return true;
+      // At most 64 MiB per answer: a client asks again for the rest.
+      const uint64_t len = std::min<uint64_t>(r->length, uint64_t{64} << 20);
+      exp_->Extents(r->offset, len, [this, r](Status s, std::vector<BlockExport::Extent> ex) {
+        r->extents = std::move(ex);
+        if ((r->flags & kCmdFlagReqOne) != 0 && r->extents.size() > 1) r->extents.resize(1);
+        Complete(r, s);
+      });
       return true;
+    }
     default:
       Fail(r, kEINVAL, fmt::format("unknown command type {}", r->type));
       return true;
@@ -547,6 +608,17 @@ void Session::SendReply(Request* r) {
     Put32(h + 16, 8 + r->length);
     Put64(h + 20, r->offset);
     iovec iov[2] = {{h, 28}, {r->buf.get(), r->length}};
+    t_->Write(iov, 2);
+  } else if (r->error == 0 && r->type == kCmdBlockStatus) {
+    std::vector<uint8_t> d(4 + 8 * r->extents.size());
+    Put32(d.data(), kContextAllocationId);
+    for (std::size_t i = 0; i < r->extents.size(); ++i) {
+      Put32(d.data() + 4 + 8 * i, static_cast<uint32_t>(r->extents[i].bytes));
+      Put32(d.data() + 8 + 8 * i, r->extents[i].mapped ? 0 : kStateHole | kStateZero);
+    }
+    Put16(h + 6, kReplyTypeBlockStatus);
+    Put32(h + 16, static_cast<uint32_t>(d.size()));
+    iovec iov[2] = {{h, 20}, {d.data(), d.size()}};
     t_->Write(iov, 2);
   } else if (r->error == 0) {
     Put16(h + 6, kReplyTypeNone);

@@ -67,6 +67,7 @@ class Session {
   bool SendOptError(uint32_t opt, uint32_t type, const std::string& msg);
   bool HandleInfo(uint32_t opt, const std::vector<uint8_t>& data);
   bool HandleExportName(const std::vector<uint8_t>& data);
+  bool HandleMetaContext(uint32_t opt, const std::vector<uint8_t>& data);
   uint16_t TransmissionFlags() const;
   void Transmission();
   // Checks and dispatches one request; false ends the connection.
@@ -86,6 +87,7 @@ class Session {
   bool no_zeroes_ = false;
   bool fixed_ = false;
   bool structured_ = false;
+  bool allocation_context_ = false;  // base:allocation selected (SET_META_CONTEXT)
   bool read_only_ = false;
 
   std::mutex mu_;  // the reply queue and the in-flight counts
