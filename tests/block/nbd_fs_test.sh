@@ -75,4 +75,5 @@ mount "$LOOP" "$T/mnt" || fail "mount after re-attach"
 [ "$(stat -c %h "$T/mnt/hard")" -eq 2 ] || fail "hard link lost"
 umount "$T/mnt"
 detach_block
+stop
 echo "PASS: $nfiles files intact on a $SECTOR-byte-sector LUN"

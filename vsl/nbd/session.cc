@@ -47,6 +47,11 @@ struct Session::Request {
   uint32_t error = 0;
   std::string message;
   std::vector<BlockExport::Extent> extents;  // BLOCK_STATUS answer
+  // The reply's headers, built by the writer (they live until the batch is sent).
+  uint8_t head[28];
+  uint8_t err[6];
+  std::string text;
+  std::vector<uint8_t> status;
 };
 
 Session::Session(std::unique_ptr<Transport> t, ExportCatalog& catalog, SessionOptions opts, std::string peer)
@@ -57,8 +62,8 @@ Session::~Session() {
     {
       std::lock_guard<std::mutex> l(mu_);
       writer_stop_ = true;
+      writer_cv_.notify_one();
     }
-    cv_.notify_all();
     writer_.join();
   }
 }
@@ -382,10 +387,11 @@ void Session::Transmission() {
   }
   // Every accepted request is answered (or dropped by a failed writer) before returning.
   std::unique_lock<std::mutex> l(mu_);
-  cv_.wait(l, [this] { return inflight_ == 0; });
+  reader_waiting_ = true;
+  room_cv_.wait(l, [this] { return inflight_ == 0; });
   writer_stop_ = true;
+  writer_cv_.notify_one();
   l.unlock();
-  cv_.notify_all();
   writer_.join();
 }
 
@@ -403,9 +409,11 @@ bool Session::Dispatch(Request* r) {
   r->charged = oversize ? 0 : buffer;
   {
     std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] {
+    reader_waiting_ = true;
+    room_cv_.wait(l, [&] {
       return inflight_ == 0 || (inflight_ < opts_.max_inflight && inflight_bytes_ + r->charged <= opts_.max_inflight_bytes);
     });
+    reader_waiting_ = false;
     ++inflight_;
     inflight_bytes_ += r->charged;
   }
@@ -558,31 +566,44 @@ void Session::Complete(Request* r, Status s) {
   // session no more, and the session may end as soon as the writer has sent the reply.
   std::lock_guard<std::mutex> l(mu_);
   replies_.push_back(r);
-  cv_.notify_all();
+  if (writer_waiting_) writer_cv_.notify_one();
 }
 
 void Session::WriterLoop() {
+  std::deque<Request*> batch;
+  std::vector<iovec> iov;
   for (;;) {
-    Request* r = nullptr;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [this] { return !replies_.empty() || writer_stop_; });
+      writer_waiting_ = true;
+      writer_cv_.wait(l, [this] { return !replies_.empty() || writer_stop_; });
+      writer_waiting_ = false;
       if (replies_.empty()) return;
-      r = replies_.front();
-      replies_.pop_front();
+      batch.swap(replies_);
     }
-    SendReply(r);
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      --inflight_;
-      inflight_bytes_ -= r->charged;
+    // Every reply ready now goes out in one gather write (or a few, IOV_MAX apart).
+    while (!batch.empty()) {
+      iov.clear();
+      std::size_t n = 0;
+      while (n < batch.size() && iov.size() + 3 <= 1024) AppendReply(batch[n++], &iov);
+      t_->Write(iov.data(), static_cast<int>(iov.size()));
+      uint64_t bytes = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        bytes += batch[i]->charged;
+        delete batch[i];
+      }
+      batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        inflight_ -= static_cast<uint32_t>(n);
+        inflight_bytes_ -= bytes;
+        if (reader_waiting_) room_cv_.notify_all();
+      }
     }
-    cv_.notify_all();
-    delete r;
   }
 }
 
-void Session::SendReply(Request* r) {
+void Session::AppendReply(Request* r, std::vector<iovec>* iov) {
   const bool data = r->type == kCmdRead && r->error == 0;
   if (data) stats_.bytes_read += r->length;
   if (r->type == kCmdWrite && r->error == 0) stats_.bytes_written += r->length;
@@ -590,16 +611,15 @@ void Session::SendReply(Request* r) {
     Log()->debug("{}: request type {} at {} +{}: error {}: {}", peer_, r->type, r->offset, r->length, r->error,
                  r->message);
   }
+  uint8_t* h = r->head;
   if (!structured_) {
-    uint8_t h[16];
     Put32(h, kSimpleReplyMagic);
     Put32(h + 4, r->error);
     Put64(h + 8, r->handle);
-    iovec iov[2] = {{h, sizeof h}, {r->buf.get(), data ? r->length : 0u}};
-    t_->Write(iov, data ? 2 : 1);
+    iov->push_back({h, 16});
+    if (data) iov->push_back({r->buf.get(), r->length});
     return;
   }
-  uint8_t h[20 + 8];
   Put32(h, kStructuredReplyMagic);
   Put16(h + 4, kReplyFlagDone);
   Put64(h + 8, r->handle);
@@ -607,33 +627,33 @@ void Session::SendReply(Request* r) {
     Put16(h + 6, kReplyTypeOffsetData);
     Put32(h + 16, 8 + r->length);
     Put64(h + 20, r->offset);
-    iovec iov[2] = {{h, 28}, {r->buf.get(), r->length}};
-    t_->Write(iov, 2);
+    iov->push_back({h, 28});
+    iov->push_back({r->buf.get(), r->length});
   } else if (r->error == 0 && r->type == kCmdBlockStatus) {
-    std::vector<uint8_t> d(4 + 8 * r->extents.size());
-    Put32(d.data(), kContextAllocationId);
+    r->status.resize(4 + 8 * r->extents.size());
+    uint8_t* d = r->status.data();
+    Put32(d, kContextAllocationId);
     for (std::size_t i = 0; i < r->extents.size(); ++i) {
-      Put32(d.data() + 4 + 8 * i, static_cast<uint32_t>(r->extents[i].bytes));
-      Put32(d.data() + 8 + 8 * i, r->extents[i].mapped ? 0 : kStateHole | kStateZero);
+      Put32(d + 4 + 8 * i, static_cast<uint32_t>(r->extents[i].bytes));
+      Put32(d + 8 + 8 * i, r->extents[i].mapped ? 0 : kStateHole | kStateZero);
     }
     Put16(h + 6, kReplyTypeBlockStatus);
-    Put32(h + 16, static_cast<uint32_t>(d.size()));
-    iovec iov[2] = {{h, 20}, {d.data(), d.size()}};
-    t_->Write(iov, 2);
+    Put32(h + 16, static_cast<uint32_t>(r->status.size()));
+    iov->push_back({h, 20});
+    iov->push_back({r->status.data(), r->status.size()});
   } else if (r->error == 0) {
     Put16(h + 6, kReplyTypeNone);
     Put32(h + 16, 0);
-    iovec iov{h, 20};
-    t_->Write(&iov, 1);
+    iov->push_back({h, 20});
   } else {
-    std::string msg = r->message.substr(0, kMaxErrorText);
-    uint8_t e[6];
-    Put32(e, r->error);
-    Put16(e + 4, static_cast<uint16_t>(msg.size()));
+    r->text = r->message.substr(0, kMaxErrorText);
+    Put32(r->err, r->error);
+    Put16(r->err + 4, static_cast<uint16_t>(r->text.size()));
     Put16(h + 6, kReplyTypeError);
-    Put32(h + 16, static_cast<uint32_t>(6 + msg.size()));
-    iovec iov[3] = {{h, 20}, {e, 6}, {msg.data(), msg.size()}};
-    t_->Write(iov, 3);
+    Put32(h + 16, static_cast<uint32_t>(6 + r->text.size()));
+    iov->push_back({h, 20});
+    iov->push_back({r->err, 6});
+    if (!r->text.empty()) iov->push_back({r->text.data(), r->text.size()});
   }
 }
 

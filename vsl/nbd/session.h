@@ -75,7 +75,8 @@ class Session {
   void Complete(Request* r, Status s);
   void Fail(Request* r, uint32_t error, std::string msg);
   void WriterLoop();
-  void SendReply(Request* r);
+  // Appends `r`'s reply (headers built in `r`) to a gather list.
+  void AppendReply(Request* r, std::vector<iovec>* iov);
   void ZeroChunk(Request* r, uint64_t offset, uint64_t left);
 
   std::unique_ptr<Transport> t_;
@@ -91,7 +92,10 @@ class Session {
   bool read_only_ = false;
 
   std::mutex mu_;  // the reply queue and the in-flight counts
-  std::condition_variable cv_;
+  std::condition_variable writer_cv_;  // replies queued (or stop), for the writer
+  std::condition_variable room_cv_;    // requests answered, for the reader
+  bool writer_waiting_ = false;        // notified only when someone waits
+  bool reader_waiting_ = false;
   std::deque<Request*> replies_;
   uint32_t inflight_ = 0;
   uint64_t inflight_bytes_ = 0;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 namespace vsl::nbd {
@@ -15,23 +16,45 @@ SocketTransport::~SocketTransport() {
   ::close(fd_);
 }
 
-bool SocketTransport::Read(void* buf, std::size_t n) {
-  auto* p = static_cast<uint8_t*>(buf);
-  while (n > 0) {
+ssize_t SocketTransport::Recv(uint8_t* p, std::size_t n) {
+  for (;;) {
     ssize_t r;
     if (session_ != nullptr) {
       r = gnutls_record_recv(static_cast<gnutls_session_t>(session_), p, n);
-      if (r == GNUTLS_E_INTERRUPTED || r == GNUTLS_E_AGAIN) {
-        if (r == GNUTLS_E_AGAIN) return failed_ = true, false;  // receive timeout
-        continue;
-      }
+      if (r == GNUTLS_E_INTERRUPTED) continue;
+      if (r == GNUTLS_E_AGAIN) return -1;  // receive timeout
     } else {
       r = ::recv(fd_, p, n, 0);
       if (r < 0 && errno == EINTR) continue;
     }
+    return r > 0 ? r : -1;
+  }
+}
+
+bool SocketTransport::Read(void* buf, std::size_t n) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n > 0) {
+    if (rpos_ < rlen_) {
+      const std::size_t take = std::min(n, rlen_ - rpos_);
+      std::memcpy(p, rbuf_.get() + rpos_, take);
+      rpos_ += take;
+      p += take;
+      n -= take;
+      continue;
+    }
+    // Large reads (write payloads) go straight to their buffer; small ones (headers) come
+    // from a buffer filled by one call, so a burst of requests costs few system calls.
+    const bool direct = n >= kReadBuffer;
+    if (!direct && !rbuf_) rbuf_.reset(new uint8_t[kReadBuffer]);
+    const ssize_t r = direct ? Recv(p, n) : Recv(rbuf_.get(), kReadBuffer);
     if (r <= 0) return failed_ = true, false;
-    p += r;
-    n -= static_cast<std::size_t>(r);
+    if (direct) {
+      p += r;
+      n -= static_cast<std::size_t>(r);
+    } else {
+      rpos_ = 0;
+      rlen_ = static_cast<std::size_t>(r);
+    }
   }
   return true;
 }
@@ -78,6 +101,10 @@ bool SocketTransport::Write(const iovec* iov, int count) {
 }
 
 Status SocketTransport::StartTls(const TlsContext& ctx) {
+  if (rpos_ < rlen_) {
+    // The client sent bytes after STARTTLS before the handshake: they cannot be TLS.
+    return Status::InvalidArgument("data after NBD_OPT_STARTTLS before the TLS handshake");
+  }
   auto s = ctx.Handshake(fd_);
   if (!s.ok()) return s.status();
   session_ = *s;

@@ -49,8 +49,14 @@ class SocketTransport : public Transport {
   void Shutdown() override;
 
  private:
+  static constexpr std::size_t kReadBuffer = 64 * 1024;
+  // One receive call: bytes read, or -1 (end, error, timeout).
+  ssize_t Recv(uint8_t* p, std::size_t n);
+
   int fd_;
   void* session_ = nullptr;  // gnutls_session_t once TLS is up
+  std::unique_ptr<uint8_t[]> rbuf_;  // read by the reader thread only
+  std::size_t rpos_ = 0, rlen_ = 0;
   std::atomic<bool> failed_{false};  // set by either thread
 };
 
