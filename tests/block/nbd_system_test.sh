@@ -51,6 +51,11 @@ nbdcopy "$T/rnd" "$(uri lun0)" || fail "nbdcopy to lun0"
 nbdcopy "$T/rnd" "nbd://127.0.0.1:$port/lun1" || fail "nbdcopy over TCP"
 same_prefix "$(uri lun0)" $((48 << 20)) "$T/rnd" || fail "lun0 read back differs"
 same_prefix "nbd://127.0.0.1:$port/lun1" $((48 << 20)) "$T/rnd" || fail "TCP read back differs"
+if command -v nbd-client >/dev/null; then
+  # The reference implementation's client lists the exports (no kernel module needed).
+  nbd-client -l 127.0.0.1 "$port" >"$T/nbdc" 2>&1 || { cat "$T/nbdc"; fail "nbd-client -l"; }
+  for e in lun0 lun1 lun2 lun3; do grep -q "^$e" "$T/nbdc" || fail "nbd-client -l does not list $e: $(cat "$T/nbdc")"; done
+fi
 
 echo "== base:allocation: written ranges are data, the rest holes that read as zeroes"
 nbdsh -u "$(uri lun3)" -c 'h.pwrite(b"x" * (1 << 20), 300 << 20); h.pwrite(b"y" * 8192, 400 << 20)' || fail "writes for the map"
