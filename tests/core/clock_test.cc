@@ -1,6 +1,7 @@
 #include "vsl/core/clock.h"
 
 #include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -122,6 +123,35 @@ TEST(RealClockTest, SubmitFromOtherThreadsWakesTheLoop) {
   clock.Run();
   for (auto& p : producers) p.join();
   EXPECT_EQ(count, kThreads * kPer);
+}
+
+TEST(RealClockTest, AFullInboxLeavesTheTaskWithTheCaller) {
+  RealClock clock(4);  // nobody drains it yet
+  int ran = 0;
+  int submitted = 0;
+  for (int i = 0; i < 4; ++i) submitted += clock.Submit([&ran] { ++ran; });
+  EXPECT_EQ(submitted, 4);
+  Task extra = [&ran] { ran += 10; };
+  EXPECT_FALSE(clock.Submit(std::move(extra)));
+  ASSERT_TRUE(static_cast<bool>(extra)) << "a refused task must stay with the caller";
+  clock.Poll();
+  EXPECT_EQ(ran, 4);
+  EXPECT_TRUE(clock.Submit(std::move(extra)));
+  clock.Poll();
+  EXPECT_EQ(ran, 14);
+}
+
+TEST(EngineTest, SendFromTheEngineThreadNeverWaitsOnItsOwnInbox) {
+  EngineThread t("send");
+  std::atomic<int> ran{0};
+  std::promise<void> done;
+  // From the engine's own thread, far more sends than the inbox holds: posted, not submitted.
+  t.engine().Send([&] {
+    for (int i = 0; i < 100000; ++i) t.engine().Send([&] { ++ran; });
+    t.engine().Send([&] { done.set_value(); });
+  });
+  done.get_future().wait();
+  EXPECT_EQ(ran.load(), 100000);
 }
 
 TEST(EngineTest, EngineThreadRunsTasksAndTimersOnItsOwnThread) {

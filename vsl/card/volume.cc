@@ -95,7 +95,7 @@ void CardVolume::Fan(std::vector<Part> parts, Done done, Op op) {
       if (f == nullptr) return finish(vsl::Status::IOError(fmt::format("{} of the volume is offline", l->name())));
       op(*f, p, finish);
     };
-    while (!l->engine().Submit(std::move(task))) std::this_thread::yield();
+    l->engine().Send(std::move(task));
   }
 }
 

@@ -105,7 +105,7 @@ RealClock::RealClock(std::size_t inbox_capacity)
 
 TimeNs RealClock::Now() const { return static_cast<TimeNs>(SteadyNs() - epoch_ns_); }
 
-bool RealClock::Submit(Task task) {
+bool RealClock::Submit(Task&& task) {
   if (!inbox_.TryPush(task)) return false;
   submitted_.fetch_add(1, std::memory_order_seq_cst);
   if (sleeping_.load(std::memory_order_seq_cst)) {

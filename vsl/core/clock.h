@@ -138,9 +138,9 @@ class RealClock final : public Clock {
   void Post(Task task) override { q_.Post(std::move(task)); }
   bool Cancel(TimerId id) override { return q_.Cancel(id); }
 
-  // Any thread: queue `task` to run on the owning thread. False when the inbox is full
-  // (the task is then destroyed without running; callers apply backpressure).
-  bool Submit(Task task);
+  // Any thread: queue `task` to run on the owning thread. False when the inbox is full:
+  // `task` is then left untouched with the caller, who may retry it (backpressure).
+  bool Submit(Task&& task);
   // Any thread: make Run() return after the task it is running.
   void Stop();
 

@@ -44,13 +44,26 @@ class Engine {
     AssertOnEngineThread();
     return clock_.Cancel(id);
   }
-  // Any thread (RealClock). False when the engine's inbox is full: the caller must retry.
-  bool Submit(Task task) {
+  // Any thread (RealClock). False when the engine's inbox is full: `task` is left with the
+  // caller, who must retry.
+  bool Submit(Task&& task) {
     if (clock_.is_virtual()) {
       clock_.Post(std::move(task));
       return true;
     }
     return static_cast<RealClock&>(clock_).Submit(std::move(task));
+  }
+
+  // Any thread: runs `task` on the engine. From the engine's own thread it is posted (a
+  // full inbox must not be waited for by the only thread that drains it); from another
+  // thread it is submitted, yielding while the inbox is full.
+  void Send(Task task) {
+    if (clock_.is_virtual() || owner_ == std::this_thread::get_id()) {
+      clock_.Post(std::move(task));
+      return;
+    }
+    auto& rc = static_cast<RealClock&>(clock_);
+    while (!rc.Submit(std::move(task))) std::this_thread::yield();
   }
 
   // Declares the calling thread the engine's thread (done by whoever runs the engine).

@@ -56,7 +56,7 @@ class LunExport : public BlockExport {
       }
       done(Status::Ok(), std::move(ex));
     };
-    while (!lun_->engine().Submit(std::move(task))) std::this_thread::yield();
+    lun_->engine().Send(std::move(task));
   }
 
  private:
@@ -70,7 +70,7 @@ class LunExport : public BlockExport {
       }
       op(*f, std::move(done));
     };
-    while (!lun_->engine().Submit(std::move(task))) std::this_thread::yield();
+    lun_->engine().Send(std::move(task));
   }
 
   card::Lun* const lun_;
