@@ -106,5 +106,73 @@ TEST_F(DamageTest, KilledProcessLeavesAConsistentCard) {
   EXPECT_EQ(card_->block_info(0, 1, b).next_page, done);
 }
 
+// A host process killed while the controller holds accepted programs (and an erase queued
+// ahead of them, and programs on another die still waiting): the card has not lost power,
+// so it finishes them. The next open applies the protected buffer (PlpJournal) and every
+// page whose program was accepted reads back; pages never accepted stay erased.
+TEST_F(DamageTest, KilledHostLeavesTheControllersAcceptedWorkToFinish) {
+  Make("test-small");
+  const uint32_t b0 = GoodBlock(0, 0, 2);
+  const uint32_t b1 = GoodBlock(0, 1, 3);
+  // Block b1 holds a page first, so the kill finds its erase queued, not yet done.
+  {
+    std::vector<uint8_t> old(4096, 0xEE);
+    ASSERT_TRUE(Erase(0, 1, b1).ok());
+    ASSERT_TRUE(Program(0, {1, b1, 0}, old).ok());
+  }
+  card_.reset();
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    VirtualClock clock(1);
+    auto card = simcard::SimCard::Open(dir(), clock).value();
+    uint32_t accepted = 0;
+    std::vector<std::vector<uint8_t>> bufs;
+    card->pipe(0).Erase(0, b0, [](const Completion&) {});
+    card->pipe(0).Erase(1, b1, [](const Completion&) {});
+    for (uint32_t p = 0; p < 6; ++p) {
+      for (uint32_t die : {0u, 1u}) {
+        bufs.emplace_back(4096);
+        Rng(die * 100 + p).Fill(bufs.back().data(), 4096);
+        card->pipe(0).Program({{die, die == 0 ? b0 : b1, p}, bufs.back().data(), nullptr},
+                              [&](const Completion& c) { accepted += c.ok(); }, [](const Completion&) {});
+      }
+    }
+    // Until everything is in the controller's buffer; then at most the first program
+    // of each die has finished.
+    clock.RunUntilTrue([&] { return accepted == 12; });
+    const uint32_t n = accepted;
+    if (::write(pipefd[1], &n, sizeof n) != sizeof n) ::_exit(4);
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  uint32_t n = 0;
+  ASSERT_EQ(::read(pipefd[0], &n, sizeof n), static_cast<ssize_t>(sizeof n));
+  ::close(pipefd[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ASSERT_EQ(n, 12u);
+  Reopen();
+  EXPECT_EQ(card_->Health(0).unsafe_power_offs, 1u);
+  for (uint32_t p = 0; p < 6; ++p) {
+    for (uint32_t die : {0u, 1u}) {
+      std::vector<uint8_t> got, want(4096);
+      Rng(die * 100 + p).Fill(want.data(), 4096);
+      ASSERT_TRUE(Read(0, {die, die == 0 ? b0 : b1, p}, &got).ok()) << die << "/" << p;
+      EXPECT_EQ(got, want) << die << "/" << p;
+    }
+  }
+  EXPECT_EQ(card_->block_info(0, 0, b0).next_page, 6u);
+  EXPECT_EQ(card_->block_info(0, 1, b1).next_page, 6u);
+  // A clean close afterwards leaves nothing to finish at the next open.
+  Reopen();
+  EXPECT_EQ(card_->block_info(0, 1, b1).next_page, 6u);
+}
+
 }  // namespace
 }  // namespace vsl::testing

@@ -1,4 +1,6 @@
 #include "vsl/simcard/sim_card.h"
+
+#include "vsl/simcard/plp_journal.h"
 #include "vsl/core/check.h"
 #include "vsl/simcard/firmware.h"
 
@@ -95,12 +97,30 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   }
   card->links_ = std::make_unique<Link[]>(card->geometry_.controllers);
   for (uint32_t c = 0; c < card->geometry_.controllers; ++c) card->links_[c].free_at = clock.Now();
+  std::vector<bool> unclean;
   for (auto& img : card->images_) {
     auto& st = img->state();
+    unclean.push_back(st.attached != 0);
     if (st.attached != 0) ++st.unsafe_power_offs;
     ++st.power_on_count;
     st.attached = 1;
     VSL_RETURN_IF_ERROR(img->SyncState());
+  }
+  // The protected buffer each controller held when its host last went away is finished
+  // first (a real card does that on its own power).
+  const auto& g = card->geometry_;
+  const uint32_t slot_bytes = g.page_data_bytes + g.page_spare_bytes;
+  const auto& plp = card->profile_.plp;
+  const uint32_t records = static_cast<uint32_t>(plp.buffer_bytes_per_pipe / slot_bytes) + plp.stage_slots + 64 +
+                           4 * g.dies_per_pipe();
+  for (uint32_t c = 0; c < g.controllers; ++c) {
+    for (uint32_t p = 0; p < g.pipes_per_controller; ++p) {
+      const uint32_t index = c * g.pipes_per_controller + p;
+      VSL_ASSIGN_OR_RETURN(auto j, PlpJournal::Open(fmt::format("{}/plp-{}.bin", dir, index), records, slot_bytes));
+      if (unclean[c]) card->FinishJournal(c, p, *j);
+      j->Clear();
+      card->journals_.push_back(std::move(j));
+    }
   }
   Rng rng(opts.seed);
   for (uint32_t c = 0; c < card->geometry_.controllers; ++c) {
@@ -108,13 +128,80 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
       const uint32_t index = c * card->geometry_.pipes_per_controller + p;
       Clock& pc = opts.pipe_clocks.empty() ? clock : *opts.pipe_clocks[index];
       card->pipes_.push_back(std::make_unique<SimPipe>(*card, pc, c, p, rng.Fork(c * 2 + p).Next()));
+      if (plp.present) card->pipes_.back()->SetJournal(card->journals_[index].get());
     }
   }
   return card;
 }
 
+// Applies, in the order a power cut's flush would, what pipe `p` of controller `c` had
+// accepted when its process died: erases and programs in queue order, then each staged
+// parity image after the die's last program and the last erase of its own block. Work
+// already applied before the kill (the record outlived it by a moment) is recognised
+// and skipped: a page already programmed, an erase count already reached.
+void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
+  ControllerImage& img = *images_[c];
+  const auto& g = geometry_;
+  auto recs = j.Pending();
+  if (recs.empty()) return;
+  std::sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+  uint32_t programs = 0, erases = 0, skipped = 0;
+  for (uint32_t die = 0; die < g.dies_per_pipe(); ++die) {
+    const uint32_t idie = p * g.dies_per_pipe() + die;
+    std::vector<const PlpJournal::Record*> todo;
+    for (const auto& r : recs) {
+      if (r.die == die && r.kind != PlpJournal::Kind::kStage) todo.push_back(&r);
+    }
+    for (const auto& r : recs) {
+      if (r.die != die || r.kind != PlpJournal::Kind::kStage) continue;
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < todo.size(); ++i) {
+        if (todo[i]->kind == PlpJournal::Kind::kProgram || todo[i]->block == r.block) at = i + 1;
+      }
+      todo.insert(todo.begin() + static_cast<std::ptrdiff_t>(at), &r);
+    }
+    if (img.die(idie).flags & format::kDieFailed) {
+      skipped += static_cast<uint32_t>(todo.size());
+      continue;
+    }
+    for (const PlpJournal::Record* r : todo) {
+      if (r->block >= g.blocks_per_lun || r->page >= g.pages_per_block) {
+        ++skipped;
+        continue;
+      }
+      auto& rec = img.block(idie, r->block);
+      if (rec.flags & (format::kBlockFactoryBad | format::kBlockGrownBad)) {
+        ++skipped;
+        continue;
+      }
+      if (r->kind == PlpJournal::Kind::kErase) {
+        if (rec.erase_count >= r->erase_count_after) continue;  // done before the kill
+        rec.erase_count = r->erase_count_after;
+        rec.reads_since_erase = 0;
+        rec.next_page = 0;
+        img.EraseBlockPages(idie, r->block);
+        ++erases;
+        continue;
+      }
+      if (r->page < rec.next_page) continue;  // programmed before the kill
+      if (r->page != rec.next_page || !img.WriteSlot(idie, r->block, r->page, r->data).ok()) {
+        ++skipped;
+        continue;
+      }
+      img.set_page_state(idie, r->block, r->page, format::PageState::kProgrammed);
+      rec.next_page = static_cast<uint16_t>(r->page + 1);
+      ++programs;
+    }
+  }
+  Logger("simcard")->info(
+      "controller {} pipe {}: finished {} program(s) and {} erase(s) the controller had accepted when its host "
+      "went away{}",
+      c, p, programs, erases, skipped ? fmt::format(" ({} could not be applied)", skipped) : "");
+}
+
 SimCard::~SimCard() {
   pipes_.clear();
+  for (auto& j : journals_) j->Clear();  // a clean close: what was outstanding is dropped
   for (auto& img : images_) {
     if (powered_) img->state().attached = 0;
     (void)img->Sync();

@@ -100,6 +100,7 @@ struct DieCounters {
 };
 
 class SimPipe;
+class PlpJournal;
 
 class SimCard {
  public:
@@ -184,6 +185,7 @@ class SimCard {
  private:
   friend class SimPipe;
   SimCard(Clock& clock, const SimCardOptions& opts);
+  void FinishJournal(uint32_t controller, uint32_t pipe, PlpJournal& j);
 
   Clock& clock_;
   std::string dir_;
@@ -193,6 +195,7 @@ class SimCard {
   Timing timing_;
   std::vector<std::unique_ptr<ControllerImage>> images_;
   std::vector<std::unique_ptr<SimPipe>> pipes_;
+  std::vector<std::unique_ptr<PlpJournal>> journals_;  // per pipe (PlpJournal)
   // Per controller: when its host link is next free (its pipes may run on two threads).
   struct Link {
     std::mutex mu;

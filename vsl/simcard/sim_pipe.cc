@@ -77,6 +77,8 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->src_data = op->src_meta = nullptr;
   op->admitted = op->data_ready = op->started = false;
   op->stage_slot = -1;
+  op->journal = -1;
+  op->qseq = 0;
   op->fence = false;
   op->submit_ns = Now();
   op->bus_start_ns = op->array_end_ns = 0;
@@ -93,6 +95,10 @@ void SimPipe::FreeOp(Op* op) {
 }
 
 void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
+  if (op->journal >= 0) {
+    journal_->Remove(op->journal);  // applied, aborted, timed out or superseded
+    op->journal = -1;
+  }
   if (static_cast<QueueHook*>(op)->is_linked()) {
     dies_[op->ppa.die].queue.erase(OpQueue::s_iterator_to(*op));
   }
@@ -170,10 +176,17 @@ void SimPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
   Op* op = NewOp(Op::Kind::kErase, std::move(done));
   op->ppa = {die, block, 0};
   op->flush_cost_ns = EraseCostNs();
+  if (journal_ != nullptr && !DieFailed(die)) {
+    // The erase count the block has once this erase (and any queued ahead of it) is done.
+    uint32_t after = image().block(image_die(die), block).erase_count + 1;
+    for (const Op& q : dies_[die].queue) after += q.kind == Op::Kind::kErase && q.ppa.block == block;
+    op->journal = journal_->Add(PlpJournal::Kind::kErase, next_qseq_, die, block, 0, after, nullptr);
+  }
   Enqueue(op);
 }
 
 void SimPipe::Enqueue(Op* op) {
+  op->qseq = next_qseq_++;
   all_.push_back(*op);
   dies_[op->ppa.die].queue.push_back(*op);
   TryStartDie(op->ppa.die);
@@ -276,6 +289,10 @@ bool SimPipe::TryAdmit(Op* op) {
     op->src_data = op->src_meta = nullptr;
     op->data_ready = true;
     const bool staged = op->stage_slot >= 0;
+    if (journal_ != nullptr && op->journal < 0) {
+      op->journal = journal_->Add(staged ? PlpJournal::Kind::kStage : PlpJournal::Kind::kProgram, op->qseq,
+                                  op->ppa.die, op->ppa.block, op->ppa.page, 0, s);
+    }
     if (staged) {
       InstallStage(op);
     } else {
@@ -300,6 +317,7 @@ void SimPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCallbac
   }
   Op* op = NewOp(Op::Kind::kProgram, std::move(done));
   op->stage_slot = static_cast<int32_t>(slot);
+  op->qseq = next_qseq_++;
   op->fence = true;
   op->ppa = req.ppa;
   op->src_data = req.data;

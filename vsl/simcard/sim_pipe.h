@@ -13,6 +13,7 @@
 
 #include "vsl/core/random.h"
 #include "vsl/nand/flash.h"
+#include "vsl/simcard/plp_journal.h"
 #include "vsl/simcard/sim_card.h"
 
 namespace vsl::simcard {
@@ -38,6 +39,8 @@ struct Op : QueueHook, AllHook {
   std::unique_ptr<uint8_t[]> slot;    // controller buffer copy of a program (data + spare)
   bool admitted = false, data_ready = false, started = false;
   int32_t stage_slot = -1;  // a staged image (FlashPipe::Stage) for this slot; never queued
+  int32_t journal = -1;     // its PlpJournal record while the controller holds it
+  uint64_t qseq = 0;        // queue order (journal replay order)
   bool fence = false;       // admitted only after every earlier program (ProgramRequest::fence)
   TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
   DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
@@ -50,6 +53,8 @@ using OpList = bi::list<Op, bi::base_hook<AllHook>, bi::constant_time_size<true>
 class SimPipe final : public nand::FlashPipe {
  public:
   SimPipe(SimCard& card, Clock& clock, uint32_t controller, uint32_t pipe_in_ctrl, uint64_t seed);
+  // Mirrors what the controller accepts into `j` (PlpJournal) from now on.
+  void SetJournal(PlpJournal* j) { journal_ = j; }
   ~SimPipe() override;
 
   const nand::PipeTopology& topology() const override { return topology_; }
@@ -153,6 +158,8 @@ class SimPipe final : public nand::FlashPipe {
   OpList all_;                         // every outstanding op
   std::vector<std::unique_ptr<Op>> pool_;  // free ops for reuse
   uint64_t next_serial_ = 1;
+  uint64_t next_qseq_ = 1;
+  PlpJournal* journal_ = nullptr;  // owned by the card; null: not journaled
   uint64_t buffer_used_bytes_ = 0;     // accepted or in-DMA programs in the write buffer
   uint64_t stage_bytes_ = 0;           // of which staged images
   std::set<std::tuple<uint32_t, uint32_t, uint32_t>> inject_program_fail_, inject_erase_fail_;
