@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -82,7 +83,9 @@ PlpJournal::Head* PlpJournal::head(uint32_t i) const {
 int PlpJournal::Add(Kind kind, uint64_t seq, uint32_t die, uint32_t block, uint32_t page,
                     uint32_t erase_count_after, const uint8_t* data) {
   if (free_.empty()) {
-    ++overflows_;
+    if (overflows_++ == 0) {
+      std::fprintf(stderr, "simcard: PLP journal full (%u records): an operation goes unrecorded\n", records_);
+    }
     return -1;
   }
   const uint32_t i = free_.back();

@@ -111,8 +111,11 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   const auto& g = card->geometry_;
   const uint32_t slot_bytes = g.page_data_bytes + g.page_spare_bytes;
   const auto& plp = card->profile_.plp;
-  const uint32_t records = static_cast<uint32_t>(plp.buffer_bytes_per_pipe / slot_bytes) + plp.stage_slots + 64 +
-                           4 * g.dies_per_pipe();
+  // The buffer twice over (a program is recorded when it lands and released when it
+  // completes), the stage slots, and queued erases (their records hold no data, so the
+  // sparse file does not grow for them).
+  const uint32_t records = static_cast<uint32_t>(2 * plp.buffer_bytes_per_pipe / slot_bytes) + plp.stage_slots + 1024 +
+                           16 * g.dies_per_pipe();
   for (uint32_t c = 0; c < g.controllers; ++c) {
     for (uint32_t p = 0; p < g.pipes_per_controller; ++p) {
       const uint32_t index = c * g.pipes_per_controller + p;
