@@ -204,6 +204,7 @@ void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
 
 SimCard::~SimCard() {
   pipes_.clear();
+  if (abandoned_) return;  // TEST_Abandon: as a killed process leaves it
   for (auto& j : journals_) j->Clear();  // a clean close: what was outstanding is dropped
   for (auto& img : images_) {
     if (powered_) img->state().attached = 0;

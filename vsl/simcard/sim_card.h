@@ -131,6 +131,11 @@ class SimCard {
   uint64_t card_id() const { return images_[0]->identity().card_id; }
   bool powered() const { return powered_; }
 
+  // Test hook: the hosting process "dies" now. Destroying the card afterwards leaves the
+  // images marked attached and the PLP journal as it is (as a SIGKILL would), and drops
+  // outstanding commands; the clock's pending events must not run after (use a new one).
+  void TEST_Abandon() { abandoned_ = true; }
+
   // --- Power ---
   // Cuts power now. Programs and erases running on a die finish if they end within the
   // hold-up budget (PLP healthy) and are torn otherwise; the protected buffer's accepted
@@ -186,6 +191,7 @@ class SimCard {
   friend class SimPipe;
   SimCard(Clock& clock, const SimCardOptions& opts);
   void FinishJournal(uint32_t controller, uint32_t pipe, PlpJournal& j);
+  bool abandoned_ = false;
 
   Clock& clock_;
   std::string dir_;
