@@ -65,6 +65,16 @@ std::string RunSeed(uint64_t seed) {
     const uint32_t sb = f.sector_bytes();
     const char* se = std::getenv("VSL_KILL_SPAN");
     const uint64_t span = std::min<uint64_t>(f.sectors(), se != nullptr ? std::strtoull(se, nullptr, 10) : 2048);
+    if (std::getenv("VSL_KILL_TRIM") != nullptr) {
+      // As the NBD crash test does: the range zeroed (trimmed) and flushed first.
+      std::optional<Status> t;
+      f.Trim(0, span, [&](Status x) { t = x; });
+      life.clock->RunUntilTrue([&] { return t.has_value(); });
+      std::optional<Status> fl;
+      f.Flush([&](Status x) { fl = x; });
+      life.clock->RunUntilTrue([&] { return fl.has_value(); });
+      acked.clear();
+    }
     // Keep 16 writes in flight, never two on one sector.
     std::function<void()> issue = [&]() {
       while (inflight.size() < 16) {
