@@ -300,6 +300,63 @@ TEST_F(SessionTest, ReadOnlyRefusesWritesButConsumesTheirPayload) {
   EXPECT_EQ(exp_->data()[0], 0);
 }
 
+// An export whose device fails the way a LUN can: unreadable sectors (a double die
+// failure), a full sparse device, a LUN gone read-only, a LUN detached.
+class FailingExport : public MemoryExport {
+ public:
+  using MemoryExport::MemoryExport;
+  void Read(uint64_t offset, uint32_t length, uint8_t* out, Done done) override {
+    if (offset == 0) return done(Status::IOError("sector 0 lost with two dies"));
+    MemoryExport::Read(offset, length, out, std::move(done));
+  }
+  void Write(uint64_t offset, uint32_t, const uint8_t*, bool, Done done) override {
+    if (offset == 0) return done(Status::NoSpace("the sparse device's physical space is full"));
+    if (offset == 512) return done(Status::FailedPrecondition("the pipe is read-only"));
+    done(Status::Aborted("lun0 is offline"));
+  }
+  void Flush(Done done) override { done(Status::IOError("lun0 is offline")); }
+};
+
+TEST_F(SessionTest, DeviceErrorsBecomeProtocolErrorsWithTheirReason) {
+  StaticCatalog cat;
+  cat.Add({"f", ""}, std::make_shared<FailingExport>(1 << 20, 512));
+  Wire w = Hello();
+  w.opt(kOptStructuredReply, Wire{}).go("f");
+  w.req(kCmdRead, 1, 0, 512);
+  w.req(kCmdWrite, 2, 0, 512).bytes(512, 1);
+  w.req(kCmdWrite, 3, 512, 512).bytes(512, 1);
+  w.req(kCmdWrite, 4, 1024, 512).bytes(512, 1);
+  w.req(kCmdFlush, 5, 0, 0);
+  w.req(kCmdRead, 6, 512, 512);  // still served after all that
+  auto t = std::make_unique<MemoryTransport>(w.b.data(), w.b.size(), true);
+  MemoryTransport* tp = t.get();
+  Session s(std::move(t), cat, {}, "test");
+  s.Run();
+  Reader r{tp->output()};
+  r.p = 18;
+  EXPECT_EQ(r.rep().type, kRepAck);
+  ExpectGo(r);
+  const std::pair<uint32_t, const char*> want[] = {{kEIO, "lost with two dies"},
+                                                   {kENOSPC, "physical space is full"},
+                                                   {kEPERM, "read-only"},
+                                                   {kEIO, "offline"},
+                                                   {kEIO, "offline"}};
+  for (uint64_t h = 1; h <= 5; ++h) {
+    EXPECT_EQ(r.u32(), kStructuredReplyMagic);
+    EXPECT_EQ(r.u16(), kReplyFlagDone);
+    EXPECT_EQ(r.u16(), kReplyTypeError);
+    EXPECT_EQ(r.u64(), h);
+    r.u32();
+    EXPECT_EQ(r.u32(), want[h - 1].first) << h;
+    const std::string msg = r.str(r.u16());
+    EXPECT_NE(msg.find(want[h - 1].second), std::string::npos) << msg;
+  }
+  EXPECT_EQ(r.u32(), kStructuredReplyMagic);
+  EXPECT_EQ(r.u16(), kReplyFlagDone);
+  EXPECT_EQ(r.u16(), kReplyTypeOffsetData);
+  EXPECT_EQ(r.u64(), 6u);
+}
+
 // ---- The threaded server under libnbd ----
 
 // Completes every request on a worker thread after a random delay, so replies leave in an
