@@ -9,10 +9,10 @@
 # last acknowledged version. Each round zeroes the LUNs first and uses its own seed, so no
 # older round's data can pass for a lost write.
 #   nbd_crash_test.sh VSLD VSLCTL [ROUNDS] [SEED]
-# vsld runs with --nbd-write-through (every write acknowledged once on flash). Plain
-# acknowledgement (once in the controller's protected buffer, which the simulated card
-# keeps in its PLP journal across a kill) still loses an acknowledged page in about one
-# round in ten: VSL_CRASH_MODE=--no-attach=false runs that way (docs/nbd.md).
+# vsld runs as deployed: writes are acknowledged once the controller has accepted them
+# into its power-loss-protected buffer, which the simulated card keeps in its PLP journal
+# across a kill, as a real card keeps it powered. VSL_CRASH_MODE=--nbd-write-through runs
+# the same with every write FUA.
 VSLD="$1"
 VSLCTL="$2"
 ROUNDS="${3:-6}"
@@ -22,7 +22,7 @@ source "$HERE/nbd_lib.sh"
 for t in fio nbdsh; do command -v "$t" >/dev/null || skip "$t is not installed"; done
 echo "seed $SEED, $ROUNDS rounds (replay: nbd_crash_test.sh VSLD VSLCTL $ROUNDS $SEED)"
 RANDOM=$SEED
-MODE=(${VSL_CRASH_MODE:---nbd-write-through})
+MODE=(${VSL_CRASH_MODE:-})
 
 make_card 4096
 stop

@@ -19,7 +19,10 @@ bool KnownStatus(FlashStatus s) {
   return false;
 }
 
-class DamageTest : public CardFixture {};
+class DamageTest : public CardFixture {
+ protected:
+  void KillWithAcceptedWork(bool cut_mid_apply);
+};
 
 // Random bytes over the die, block and page tables (which carry no CRC, like NAND's own
 // state): every command still completes with a defined status.
@@ -110,7 +113,7 @@ TEST_F(DamageTest, KilledProcessLeavesAConsistentCard) {
 // ahead of them, and programs on another die still waiting): the card has not lost power,
 // so it finishes them. The next open applies the protected buffer (PlpJournal) and every
 // page whose program was accepted reads back; pages never accepted stay erased.
-TEST_F(DamageTest, KilledHostLeavesTheControllersAcceptedWorkToFinish) {
+void DamageTest::KillWithAcceptedWork(bool cut_mid_apply) {
   Make("test-small");
   const uint32_t b0 = GoodBlock(0, 0, 2);
   const uint32_t b1 = GoodBlock(0, 1, 3);
@@ -143,7 +146,10 @@ TEST_F(DamageTest, KilledHostLeavesTheControllersAcceptedWorkToFinish) {
     }
     // Until everything is in the controller's buffer; then at most the first program
     // of each die has finished.
-    clock.RunUntilTrue([&] { return accepted == 12; });
+    clock.RunUntilTrue([&] {
+      // With cut_mid_apply: also until die 0 has programmed a page (its erase is done).
+      return accepted == 12 && (!cut_mid_apply || card->block_info(0, 0, b0).next_page >= 1);
+    });
     const uint32_t n = accepted;
     if (::write(pipefd[1], &n, sizeof n) != sizeof n) ::_exit(4);
     ::kill(::getpid(), SIGKILL);
@@ -157,6 +163,16 @@ TEST_F(DamageTest, KilledHostLeavesTheControllersAcceptedWorkToFinish) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   ASSERT_EQ(n, 12u);
+  if (cut_mid_apply) {
+    // The kill fell inside an apply: the block's next page moved, the page not written
+    // (ApplyProgram's first step), and an erase counted but its pages not cleared.
+    card_.reset();
+    auto img = simcard::ControllerImage::Open(dir() + "/ctrl0.img").value();
+    auto& r0 = img->block(0, b0);
+    ASSERT_LT(r0.next_page, 6u) << "nothing left in the buffer to cut";
+    ++r0.next_page;
+    ASSERT_TRUE(img->Sync().ok());
+  }
   Reopen();
   EXPECT_EQ(card_->Health(0).unsafe_power_offs, 1u);
   for (uint32_t p = 0; p < 6; ++p) {
@@ -173,6 +189,9 @@ TEST_F(DamageTest, KilledHostLeavesTheControllersAcceptedWorkToFinish) {
   Reopen();
   EXPECT_EQ(card_->block_info(0, 1, b1).next_page, 6u);
 }
+
+TEST_F(DamageTest, KilledHostLeavesTheControllersAcceptedWorkToFinish) { KillWithAcceptedWork(false); }
+TEST_F(DamageTest, KilledHostMidApplyStillFinishesIt) { KillWithAcceptedWork(true); }
 
 }  // namespace
 }  // namespace vsl::testing

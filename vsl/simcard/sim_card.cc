@@ -140,8 +140,10 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
 // Applies, in the order a power cut's flush would, what pipe `p` of controller `c` had
 // accepted when its process died: erases and programs in queue order, then each staged
 // parity image after the die's last program and the last erase of its own block. Work
-// already applied before the kill (the record outlived it by a moment) is recognised
-// and skipped: a page already programmed, an erase count already reached.
+// applied before the kill (the record outlives it by a moment) is recognised: a page
+// already marked programmed is skipped; an operation the kill cut between its steps
+// (ApplyProgram moves the block's next page before it writes the slot; ApplyErase counts
+// the erase before it clears the pages) is finished.
 void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
   ControllerImage& img = *images_[c];
   const auto& g = geometry_;
@@ -178,16 +180,24 @@ void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
         continue;
       }
       if (r->kind == PlpJournal::Kind::kErase) {
-        if (rec.erase_count >= r->erase_count_after) continue;  // done before the kill
-        rec.erase_count = r->erase_count_after;
+        // Still recorded: not applied, or applied (wholly or in part: the kill can fall
+        // between its steps) with nothing programmed in the block since (the die runs
+        // in order and the record goes as soon as the erase completes). Its effects are
+        // (re)done; the erase count moves only if it had not yet.
+        if (rec.erase_count < r->erase_count_after) rec.erase_count = r->erase_count_after;
         rec.reads_since_erase = 0;
         rec.next_page = 0;
         img.EraseBlockPages(idie, r->block);
         ++erases;
         continue;
       }
-      if (r->page < rec.next_page) continue;  // programmed before the kill
-      if (r->page != rec.next_page || !img.WriteSlot(idie, r->block, r->page, r->data).ok()) {
+      const format::PageState st = img.page_state(idie, r->block, r->page);
+      if (st == format::PageState::kProgrammed) continue;  // programmed before the kill
+      // A program the kill interrupted between its steps (the block's next page already
+      // moved past it, the page not yet marked) is applied again; any other gap is not
+      // a place this page can go.
+      const bool interrupted = r->page + 1 == rec.next_page && st == format::PageState::kErased;
+      if ((r->page != rec.next_page && !interrupted) || !img.WriteSlot(idie, r->block, r->page, r->data).ok()) {
         ++skipped;
         continue;
       }
