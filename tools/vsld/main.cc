@@ -143,9 +143,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<vsl::daemon::UblkFrontEnd> ublk;
   std::string ublk_state = "off (--ublk off)";
   if (cfg.ublk) {
-    std::string base = cfg.socket_path;
-    if (base.size() > 5 && base.compare(base.size() - 5, 5, ".sock") == 0) base.resize(base.size() - 5);
-    auto u = vsl::daemon::UblkFrontEnd::Start(catalog, base + "-ublk.json");
+    auto u = vsl::daemon::UblkFrontEnd::Start(catalog, vsl::daemon::BesideControlSocket(cfg.socket_path, "-ublk.json"));
     if (u.ok()) {
       ublk = std::move(u).value();
       ublk_state = "serving";

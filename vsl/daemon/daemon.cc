@@ -56,12 +56,16 @@ Result<T> Arg(const json& req, const char* key, T dflt) {
 
 // ---- config ----
 
+std::string BesideControlSocket(const std::string& control_socket, const std::string& suffix) {
+  std::string base = control_socket;
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".sock") == 0) base.resize(base.size() - 5);
+  return base + suffix;
+}
+
 std::string NbdSocketPath(const std::string& nbd_socket, const std::string& control_socket) {
   if (nbd_socket == "none") return {};
   if (!nbd_socket.empty()) return nbd_socket;
-  std::string base = control_socket;
-  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".sock") == 0) base.resize(base.size() - 5);
-  return base + "-nbd.sock";
+  return BesideControlSocket(control_socket, "-nbd.sock");
 }
 
 uint32_t OctalMode(const std::string& m) {

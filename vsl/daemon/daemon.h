@@ -47,6 +47,8 @@ struct NbdConfig {
   nbd::TlsConfig tls;
 };
 
+// A file next to the control socket: "<control socket minus .sock><suffix>".
+std::string BesideControlSocket(const std::string& control_socket, const std::string& suffix);
 // The NBD Unix socket path `cfg` asks for ("" for none).
 std::string NbdSocketPath(const std::string& nbd_socket, const std::string& control_socket);
 

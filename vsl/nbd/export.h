@@ -60,6 +60,12 @@ class ExportCatalog {
   virtual Result<std::shared_ptr<BlockExport>> Open(const std::string& name) = 0;
 };
 
+// Writes zeroes over [offset, offset + length) (whole blocks) in writes of at most 1 MiB
+// from one shared zero buffer, one after another; the last is FUA when `fua`. What NBD's
+// WRITE_ZEROES with NO_HOLE and ublk's WRITE_ZEROES with NOUNMAP need (a trim would be
+// faster but may leave a hole). `done` gets the first error.
+void WriteZeroes(BlockExport& e, uint64_t offset, uint64_t length, bool fua, BlockExport::Done done);
+
 // An export held in memory (tests, the fuzz target). Completes inline.
 class MemoryExport : public BlockExport {
  public:

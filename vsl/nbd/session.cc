@@ -16,7 +16,6 @@ constexpr uint32_t kMaxOptionBytes = 64 * 1024;    // longer options are refused
 constexpr uint32_t kMaxSkipBytes = 1024 * 1024;    // a refused option up to this is skipped
 constexpr uint32_t kMaxNameBytes = 4096;           // the protocol's own limit
 constexpr uint32_t kMaxErrorText = 1024;           // message in a structured error reply
-constexpr uint32_t kZeroChunk = 1024 * 1024;       // WRITE_ZEROES with NO_HOLE, per write
 
 std::shared_ptr<spdlog::logger> Log() {
   static auto l = Logger("nbd");
@@ -514,8 +513,7 @@ bool Session::Dispatch(Request* r) {
         Fail(r, kENOTSUP, "zeroes without a hole are written, which is not faster than a write");
         return true;
       }
-      r->buf.reset(new uint8_t[std::min<uint64_t>(kZeroChunk, r->length)]());
-      ZeroChunk(r, r->offset, r->length);
+      WriteZeroes(*exp_, r->offset, r->length, fua, [this, r](Status s) { Complete(r, s); });
       return true;
     }
     case kCmdCache:
@@ -545,15 +543,6 @@ bool Session::Dispatch(Request* r) {
       Fail(r, kEINVAL, fmt::format("unknown command type {}", r->type));
       return true;
   }
-}
-
-void Session::ZeroChunk(Request* r, uint64_t offset, uint64_t left) {
-  const auto n = static_cast<uint32_t>(std::min<uint64_t>(kZeroChunk, left));
-  const bool fua = (r->flags & kCmdFlagFua) != 0 || opts_.write_through;
-  exp_->Write(offset, n, r->buf.get(), fua && n == left, [this, r, offset, n, left](Status s) {
-    if (!s.ok() || n == left) return Complete(r, s);
-    ZeroChunk(r, offset + n, left - n);
-  });
 }
 
 void Session::Complete(Request* r, Status s) {

@@ -77,7 +77,6 @@ class Session {
   void WriterLoop();
   // Appends `r`'s reply (headers built in `r`) to a gather list.
   void AppendReply(Request* r, std::vector<iovec>* iov);
-  void ZeroChunk(Request* r, uint64_t offset, uint64_t left);
 
   std::unique_ptr<Transport> t_;
   ExportCatalog& catalog_;

@@ -26,7 +26,6 @@ namespace vsl::ublk {
 namespace {
 
 constexpr uint64_t kEventTag = ~0ULL;  // user_data of the eventfd poll
-constexpr uint32_t kZeroChunk = 1 << 20;
 
 std::shared_ptr<spdlog::logger> Log() {
   static auto l = Logger("ublk");
@@ -98,17 +97,6 @@ int32_t ErrnoFor(const Status& s) {
 
 namespace {
 
-void ZeroFrom(nbd::BlockExport& e, std::shared_ptr<std::vector<uint8_t>> zeroes, uint64_t off, uint64_t left,
-              bool fua, uint64_t total, Function<void(int32_t)> done) {
-  const auto n = static_cast<uint32_t>(std::min<uint64_t>(kZeroChunk, left));
-  e.Write(off, n, zeroes->data(), fua && n == left,
-          [&e, zeroes, off, n, left, fua, total, done = std::move(done)](Status s) mutable {
-            if (!s.ok()) return done(ErrnoFor(s));
-            if (n == left) return done(static_cast<int32_t>(std::min<uint64_t>(total, INT32_MAX)));
-            ZeroFrom(e, std::move(zeroes), off + n, left - n, fua, total, std::move(done));
-          });
-}
-
 }  // namespace
 
 void Serve(nbd::BlockExport& e, const Request& r, uint8_t* buf, Function<void(int32_t)> done) {
@@ -135,8 +123,9 @@ void Serve(nbd::BlockExport& e, const Request& r, uint8_t* buf, Function<void(in
     case UBLK_IO_OP_WRITE_ZEROES: {
       if (!ranged()) return done(-EINVAL);
       if (r.op == UBLK_IO_OP_WRITE_ZEROES && (r.flags & (UBLK_IO_F_NOUNMAP >> 8)) != 0) {
-        auto zeroes = std::make_shared<std::vector<uint8_t>>(std::min<uint64_t>(kZeroChunk, len));
-        return ZeroFrom(e, std::move(zeroes), off, len, fua, len, std::move(done));
+        return nbd::WriteZeroes(e, off, len, fua, [bytes, done = std::move(done)](Status s) mutable {
+          done(s.ok() ? bytes : ErrnoFor(s));
+        });
       }
       // A trimmed block reads as zeroes, durably: discard and write-zeroes alike.
       return e.Trim(off, len, [&e, fua, bytes, done = std::move(done)](Status s) mutable {
