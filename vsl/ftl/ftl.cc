@@ -140,7 +140,7 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
   ctx->done = std::move(done);
   ++impl_->open_writes;
   const bool queued = !impl_->pending.empty();
-  impl_->pending.push_back({Impl::Pending::kWrite, lba, count, data, 0, ctx, nullptr});
+  impl_->pending.push_back({Impl::Pending::kWrite, lba, count, data, 0, ctx, nullptr, nullptr});
   if (queued) ++stats_.write_stalls;
   impl_->RunPending();
   if (!impl_->pending.empty() && !queued) ++stats_.write_stalls;
@@ -150,8 +150,132 @@ void Ftl::Trim(uint64_t lba, uint64_t count, Done done) {
   if (Status s = CheckRequest("trim", lba, count, nullptr, false); !s.ok()) {
     return Reject(std::move(done), s);
   }
-  impl_->pending.push_back({Impl::Pending::kTrim, lba, count, nullptr, 0, nullptr, std::move(done)});
+  impl_->pending.push_back({Impl::Pending::kTrim, lba, count, nullptr, 0, nullptr, std::move(done), nullptr});
   impl_->RunPending();
+}
+
+AtomicLimits Ftl::atomic_limits() const {
+  // One trim page names every member page and holds every trim; a few records are left
+  // for members split by rewrites of other data while the batch is appended.
+  const uint32_t records = impl_->RecordsPerPage();
+  AtomicLimits l;
+  l.max_ops = std::min<uint32_t>(64, records / 4);
+  const uint64_t pages = records - l.max_ops - 8;
+  // And at most a quarter of a LEB, so a batch never waits on more room than grooming
+  // makes at once.
+  l.max_write_sectors = std::min<uint64_t>(pages * spp_, leb_data_sectors() / 4);
+  return l;
+}
+
+void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
+  const AtomicLimits lim = atomic_limits();
+  if (ops.empty() || ops.size() > lim.max_ops) {
+    return Reject(std::move(done), Status::InvalidArgument(fmt::format(
+        "an atomic batch holds 1 to {} operations, not {}", lim.max_ops, ops.size())));
+  }
+  uint64_t write_sectors = 0;
+  for (const AtomicOp& o : ops) {
+    const bool w = o.kind == AtomicOp::kWrite;
+    if (!w && o.kind != AtomicOp::kTrim) {
+      return Reject(std::move(done), Status::InvalidArgument("unknown atomic operation"));
+    }
+    if (Status s = CheckRequest(w ? "atomic write" : "atomic trim", o.lba, o.count, o.data, w);
+        !s.ok()) {
+      return Reject(std::move(done), s);
+    }
+    if (w) write_sectors += o.count;
+  }
+  if (write_sectors > lim.max_write_sectors) {
+    return Reject(std::move(done), Status::InvalidArgument(fmt::format(
+        "an atomic batch writes at most {} sectors, not {}", lim.max_write_sectors, write_sectors)));
+  }
+  for (const AtomicOp& t : ops) {
+    if (t.kind != AtomicOp::kTrim) continue;
+    for (const AtomicOp& w : ops) {
+      if (w.kind == AtomicOp::kWrite && w.lba < t.lba + t.count && t.lba < w.lba + w.count) {
+        return Reject(std::move(done), Status::InvalidArgument(fmt::format(
+            "sectors {}..{} are both written and trimmed in one atomic batch",
+            std::max(w.lba, t.lba), std::min(w.lba + w.count, t.lba + t.count) - 1)));
+      }
+    }
+  }
+  if (impl_->mode == HealthMode::kReadOnly) {
+    return Reject(std::move(done), Status::FailedPrecondition(
+        "the pipe is read-only: after die failures the surviving flash cannot hold its data"));
+  }
+  const uint64_t room = impl_->mode == HealthMode::kReducedWrite
+                            ? std::min(impl_->surviving_sectors, PhysicalUserSectors())
+                            : PhysicalUserSectors();
+  if ((sparse_ || impl_->mode == HealthMode::kReducedWrite) && map_.mapped() + write_sectors > room) {
+    uint64_t fresh = 0;  // only sectors not yet mapped need new room (a trim frees some)
+    for (const AtomicOp& o : ops) {
+      if (o.kind != AtomicOp::kWrite) continue;
+      for (uint64_t i = 0; i < o.count; ++i) fresh += map_.Get(o.lba + i) == kUnmapped;
+    }
+    if (map_.mapped() + fresh > room) {
+      return Reject(std::move(done), Status::NoSpace(
+          impl_->mode == HealthMode::kReducedWrite
+              ? "reduced-write: the flash left after die failures is full"
+              : "the sparse device's physical space is full"));
+    }
+  }
+  stats_.host_write_sectors += write_sectors;
+  ++stats_.atomic_batches;
+  auto g = std::make_shared<AtomicGroup>();
+  g->ops = std::move(ops);
+  g->fua = fua;
+  g->done = std::move(done);
+  ++impl_->atomic_inflight;
+  impl_->pending.push_back({Impl::Pending::kAtomic, 0, 0, nullptr, 0, nullptr, nullptr, g});
+  impl_->RunPending();
+}
+
+std::string Ftl::TEST_DebugState() const {
+  const Impl& im = *impl_;
+  std::string q;
+  for (const auto& p : im.pending) q += "WTAC"[p.kind];
+  std::string v = "none";
+  if (im.victim != nullptr) {
+    v = fmt::format("leb {} valid {} pins {} atomic_pins {} cursor {} reads {} refs {}", im.victim->index,
+                    im.victim->valid, im.victim->pins, im.victim->atomic_pins, im.victim_cursor,
+                    im.victim_reads, im.victim_refs);
+  }
+  std::string pg;
+  for (const auto& [b, own] : im.pages) {
+    pg += fmt::format(" [type {} leb {} die {} page {} seq {} sub {} cov {} acc {} done {} waiters {}]",
+                      static_cast<int>(b->type), b->leb, b->die, b->page, b->seq, b->submitted,
+                      b->covered, b->accepted, b->flash_done, b->waiters.size());
+  }
+  for (const auto* ap : {&im.host, &im.gcap}) {
+    if (ap->leb != nullptr) pg += fmt::format(" ap{} leb {} row {} die {}", ap->gc, ap->leb->index, ap->row, ap->die);
+  }
+  return pg + fmt::format(" pending [{}] atomic_inflight {} open_writes {} pages {} free_lebs {} "
+                     "victim {} ckpt quiesce {} writing {} rewrites {} device_lost {}",
+                     q, im.atomic_inflight, im.open_writes, im.pages.size(), lebs_.free_count(), v,
+                     im.ckpt_quiesce, im.ckpt_writing, im.rewrite_backlog.size(), im.device_lost);
+}
+
+uint64_t Ftl::MappedIn(uint64_t lba, uint64_t count) const {
+  uint64_t n = 0;
+  map_.ForEachMappedIn(lba, count, [&](uint64_t, Psa) { ++n; });
+  return n;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Ftl::MappedRuns(uint64_t lba, uint64_t count,
+                                                           std::size_t max_runs,
+                                                           uint64_t* next) const {
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  const uint64_t stop = map_.ForEachMappedUntil(lba, count, [&](uint64_t s, Psa) {
+    if (!runs.empty() && runs.back().first + runs.back().second == s) {
+      ++runs.back().second;
+      return true;
+    }
+    if (runs.size() == max_runs) return false;
+    runs.emplace_back(s, 1);
+    return true;
+  });
+  if (next != nullptr) *next = stop;
+  return runs;
 }
 
 void Ftl::Flush(Done done) {

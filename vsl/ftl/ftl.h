@@ -123,6 +123,22 @@ struct FtlOptions {
   uint32_t wl_max_spread = 64;
 };
 
+// One operation of an atomic batch (Ftl::WriteAtomic).
+struct AtomicOp {
+  enum Kind : uint8_t { kWrite, kTrim };
+  Kind kind = kWrite;
+  uint64_t lba = 0;
+  uint64_t count = 0;             // sectors
+  const uint8_t* data = nullptr;  // kWrite: count sectors, valid until the batch completes
+};
+
+// What one atomic batch may hold. Fixed for a formatted pipe (it follows from the page
+// size: one trim page must name every member page of a batch).
+struct AtomicLimits {
+  uint32_t max_ops = 0;            // operations (writes and trims) in one batch
+  uint64_t max_write_sectors = 0;  // sectors written by one batch, all writes together
+};
+
 struct FtlStats {
   uint64_t host_write_sectors = 0, host_read_sectors = 0, trim_sectors = 0;
   uint64_t gc_write_sectors = 0, pad_sectors = 0;
@@ -133,6 +149,7 @@ struct FtlStats {
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
   uint64_t paced_waits = 0;   // times host writes waited for grooming credits
   uint64_t wear_moves = 0;    // LEBs groomed to level wear, not to free space
+  uint64_t atomic_batches = 0, atomic_retries = 0;
   uint64_t parity_pages = 0, partial_parity_pages = 0, rebuilt_pages = 0, rebuild_lebs = 0;
   // Running parity of part-written rows parked in the controller's stage slots, and times
   // a row found every slot taken (its writes then wait for the row's parity page).
@@ -182,12 +199,31 @@ class Ftl {
   // (never stale or foreign data).
   void Read(uint64_t lba, uint32_t count, uint8_t* out, Done done);
   void Trim(uint64_t lba, uint64_t count, Done done);
+  // Atomic batch: writes and trims applied all or nothing, also across power cuts (and
+  // crashes of the host process: it holds nothing a recovery needs). Within a batch trims
+  // apply before writes; of two writes of one sector the later op wins; a sector both
+  // written and trimmed in one batch is refused. Readers see the batch whole or not at
+  // all (the map changes in one engine step). Completes when durable as Write does
+  // (`fua`: on flash). InvalidArgument (nothing applied) for an empty or oversize batch
+  // (atomic_limits), a range outside the device or a write without data; NoSpace and
+  // FailedPrecondition as Write; IOError if its pages kept failing or the device was lost
+  // (then none of it is applied, after any number of power cuts).
+  void WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done);
+  AtomicLimits atomic_limits() const;
   void Flush(Done done);
   // Completes outstanding work and writes a checkpoint. The Ftl accepts nothing after.
   void Shutdown(Done done);
 
   // True when `lba` is mapped (the SDK's "exists").
   bool Exists(uint64_t lba) const { return lba < sectors() && map_.Get(lba) != kUnmapped; }
+  // Mapped sectors in [lba, lba + count) (clipped to the device); cheap over unmapped
+  // stretches of a sparse space.
+  uint64_t MappedIn(uint64_t lba, uint64_t count) const;
+  // Runs of mapped sectors (first, length) in [lba, lba + count), in order, at most
+  // `max_runs` of them; `*next` (if given) gets where to continue (lba + count when done).
+  std::vector<std::pair<uint64_t, uint64_t>> MappedRuns(uint64_t lba, uint64_t count,
+                                                        std::size_t max_runs,
+                                                        uint64_t* next = nullptr) const;
   const FtlStats& stats() const { return stats_; }
   const AttachInfo& attach_info() const { return attach_; }
   uint64_t mapped_sectors() const { return map_.mapped(); }
@@ -214,11 +250,15 @@ class Ftl {
 
   // Test hooks.
   void TEST_ForceGroom(Done done);
+  // One line on what the FTL is waiting for (queued work, free LEBs, the victim), for a
+  // test that finds a request unanswered.
+  std::string TEST_DebugState() const;
 
  private:
   struct PageBuf;
   struct AppendPoint;
   struct WriteCtx;
+  struct AtomicGroup;
   struct Impl;
   Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand::Geometry& g,
       uint64_t sectors, uint32_t sector_bytes);

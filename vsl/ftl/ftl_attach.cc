@@ -99,11 +99,12 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
   h.next_seq = next_seq_;
   h.lebs = lebs_.size();
   h.dies = geo_.dies_per_pipe();
-  h.flags = (sparse_ ? f::kFlagSparse : 0) | (impl_->parity_on ? f::kFlagFlashBack : 0);
+  h.flags = (sparse_ ? f::kFlagSparse | f::kFlagMapChunks : 0) |
+            (impl_->parity_on ? f::kFlagFlashBack : 0);
   h.reserve_ppm = reserve_ppm_;
   const bool with_map = kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) ||
                         kind == static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint);
-  h.map_entries = with_map ? map_.sectors() : 0;
+  h.map_entries = !with_map ? 0 : sparse_ ? map_.allocated_chunks() : map_.sectors();
   Append(out, h);
   const std::size_t table_start = out.size();
   for (uint32_t i = 0; i < lebs_.size(); ++i) {
@@ -122,7 +123,16 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
     }
   }
   reinterpret_cast<f::MetaHeader*>(out.data())->leb_table_bytes = out.size() - table_start;
-  if (with_map) {
+  if (with_map && sparse_) {
+    // Sparse: only allocated chunks, each as its first LBA then its entries.
+    out.reserve(out.size() + map_.allocated_chunks() * (8 + ForwardMap::kChunkEntries * sizeof(Psa)));
+    map_.ForEachChunk([&](uint64_t first) {
+      Append(out, first);
+      for (uint64_t i = 0; i < ForwardMap::kChunkEntries; ++i) {
+        Append(out, first + i < map_.sectors() ? map_.Get(first + i) : kUnmapped);
+      }
+    });
+  } else if (with_map) {
     out.reserve(out.size() + map_.sectors() * sizeof(Psa));
     for (uint64_t l = 0; l < map_.sectors(); ++l) Append(out, map_.Get(l));
   }
@@ -168,19 +178,44 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
     }
   }
   if (with_map) {
-    if (h.map_entries != map_.sectors() || off + h.map_entries * sizeof(Psa) > in.size()) {
-      return Status::Corruption("checkpoint map truncated");
-    }
     const uint64_t max_psa = uint64_t{lebs_.size()} * geo_.dies_per_pipe() * geo_.pages_per_block * spp_;
-    for (uint64_t lba = 0; lba < h.map_entries; ++lba) {
-      Psa p;
-      std::memcpy(&p, in.data() + off + lba * sizeof(Psa), sizeof(Psa));
+    auto load = [&](uint64_t lba, Psa p) {
       if (lba == Impl::TraceLba()) fmt::print(stderr, "trace checkpoint maps it to psa {}\n", p);
-      if (p == kUnmapped) continue;
-      if (p >= max_psa || p / (geo_.dies_per_pipe() * geo_.pages_per_block * spp_) < kMetaLebs) {
+      if (p == kUnmapped) return Status::Ok();
+      if (lba >= map_.sectors() || p >= max_psa ||
+          p / (geo_.dies_per_pipe() * geo_.pages_per_block * spp_) < kMetaLebs) {
         return Status::Corruption(fmt::format("checkpoint maps sector {} outside the data area", lba));
       }
       impl_->Remap(lba, p);
+      return Status::Ok();
+    };
+    if ((h.flags & f::kFlagMapChunks) != 0) {
+      constexpr uint64_t kRecord = 8 + ForwardMap::kChunkEntries * sizeof(Psa);
+      if (h.map_entries > (in.size() - off) / kRecord) {
+        return Status::Corruption("checkpoint map truncated");
+      }
+      for (uint64_t c = 0; c < h.map_entries; ++c) {
+        uint64_t first;
+        std::memcpy(&first, in.data() + off, 8);
+        off += 8;
+        if (first % ForwardMap::kChunkEntries != 0 || first >= map_.sectors()) {
+          return Status::Corruption(fmt::format("checkpoint map chunk at sector {} is not one", first));
+        }
+        for (uint64_t i = 0; i < ForwardMap::kChunkEntries; ++i, off += sizeof(Psa)) {
+          Psa p;
+          std::memcpy(&p, in.data() + off, sizeof(Psa));
+          if (Status s = load(first + i, p); !s.ok()) return s;
+        }
+      }
+      return Status::Ok();
+    }
+    if (h.map_entries != map_.sectors() || off + h.map_entries * sizeof(Psa) > in.size()) {
+      return Status::Corruption("checkpoint map truncated");
+    }
+    for (uint64_t lba = 0; lba < h.map_entries; ++lba) {
+      Psa p;
+      std::memcpy(&p, in.data() + off + lba * sizeof(Psa), sizeof(Psa));
+      if (Status s = load(lba, p); !s.ok()) return s;
     }
   }
   return Status::Ok();
@@ -913,7 +948,8 @@ bool Ftl::RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& met
       // Data pages are moved right after attach; a LEB with an uncovered trim page is
       // groomed (its records carried) like a rebuild victim.
       const uint8_t type = reinterpret_cast<const f::PageHeader*>(spares[d])->type;
-      if (type == static_cast<uint8_t>(f::PageType::kData)) {
+      if (type == static_cast<uint8_t>(f::PageType::kData) ||
+          type == static_cast<uint8_t>(f::PageType::kAtomicData)) {
         impl_->reprotect_pages.push_back({leb, d, row});
       } else if (type == static_cast<uint8_t>(f::PageType::kTrim)) {
         all = false;
@@ -952,7 +988,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
   ctx->summarized.assign(L, 0);
   auto replay_main = [this, ctx, D, P, L, idx, after_seq]() {
     // Trim pages need their data area: read those now, then replay.
-    std::vector<PageRec> data_pages, trim_pages;
+    std::vector<PageRec> data_pages, trim_pages, atomic_pages;
     uint64_t max_seq = std::max(next_seq_ - 1, ctx->max_seq);
     for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
       for (uint32_t d = 0; d < D; ++d) {
@@ -981,6 +1017,8 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           if (after_seq != 0 && h->seq <= after_seq) continue;
           if (h->type == static_cast<uint8_t>(f::PageType::kData)) {
             data_pages.push_back({h->seq, leb, d, p});
+          } else if (h->type == static_cast<uint8_t>(f::PageType::kAtomicData)) {
+            atomic_pages.push_back({h->seq, leb, d, p});
           } else if (h->type == static_cast<uint8_t>(f::PageType::kTrim)) {
             trim_pages.push_back({h->seq, leb, d, p});
           }
@@ -989,12 +1027,18 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     }
     next_seq_ = max_seq + 1;
     CountUnnamedLosses(ctx->meta, ctx->ok, ctx->skipped, after_seq);
-    auto apply = [this, ctx, data_pages, trim_pages, idx, D, after_seq]() mutable {
+    auto apply = [this, ctx, data_pages, trim_pages, atomic_pages, idx, D, after_seq]() mutable {
       struct Event {
         uint64_t seq;
-        int kind;  // 0 data page, 1 trim
+        int kind;  // 0 data page, 1 trim, 2 committed member of an atomic batch
         uint64_t a, b;
       };
+      // Atomic members by the PSA of their slot 0, to check commit records against.
+      std::unordered_map<Psa, std::size_t> atomic_at;
+      for (std::size_t k = 0; k < atomic_pages.size(); ++k) {
+        const PageRec& pr = atomic_pages[k];
+        atomic_at[impl_->MakePsa(pr.leb, pr.die, pr.page, 0)] = k;
+      }
       std::vector<Event> ev;
       for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
         if (!ctx->skipped[i]) lebs_.leb(i).trim_pages.clear();  // rebuilt from what is read
@@ -1026,6 +1070,19 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           // A record carried forward after the checkpoint keeps its old seq; the
           // checkpoint already reflects it, and replaying it would unmap newer data.
           if (recs[r].seq <= after_seq) continue;
+          if (f::IsCommitRecord(recs[r])) {
+            // A member counts if the page named is the one committed (not a later use
+            // of its position) and intact; it is applied at the commit's seq.
+            const auto it = atomic_at.find(static_cast<Psa>(recs[r].count & ~f::kCommitFlag));
+            if (it != atomic_at.end() && atomic_pages[it->second].seq == recs[r].lba) {
+              ev.push_back({recs[r].seq, 2, it->second, 0});
+            } else if (Impl::TraceLba() != UINT64_MAX) {
+              fmt::print(stderr, "trace attach: commit seq {} names member seq {} psa {}: {}\n", recs[r].seq,
+                         recs[r].lba, recs[r].count & ~f::kCommitFlag,
+                         it == atomic_at.end() ? "no atomic page there" : "another seq there");
+            }
+            continue;
+          }
           ev.push_back({recs[r].seq, 1, recs[r].lba, recs[r].count});
         }
         lebs_.leb(trim_pages[k].leb).trim_pages.push_back(trim_pages[k].page * D + trim_pages[k].die);
@@ -1034,15 +1091,15 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         return x.seq < y.seq || (x.seq == y.seq && x.kind < y.kind);
       });
       for (const Event& e : ev) {
-        if (e.kind == 0) {
-          const PageRec& pr = data_pages[e.a];
+        if (e.kind == 0 || e.kind == 2) {
+          const PageRec& pr = e.kind == 0 ? data_pages[e.a] : atomic_pages[e.a];
           const auto* se = reinterpret_cast<const f::SectorEntry*>(
               ctx->meta[idx(pr.leb, pr.die, pr.page)].data() + sizeof(f::PageHeader));
           for (uint32_t s = 0; s < spp_; ++s) {
             if (se[s].lba == f::kNoLba || se[s].lba >= map_.sectors()) continue;
             if (se[s].lba == Impl::TraceLba()) {
-              fmt::print(stderr, "trace attach maps it to leb {} die {} page {} seq {}\n", pr.leb,
-                         pr.die, pr.page, pr.seq);
+              fmt::print(stderr, "trace attach maps it to leb {} die {} page {} seq {} (event seq {} kind {})\n",
+                         pr.leb, pr.die, pr.page, pr.seq, e.seq, e.kind);
             }
             impl_->Remap(se[s].lba, impl_->MakePsa(pr.leb, pr.die, pr.page, s));
           }
@@ -1061,10 +1118,12 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         last[pr.leb] = std::max(last[pr.leb], pr.seq);
         seen[pr.leb] = true;
       }
-      for (const auto& pr : trim_pages) {
-        if (!seen[pr.leb] || pr.seq < first[pr.leb]) first[pr.leb] = pr.seq;
-        last[pr.leb] = std::max(last[pr.leb], pr.seq);
-        seen[pr.leb] = true;
+      for (const auto* list : {&trim_pages, &atomic_pages}) {
+        for (const auto& pr : *list) {
+          if (!seen[pr.leb] || pr.seq < first[pr.leb]) first[pr.leb] = pr.seq;
+          last[pr.leb] = std::max(last[pr.leb], pr.seq);
+          seen[pr.leb] = true;
+        }
       }
       uint32_t unprotected = 0;
       for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
@@ -1206,7 +1265,8 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           trims.push_back(pos);
           continue;
         }
-        if (type != static_cast<uint8_t>(f::PageType::kData)) {
+        if (type != static_cast<uint8_t>(f::PageType::kData) &&
+            type != static_cast<uint8_t>(f::PageType::kAtomicData)) {
           // Parity: nothing to map, but its sequence number counts.
           ctx->max_seq = std::max(ctx->max_seq, ent[0] & ((uint64_t{1} << f::kSummaryTypeShift) - 1));
           ctx->meta[i].clear();

@@ -33,8 +33,10 @@
 namespace vsl::ftl::format {
 
 inline constexpr uint8_t kVersionMajor = 1;
-inline constexpr uint8_t kVersionMinor = 3;  // 1: LEB summary pages; 2: FlashBack parity pages;
+inline constexpr uint8_t kVersionMinor = 4;  // 1: LEB summary pages; 2: FlashBack parity pages;
                                              // 3: metadata pages in up to 3 copies, layout in the tag
+                                             // 4: atomic batches (kAtomicData pages, commit
+                                             //    records in trim pages); sparse maps by chunk
 inline constexpr uint64_t kNoLba = UINT64_MAX;
 
 enum class PageType : uint8_t {
@@ -44,6 +46,9 @@ enum class PageType : uint8_t {
   kMeta = 3,
   kSummary = 4,
   kParity = 5,
+  // Data of an atomic batch: laid out as kData, but its sectors count only if a commit
+  // record naming the page is found (see TrimRecord's commit form).
+  kAtomicData = 6,
 };
 
 #pragma pack(push, 1)
@@ -64,6 +69,19 @@ struct TrimRecord {
   uint64_t count;
   uint64_t seq;  // the trim's own sequence number (kept when the record is carried forward)
 };
+// Atomic batches. A batch's sectors go to kAtomicData pages; once every one of them is
+// durable, one trim page is written holding the batch's trims (plain records) and one
+// commit record per member page, all with the trim page's own seq (the commit seq):
+//   lba   = the member page's seq
+//   count = kCommitFlag | the PSA of the member page's slot 0
+// Recovery applies a member page (checked: its header's seq and type) and the batch's
+// trims at the commit seq, trims first; a kAtomicData page no record names is ignored.
+// A trim page holds at most page_data_bytes / 24 records, so that bounds a batch; its
+// records are never split over two pages when written, so a commit is all or nothing.
+// The groomer carries commit records like trims (while data older than them may be on
+// flash, which includes their member pages).
+inline constexpr uint64_t kCommitFlag = uint64_t{1} << 63;
+constexpr bool IsCommitRecord(const TrimRecord& r) { return (r.count & kCommitFlag) != 0; }
 #pragma pack(pop)
 static_assert(sizeof(PageHeader) == 16, "PageHeader size is part of the format");
 static_assert(sizeof(SectorEntry) == 12, "SectorEntry size is part of the format");
@@ -162,6 +180,12 @@ struct MetaLeb {
 #pragma pack(pop)
 inline constexpr uint32_t kFlagSparse = 1;     // sparse address space
 inline constexpr uint32_t kFlagFlashBack = 2;  // stripe rows carry parity (format 1.2)
+// The record's map is stored by chunk (sparse devices, format 1.4): map_entries chunk
+// records, each the chunk's first LBA (u64) then ForwardMap::kChunkEntries PSAs; chunks
+// never allocated are absent (all unmapped). Without the flag: map_entries PSAs, one per
+// LBA from 0. Readers of 1.3 and older do not know the flag: a sparse card checkpointed
+// by 1.4 must not be attached by them (they would reject the map as truncated).
+inline constexpr uint32_t kFlagMapChunks = 4;
 // MetaLeb.flags: the LEB holds rows that could not survive another die failure (pages a
 // power cut left without parity, or stripes that include a failed die); FlashBack moves
 // its data into protected LEBs.

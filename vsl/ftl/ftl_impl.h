@@ -37,6 +37,27 @@ struct Ftl::WriteCtx {
   Done done;
 };
 
+// An atomic batch (Ftl::WriteAtomic) on its way: appended to kAtomicData pages, then, once
+// they are all durable, committed by one trim page of commit records (ftl_format.h).
+struct Ftl::AtomicGroup {
+  std::vector<AtomicOp> ops;
+  bool fua = false;
+  Done done;
+  uint32_t attempts = 0;
+  bool failed = false;     // a member page failed before the commit: the attempt is void
+  bool committed = false;  // the commit page was submitted: the members are mapped
+  bool finished = false;   // `done` was called
+  std::size_t op = 0;      // append progress: operation, and sector within it
+  uint64_t in_op = 0;
+  // This attempt's member pages as submitted: (seq, PSA of slot 0), in order.
+  std::vector<std::pair<uint64_t, Psa>> members;
+  std::vector<std::pair<uint64_t, Psa>> placed;  // (lba, member slot), in op order
+  // LEBs holding this attempt's members, pinned (not erased) until the group resolves:
+  // until the commit maps them, nothing in them is valid and the groomer would free them.
+  std::vector<uint32_t> pinned;
+  WriteCtx* members_ctx = nullptr;  // waits for every member page to be durable
+};
+
 struct Ftl::PageBuf {
   uint32_t leb = 0, die = 0, page = 0;
   f::PageType type = f::PageType::kData;
@@ -62,6 +83,8 @@ struct Ftl::PageBuf {
   // overwrite leaves the sector as it was, never without any copy.
   std::vector<Psa> prev;
   std::vector<uint32_t> pinned;  // LEB indices this page pins
+  std::shared_ptr<AtomicGroup> group;  // kAtomicData pages: the batch it holds
+  uint32_t attempt = 0;                // and which attempt of it
 };
 inline constexpr Psa kKeepMapping = kUnmapped - 1;
 
@@ -78,14 +101,16 @@ struct Ftl::Impl {
   std::unordered_map<PageBuf*, std::unique_ptr<PageBuf>> pages;  // every live page buffer
   std::set<uint64_t> inflight_seqs;  // submitted, not yet durable
   struct Pending {
-    enum Kind { kWrite, kTrim } kind;
+    enum Kind { kWrite, kTrim, kAtomic, kCommit } kind;
     uint64_t lba;
     uint64_t count;
     const uint8_t* data;
     uint64_t done_sectors;
     WriteCtx* ctx;
     Done trim_done;
+    std::shared_ptr<AtomicGroup> group;  // kAtomic: append it; kCommit: commit it
   };
+  uint32_t atomic_inflight = 0;  // batches accepted and not yet answered
   std::deque<Pending> pending;  // host work waiting for a free LEB
   struct FlushWaiter {
     uint64_t watermark;
@@ -357,7 +382,7 @@ struct Ftl::Impl {
       }
       return false;
     }
-    if (b->type != f::PageType::kData) return false;
+    if (b->type != f::PageType::kData && b->type != f::PageType::kAtomicData) return false;
     return std::find(b->lbas.begin(), b->lbas.end(), TraceLba()) != b->lbas.end();
   }
   void Progress(PageBuf* b) {
@@ -568,7 +593,10 @@ struct Ftl::Impl {
   void ForEachLiveSector(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
                          const std::vector<uint8_t>& meta, Fn fn) {
     const auto* h = reinterpret_cast<const f::PageHeader*>(meta.data());
-    if (h->type != static_cast<uint8_t>(f::PageType::kData)) return;
+    if (h->type != static_cast<uint8_t>(f::PageType::kData) &&
+        h->type != static_cast<uint8_t>(f::PageType::kAtomicData)) {
+      return;
+    }
     const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
     for (uint32_t s = 0; s < S(); ++s) {
       const uint64_t lba = e[s].lba;
@@ -779,6 +807,11 @@ struct Ftl::Impl {
   uint32_t SlotOf(Psa p) const { return p % S(); }
   bool PlpDurableOnAccept() const { return f.pipe_.plp_state() == nand::PlpState::kHealthy; }
 
+  // A plain trim record covering `lba` (commit records cover nothing).
+  static bool TrimCovers(const f::TrimRecord& t, uint64_t lba) {
+    return !f::IsCommitRecord(t) && lba >= t.lba && lba - t.lba < t.count;
+  }
+
   // --- validity ---
   void SetValid(Psa p) {
     Leb& l = f.lebs_.leb(LebOf(p));
@@ -984,6 +1017,7 @@ struct Ftl::Impl {
   // Returns the page the sector went into (submitted already if it filled), or null.
   PageBuf* AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
                         Leb* src_victim, Psa prev = kUnmapped - 2) {
+    if (ap.open != nullptr && ap.open->type != f::PageType::kData) SubmitOpen(ap);
     if (ap.open == nullptr) {
       ap.open = NewPage(ap, f::PageType::kData);
       if (ap.open == nullptr) return nullptr;
@@ -1059,6 +1093,9 @@ struct Ftl::Impl {
     }
     b->seq = f.next_seq_++;
     b->submitted = true;
+    if (b->group && b->attempt == b->group->attempts) {
+      b->group->members.emplace_back(b->seq, MakePsa(b->leb, b->die, b->page, 0));
+    }
     if (l.open_seq == 0) l.open_seq = b->seq;
     // Header.
     auto* h = reinterpret_cast<f::PageHeader*>(b->meta.data());
@@ -1069,7 +1106,7 @@ struct Ftl::Impl {
     h->epoch = f.epoch_;
     h->seq = b->seq;
     auto* e = reinterpret_cast<f::SectorEntry*>(b->meta.data() + sizeof(f::PageHeader));
-    if (b->type == f::PageType::kData) {
+    if (b->type == f::PageType::kData || b->type == f::PageType::kAtomicData) {
       for (uint32_t s = 0; s < S(); ++s) {
         e[s].lba = b->lbas[s];
         e[s].crc = Crc32c(b->data.data() + uint64_t{s} * f.sector_bytes_, f.sector_bytes_);
@@ -1090,7 +1127,8 @@ struct Ftl::Impl {
       uint64_t* ent = &l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())];
       ent[0] = b->seq | (uint64_t{static_cast<uint8_t>(b->type)} << f::kSummaryTypeShift);
       for (uint32_t s = 0; s < S(); ++s) {
-        ent[1 + s] = b->type == f::PageType::kData ? b->lbas[s] : f::kNoLba;
+        ent[1 + s] = b->type == f::PageType::kData || b->type == f::PageType::kAtomicData
+                         ? b->lbas[s] : f::kNoLba;
       }
     }
     if (b->type == f::PageType::kParity) {
@@ -1162,9 +1200,19 @@ struct Ftl::Impl {
     // one completes the row and its parity follows on its own).
     uint32_t next = ap.die;
     while (next < D() && !DataPos(l, row, next)) ++next;
-    if (next >= D() || IsLastDataPos(l, row, next)) return;
-    if (RemainingPositions(l, row, next) <= summary_pages + 1) return;
+    if (next >= D()) return;
     uint32_t leb, die, page;
+    if (IsLastDataPos(l, row, next) || RemainingPositions(l, row, next) <= summary_pages + 1) {
+      // No room for a partial parity page before the row (or the LEB) ends: a padding
+      // page in the next position moves it on, and the row's parity page follows as the
+      // row completes (or the LEB closes). Without it a lone writer would wait for cover
+      // until someone else wrote.
+      if (!NextPosition(ap, &leb, &die, &page)) return;
+      PageBuf* pad = MakeBuf(leb, die, page, f::PageType::kData);
+      f.stats_.pad_sectors += S();
+      Submit(pad);
+      return;
+    }
     if (!NextPosition(ap, &leb, &die, &page)) return;
     PageBuf* b = MakeBuf(leb, die, page, f::PageType::kParity);
     b->data = l.par->data;
@@ -1295,6 +1343,15 @@ struct Ftl::Impl {
         Logger("ftl")->warn("summary program failed leb={} die={} page={} status={}", b->leb,
                             b->die, b->page, nand::FlashStatusName(c.status));
         MarkDurable(b);
+      } else if (b->type == f::PageType::kAtomicData &&
+                 !(b->group && b->group->committed && b->attempt == b->group->attempts)) {
+        // Not committed: the attempt is void (the batch is written again); its sectors
+        // were never mapped, so there is nothing to rewrite.
+        Logger("ftl")->warn("program failed leb={} die={} page={} status={} in an atomic batch; "
+                            "retrying the batch", b->leb, b->die, b->page,
+                            nand::FlashStatusName(c.status));
+        if (b->group && b->attempt == b->group->attempts) b->group->failed = true;
+        FailWaiters(b);
       } else {
         Logger("ftl")->warn("program failed leb={} die={} page={} status={}; rewriting", b->leb,
                             b->die, b->page, nand::FlashStatusName(c.status));
@@ -1354,7 +1411,7 @@ struct Ftl::Impl {
         if (f.map_.Get(lba) == kUnmapped) {
           for (DeferredTrim& t : deferred_trims) {
             bool hit = false;
-            for (const auto& r : t.trims) hit = hit || lba - r.lba < r.count;
+            for (const auto& r : t.trims) hit = hit || TrimCovers(r, lba);
             if (!hit) continue;
             for (WriteCtx* w : waiters) {
               if (std::find(t.waiters.begin(), t.waiters.end(), w) != t.waiters.end()) continue;
@@ -1451,7 +1508,7 @@ struct Ftl::Impl {
   std::vector<f::TrimRecord> failed_trims;
   bool InFailedTrim(uint64_t lba, uint64_t after_seq) const {
     for (const auto& t : failed_trims) {
-      if (lba - t.lba < t.count && t.seq > after_seq) return true;
+      if (TrimCovers(t, lba) && t.seq > after_seq) return true;
     }
     return false;
   }
@@ -1466,10 +1523,10 @@ struct Ftl::Impl {
       if (h == except || h->durable) continue;
       bool holds = false;
       if (cur != kUnmapped) {
-        holds = h->type == f::PageType::kData && h->leb == LebOf(cur) && h->die == DieOf(cur) &&
-                h->page == PageOf(cur);
+        holds = (h->type == f::PageType::kData || h->type == f::PageType::kAtomicData) &&
+                h->leb == LebOf(cur) && h->die == DieOf(cur) && h->page == PageOf(cur);
       } else if (h->type == f::PageType::kTrim) {
-        for (const auto& t : h->trims) holds = holds || (lba >= t.lba && lba - t.lba < t.count);
+        for (const auto& t : h->trims) holds = holds || TrimCovers(t, lba);
       }
       if (holds && std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
     }
@@ -1580,8 +1637,15 @@ struct Ftl::Impl {
         if (p.kind == Pending::kWrite) {
           p.ctx->status = Status::IOError("device lost (power cut)");
           Ack(p.ctx);
-        } else {
+        } else if (p.kind == Pending::kTrim) {
           p.trim_done(Status::IOError("device lost (power cut)"));
+        } else if (p.kind == Pending::kAtomic && p.group->members_ctx != nullptr) {
+          // Its members' answer (an error now) finishes the batch.
+          WriteCtx* c = p.group->members_ctx;
+          c->status = Status::IOError("device lost (power cut)");
+          Ack(c);
+        } else {
+          FinishGroup(p.group, Status::IOError("device lost (power cut)"));
         }
       }
       return;
@@ -1609,6 +1673,27 @@ struct Ftl::Impl {
         WriteCtx* ctx = p.ctx;
         pending.pop_front();
         Ack(ctx);  // drop the "still appending" reference
+      } else if (p.kind == Pending::kAtomic) {
+        std::shared_ptr<AtomicGroup> g = p.group;
+        if (!AppendAtomic(g)) {
+          MaybeGroom();
+          return;
+        }
+        pending.pop_front();
+        WriteCtx* c = g->members_ctx;
+        Ack(c);  // drop the "still appending" reference (answers through a Post)
+      } else if (p.kind == Pending::kCommit) {
+        std::shared_ptr<AtomicGroup> g = p.group;
+        if (g->failed) {
+          pending.pop_front();
+          RetryGroup(g, Status::IOError("a page of the atomic batch could not be stored"));
+          continue;
+        }
+        if (!CommitAtomic(g)) {
+          MaybeGroom();
+          return;
+        }
+        pending.pop_front();
       } else {
         if (!DoTrim(p.lba, p.count, p.trim_done)) {
           MaybeGroom();
@@ -1617,6 +1702,166 @@ struct Ftl::Impl {
         pending.pop_front();
       }
     }
+  }
+
+  // --- atomic batches ---
+  // Records one trim page holds, and so the most records one commit may need.
+  uint32_t RecordsPerPage() const {
+    return static_cast<uint32_t>(f.geo_.page_data_bytes / sizeof(f::TrimRecord));
+  }
+  static constexpr uint32_t kAtomicAttempts = 4;  // a batch whose pages keep failing fails
+
+  // Appends the rest of `g`'s sectors to kAtomicData pages (never shared with other
+  // data). False while no page position can be had (resumed by RunPending).
+  bool AppendAtomic(const std::shared_ptr<AtomicGroup>& g) {
+    if (g->members_ctx == nullptr) {  // a new attempt
+      auto* ctx = new WriteCtx();
+      ctx->done = [this, g](Status s) { OnMembersDone(g, s); };
+      ++open_writes;
+      g->members_ctx = ctx;
+    }
+    while (g->op < g->ops.size()) {
+      const AtomicOp& o = g->ops[g->op];
+      if (o.kind == AtomicOp::kWrite) {
+        while (g->in_op < o.count) {
+          if (Paced() && credits < 1) {
+            ++f.stats_.paced_waits;
+            return false;
+          }
+          if (Paced()) credits -= 1;
+          if (!AppendAtomicSector(g, o.lba + g->in_op, o.data + g->in_op * f.sector_bytes_)) {
+            return false;
+          }
+          ++g->in_op;
+        }
+      }
+      ++g->op;
+      g->in_op = 0;
+    }
+    if (host.open != nullptr && host.open->group == g) SubmitOpen(host);
+    return true;
+  }
+  bool AppendAtomicSector(const std::shared_ptr<AtomicGroup>& g, uint64_t lba, const uint8_t* src) {
+    AppendPoint& ap = host;
+    if (ap.open != nullptr && ap.open->group != g) SubmitOpen(ap);
+    if (ap.open == nullptr) {
+      PageBuf* b = NewPage(ap, f::PageType::kAtomicData);
+      if (b == nullptr) return false;
+      ap.open = b;
+      b->group = g;
+      b->attempt = g->attempts;
+      ++g->members_ctx->remaining;
+      b->waiters.push_back(g->members_ctx);
+      if (std::find(g->pinned.begin(), g->pinned.end(), b->leb) == g->pinned.end()) {
+        g->pinned.push_back(b->leb);
+        ++f.lebs_.leb(b->leb).pins;
+        ++f.lebs_.leb(b->leb).atomic_pins;
+      }
+    }
+    PageBuf* b = ap.open;
+    const uint32_t slot = b->used++;
+    std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
+    b->lbas[slot] = lba;
+    g->placed.emplace_back(lba, MakePsa(b->leb, b->die, b->page, slot));
+    if (lba == TraceLba()) {
+      fmt::print(stderr, "trace t={} atomic append -> leb {} die {} page {} slot {}\n", f.clock_.Now(),
+                 b->leb, b->die, b->page, slot);
+    }
+    if (b->used == S()) SubmitOpen(ap);
+    return true;
+  }
+  // Every member page is durable (or one failed): commit, or try the batch again.
+  void OnMembersDone(const std::shared_ptr<AtomicGroup>& g, Status s) {
+    g->members_ctx = nullptr;
+    Post([this, g, s] {
+      if (!s.ok() || g->failed) {
+        RetryGroup(g, s.ok() ? Status::IOError("a page of the atomic batch could not be stored") : s);
+      } else {
+        pending.push_front({Pending::kCommit, 0, 0, nullptr, 0, nullptr, nullptr, g});
+      }
+      RunPending();
+    });
+  }
+  // Voids this attempt (its pages stay on flash, named by no commit) and queues another,
+  // unless the device is gone or the batch failed kAtomicAttempts times.
+  void RetryGroup(const std::shared_ptr<AtomicGroup>& g, Status why) {
+    g->members.clear();
+    g->placed.clear();
+    g->op = 0;
+    g->in_op = 0;
+    g->failed = false;
+    ReleaseAtomicPins(*g);
+    if (device_lost || ++g->attempts >= kAtomicAttempts) return FinishGroup(g, why);
+    ++f.stats_.atomic_retries;
+    Logger("ftl")->warn("atomic batch attempt {} failed ({}); writing it again", g->attempts,
+                        why.ToString());
+    pending.push_front({Pending::kAtomic, 0, 0, nullptr, 0, nullptr, nullptr, g});
+  }
+  // Writes the commit page: trims first, then the members, all at the page's seq; the
+  // map changes in this one step, so readers see the whole batch or none of it. Until
+  // the page is durable the LEBs of the replaced copies stay pinned, so after a power
+  // cut that takes the commit the old contents are all still there.
+  bool CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
+    uint32_t records = static_cast<uint32_t>(g->members.size());
+    for (const AtomicOp& o : g->ops) records += o.kind == AtomicOp::kTrim;
+    if (records > RecordsPerPage()) {
+      // The limits leave room for this; only pages split by rewrites can get here.
+      RetryGroup(g, Status::IOError("the atomic batch took more pages than one commit can name"));
+      return true;
+    }
+    // The commit must follow every page holding data it replaces (see DoTrim).
+    SubmitOpen(host);
+    SubmitOpen(gcap);
+    PageBuf* b = NewPage(host, f::PageType::kTrim);
+    if (b == nullptr) return false;
+    const uint64_t cseq = f.next_seq_;  // the page's seq, assigned in Submit
+    for (const AtomicOp& o : g->ops) {
+      if (o.kind != AtomicOp::kTrim) continue;
+      b->trims.push_back({o.lba, o.count, cseq});
+      std::vector<uint64_t> mapped;
+      f.map_.ForEachMappedIn(o.lba, o.count, [&](uint64_t l, Psa p) {
+        mapped.push_back(l);
+        Pin(b, p);
+      });
+      for (uint64_t l : mapped) Remap(l, kUnmapped);
+      f.stats_.trim_sectors += o.count;
+    }
+    for (const auto& [mseq, mpsa] : g->members) {
+      b->trims.push_back({mseq, f::kCommitFlag | mpsa, cseq});
+    }
+    for (const auto& [lba, psa] : g->placed) {
+      if (lba == TraceLba()) {
+        fmt::print(stderr, "trace t={} atomic commit seq {} maps it to leb {} die {} page {} (commit page leb {} die {} page {})\n",
+                   f.clock_.Now(), cseq, LebOf(psa), DieOf(psa), PageOf(psa), b->leb, b->die, b->page);
+      }
+      Pin(b, f.map_.Get(lba));
+      Remap(lba, psa);
+    }
+    g->committed = true;
+    auto* ctx = new WriteCtx();
+    ctx->fua = g->fua;
+    ctx->done = [this, g](Status s) { FinishGroup(g, s); };
+    ++open_writes;
+    b->waiters.push_back(ctx);
+    Submit(b);
+    return true;
+  }
+  void ReleaseAtomicPins(AtomicGroup& g) {
+    std::vector<uint32_t> pins;
+    pins.swap(g.pinned);
+    for (uint32_t l : pins) {
+      --f.lebs_.leb(l).atomic_pins;
+      UnpinLeb(l);
+    }
+  }
+  void FinishGroup(const std::shared_ptr<AtomicGroup>& g, Status s) {
+    if (g->finished) return;
+    g->finished = true;
+    ReleaseAtomicPins(*g);
+    --atomic_inflight;
+    Done d = std::move(g->done);
+    d(s);
+    CheckCheckpoint();
   }
 
   bool Paced() const {
@@ -1806,7 +2051,7 @@ struct Ftl::Impl {
       }
       // Only a victim whose data fits where the groomer can write: one that runs out of
       // room half-way is held with its data, and takes the room with it.
-      if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.valid <= GroomerRoom()) {
+      if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 && l.valid <= GroomerRoom()) {
         rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
         rebuild_queue.push_back(l.index);  // leaves the queue once it is empty of such data
         return &l;
@@ -1836,7 +2081,7 @@ struct Ftl::Impl {
     for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
       Leb& l = f.lebs_.leb(i);
       max_ec = std::max(max_ec, l.erase_count);
-      if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip &&
+      if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 &&
           (coldest == nullptr || l.erase_count < coldest->erase_count)) {
         coldest = &l;
       }
@@ -2136,6 +2381,8 @@ struct Ftl::Impl {
     if (!CheckpointWanted() || ckpt_writing || device_lost || shutting_down) return;
     if (victim != nullptr) return;  // finishing; MaybeGroom picks none while one is wanted
     if (!ckpt_quiesce) {
+      // A batch never spans a checkpoint: its members and commit are in the same scan.
+      if (atomic_inflight != 0) return;
       ckpt_quiesce = true;
       for (AppendPoint* ap : {&host, &gcap}) {
         SubmitOpen(*ap);

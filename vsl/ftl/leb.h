@@ -43,6 +43,10 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   uint32_t capacity = 0;         // sectors it holds when full
   uint32_t inflight = 0;         // programs submitted and not done
   uint32_t pins = 0;  // pages not yet durable that superseded sectors here: no erase until 0
+  // Atomic batches not yet committed with member pages here (also counted in `pins`):
+  // never a victim meanwhile, since the batch's commit may need the room a victim would
+  // only give back after the batch let go of it.
+  uint32_t atomic_pins = 0;
   uint32_t bucket = 0;           // the valid-count bucket it is linked in (closed LEBs)
   // FlashBack: holds rows that could not survive another die failure (cut while open
   // without parity, or formed with a die that has since failed): its data is moved.
