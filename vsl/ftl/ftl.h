@@ -227,6 +227,9 @@ class Ftl {
   const FtlStats& stats() const { return stats_; }
   const AttachInfo& attach_info() const { return attach_; }
   uint64_t mapped_sectors() const { return map_.mapped(); }
+  bool sparse() const { return sparse_; }
+  // Flash room for user data, in sectors (a sparse device's physical limit).
+  uint64_t physical_user_sectors() const { return PhysicalUserSectors(); }
   // Host RAM of the map and LEB table, in bytes.
   uint64_t memory_bytes() const;
   uint32_t free_lebs() const { return lebs_.free_count(); }

@@ -5,6 +5,7 @@
 #include "vsl/simcard/firmware.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -66,6 +67,17 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   }
   auto card = std::unique_ptr<SimCard>(new SimCard(clock, opts));
   card->dir_ = dir;
+  // One owner at a time (as one driver owns a PCIe device): vsld, an SDK application in
+  // in-process mode, vslflash. The lock goes with the process, so a killed owner frees it.
+  card->lock_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (card->lock_fd_ < 0) return Status::FromErrno(errno, fmt::format("open {}", dir));
+  if (::flock(card->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    return err == EWOULDBLOCK
+               ? Status::Busy(fmt::format("card {} is in use by another process (vsld or an SDK "
+                                          "application); attach to vsld instead", dir))
+               : Status::FromErrno(err, fmt::format("lock {}", dir));
+  }
   VSL_ASSIGN_OR_RETURN(auto first, ControllerImage::Open(ImagePath(dir, 0)));
   const ImageIdentity id0 = first->identity();
   card->geometry_ = first->geometry();
@@ -214,6 +226,12 @@ void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
 
 SimCard::~SimCard() {
   pipes_.clear();
+  struct LockCloser {
+    int fd;
+    ~LockCloser() {
+      if (fd >= 0) ::close(fd);
+    }
+  } unlock{lock_fd_};
   if (abandoned_) return;  // TEST_Abandon: as a killed process leaves it
   for (auto& j : journals_) j->Clear();  // a clean close: what was outstanding is dropped
   for (auto& img : images_) {

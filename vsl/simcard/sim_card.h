@@ -192,6 +192,7 @@ class SimCard {
   SimCard(Clock& clock, const SimCardOptions& opts);
   void FinishJournal(uint32_t controller, uint32_t pipe, PlpJournal& j);
   bool abandoned_ = false;
+  int lock_fd_ = -1;  // the card directory, flock'ed exclusively while open
 
   Clock& clock_;
   std::string dir_;

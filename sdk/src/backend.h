@@ -1,0 +1,50 @@
+// Internal to the SDK: what a vsl_dev runs its requests on. Two backends: in-process (the
+// card's engines in this process) and attached (vsld through shared-memory rings).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "vsl/core/function.h"
+#include "vsl/vsl.h"
+
+namespace vsl::sdk {
+
+// One request. The backend fills `result` (0 or -errno; kExists: the count) and, for
+// kRuns and kUsage, the outputs, then calls the completion it was given.
+struct Op {
+  enum Kind : uint8_t { kRead, kWrite, kTrim, kFlush, kAtomic, kExists, kRuns, kUsage };
+  Kind kind = kRead;
+  uint64_t lba = 0;
+  uint64_t count = 0;
+  void* buf = nullptr;  // kRead: destination; kWrite: source
+  uint32_t flags = 0;   // VSL_FUA
+  std::vector<vsl_vec> vecs;  // kAtomic
+  uint32_t max_runs = 0;      // kRuns
+  // Outputs.
+  int64_t result = 0;
+  std::vector<vsl_range> runs;
+  uint64_t next = 0;
+  vsl_usage usage{};
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const vsl_caps& caps() const = 0;
+  // Runs `op`; `done` is called exactly once, from any thread (never inside Run for the
+  // attached backend; possibly inside it for errors found before submission elsewhere).
+  virtual void Run(Op* op, Function<void()> done) = 0;
+  // Blocks the calling thread until `ready()` holds, given that completions notify `cv`
+  // style waiters through `wake`. A backend on a virtual clock runs the clock instead.
+  virtual void WaitUntil(const std::function<bool()>& ready, const std::function<void()>& block) {
+    while (!ready()) block();
+  }
+  virtual void* BufAlloc(size_t bytes);
+  virtual void BufFree(void* p);
+  // Stops the backend after every op has completed (clean detach in-process).
+  virtual int Close() = 0;
+};
+
+}  // namespace vsl::sdk

@@ -1,0 +1,100 @@
+// In-process backend: the card's engines run in this process; requests go to the LUN's
+// engine (its FTL is touched only there) and complete from it.
+#include <cerrno>
+#include <filesystem>
+
+#include "sdk/src/device.h"
+#include "sdk/src/lun_exec.h"
+#include "vsl/card/card.h"
+
+namespace vsl::sdk {
+namespace {
+
+// Requests larger than this are refused (-EINVAL); a caller splits them.
+constexpr uint32_t kMaxIoBytes = 32u << 20;
+constexpr uint32_t kQueueDepth = 4096;
+
+int ToErrno(const Status& s) { return s.ToErrno(); }
+
+class LocalBackend : public Backend {
+ public:
+  LocalBackend(std::unique_ptr<card::Card> c, card::Lun* lun, VirtualClock* vclock)
+      : card_(std::move(c)), lun_(lun), vclock_(vclock) {}
+
+  Status Init() {
+    return lun_->Call([this](ftl::Ftl::Done d) {
+      ftl::Ftl* f = lun_->ftl();
+      if (f == nullptr) return d(Status::FailedPrecondition("the LUN is not attached"));
+      caps_.sector_bytes = f->sector_bytes();
+      caps_.sectors = f->sectors();
+      const auto lim = f->atomic_limits();
+      caps_.atomic_max_vectors = lim.max_ops;
+      caps_.atomic_max_sectors = lim.max_write_sectors;
+      caps_.max_io_sectors = kMaxIoBytes / f->sector_bytes();
+      caps_.queue_depth = kQueueDepth;
+      caps_.flags = VSL_CAP_ATOMIC_WRITE | VSL_CAP_ATOMIC_TRIM | VSL_CAP_PERSISTENT_TRIM;
+      if (f->sparse()) caps_.flags |= VSL_CAP_SPARSE;
+      d(Status::Ok());
+    });
+  }
+  void SetVolatile(bool v) {
+    if (v) caps_.flags |= VSL_CAP_VOLATILE_CACHE;
+  }
+
+  const vsl_caps& caps() const override { return caps_; }
+
+  void Run(Op* op, Function<void()> done) override {
+    lun_->engine().Send([this, op, done = std::move(done)]() mutable { ExecuteOnLun(*lun_, op, std::move(done)); });
+  }
+
+  void WaitUntil(const std::function<bool()>& ready, const std::function<void()>& block) override {
+    if (vclock_ == nullptr) return Backend::WaitUntil(ready, block);
+    vclock_->RunUntilTrue([&ready] { return ready(); });
+  }
+
+  int Close() override {
+    Status s = card_->DetachAll();
+    card_.reset();
+    return s.ok() ? 0 : ToErrno(s);
+  }
+
+ private:
+  std::unique_ptr<card::Card> card_;
+  card::Lun* lun_;
+  VirtualClock* vclock_;
+  vsl_caps caps_{};
+};
+
+}  // namespace
+
+int OpenInProcess(const std::string& card_dir, uint32_t lun, const InProcessOptions& o, vsl_dev** out) {
+  if (out == nullptr) return -EINVAL;
+  *out = nullptr;
+  if (card_dir.empty() || !std::filesystem::is_directory(card_dir)) return -ENOENT;
+  card::CardOptions co;
+  co.clock = o.clock;
+  co.sim.seed = o.seed;
+  auto c = card::Card::Open(card_dir, co);
+  if (!c.ok()) return c.status().code() == StatusCode::kBusy ? -EBUSY : ToErrno(c.status());
+  std::unique_ptr<card::Card> card = std::move(c).value();
+  card::Lun* l = card->lun(lun);
+  if (l == nullptr) return -ENOENT;
+  Status s = l->Call([l](ftl::Ftl::Done d) { l->Attach(std::move(d)); });
+  if (!s.ok()) return s.code() == StatusCode::kNotFound ? -ENODEV : ToErrno(s);
+  const bool plp_ok = card->sim().plp_state() == nand::PlpState::kHealthy;
+  card::Card* raw = card.get();
+  auto be = std::make_unique<LocalBackend>(std::move(card), l, o.clock);
+  if (Status st = be->Init(); !st.ok()) return ToErrno(st);
+  be->SetVolatile(!plp_ok);
+  if (o.card_out != nullptr) *o.card_out = raw;
+  *out = NewDevice(std::move(be));
+  return 0;
+}
+
+}  // namespace vsl::sdk
+
+extern "C" int vsl_open_card(const char* card_dir, uint32_t lun, vsl_dev** out) {
+  if (out != nullptr) *out = nullptr;
+  if (card_dir == nullptr) return -EINVAL;
+  return vsl::sdk::OpenInProcess(card_dir, lun, {}, out);
+}

@@ -1,0 +1,308 @@
+// The C API over a vsl_dev's backend: argument checks, synchronous calls, the
+// asynchronous completion queue drained by vsl_poll.
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "sdk/src/device.h"
+
+namespace vsl::sdk {
+
+void* Backend::BufAlloc(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+}
+void Backend::BufFree(void* p) { std::free(p); }
+
+vsl_dev* NewDevice(std::unique_ptr<Backend> backend) {
+  auto* d = new vsl_dev();
+  d->caps = backend->caps();
+  d->backend = std::move(backend);
+  return d;
+}
+
+bool ValidDevice(const vsl_dev* dev) {
+  return dev != nullptr && dev->magic.load(std::memory_order_acquire) == vsl_dev::kMagic;
+}
+
+int64_t RunSync(vsl_dev* dev, Op* op) {
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  } w;
+  dev->backend->Run(op, [&w] {
+    std::lock_guard<std::mutex> l(w.mu);
+    w.done = true;
+    w.cv.notify_all();
+  });
+  dev->backend->WaitUntil(
+      [&w] {
+        std::lock_guard<std::mutex> l(w.mu);
+        return w.done;
+      },
+      [&w] {
+        std::unique_lock<std::mutex> l(w.mu);
+        w.cv.wait(l, [&w] { return w.done; });
+      });
+  return op->result;
+}
+
+namespace {
+
+// Checks shared by the read and write paths. -EINVAL for a zero or oversize count or a
+// missing buffer; range checks against the device are the FTL's.
+int CheckIo(const vsl_dev* dev, uint64_t count, const void* buf) {
+  if (!ValidDevice(dev)) return -EINVAL;
+  if (count == 0 || count > dev->caps.max_io_sectors || buf == nullptr) return -EINVAL;
+  return 0;
+}
+
+int CheckVecs(const vsl_dev* dev, const vsl_vec* vecs, uint32_t n) {
+  if (!ValidDevice(dev) || vecs == nullptr || n == 0) return -EINVAL;
+  if (n > dev->caps.atomic_max_vectors) return -EINVAL;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (vecs[i].op != VSL_VEC_WRITE && vecs[i].op != VSL_VEC_TRIM) return -EINVAL;
+    if (vecs[i].op == VSL_VEC_WRITE && vecs[i].buf == nullptr) return -EINVAL;
+  }
+  return 0;
+}
+
+// Submits `op` asynchronously: its completion is queued for vsl_poll.
+int Submit(vsl_dev* dev, Op* op, vsl_done_fn fn, void* arg) {
+  if (fn == nullptr) {
+    delete op;
+    return -EINVAL;
+  }
+  if (dev->inflight.fetch_add(1) >= dev->caps.queue_depth) {
+    dev->inflight.fetch_sub(1);
+    delete op;
+    return -EAGAIN;
+  }
+  dev->backend->Run(op, [dev, op, fn, arg] {
+    const int r = static_cast<int>(op->result);
+    delete op;
+    std::lock_guard<std::mutex> l(dev->mu);
+    dev->completed.push_back({fn, arg, r});
+    dev->cv.notify_all();
+  });
+  return 0;
+}
+
+Op* NewOp(Op::Kind k, uint64_t lba, uint64_t count, void* buf, uint32_t flags) {
+  auto* op = new Op();
+  op->kind = k;
+  op->lba = lba;
+  op->count = count;
+  op->buf = buf;
+  op->flags = flags;
+  return op;
+}
+
+}  // namespace
+}  // namespace vsl::sdk
+
+using vsl::sdk::Op;
+using vsl::sdk::ValidDevice;
+
+extern "C" {
+
+uint32_t vsl_version(void) { return (VSL_SDK_VERSION_MAJOR << 16) | VSL_SDK_VERSION_MINOR; }
+
+const char* vsl_strerror(int result) {
+  switch (-result) {
+    case 0: return "success";
+    case EINVAL: return "invalid argument (handle, range, length, buffer or batch size)";
+    case ENOSPC: return "no space left on the device";
+    case EPERM: return "the LUN is read-only";
+    case EIO: return "I/O error: data could not be stored or read back intact";
+    case EAGAIN: return "too many I/Os in flight on this device";
+    case ENOTCONN: return "the daemon went away";
+    case EBUSY: return "the card is in use by another process";
+    case ENOENT: return "no such card, LUN, key or daemon socket";
+    case ENODEV: return "the LUN is not formatted";
+    case ENOBUFS: return "buffer too small";
+    default: return std::strerror(-result);
+  }
+}
+
+int vsl_close(vsl_dev* dev) {
+  if (dev == nullptr) return 0;
+  if (!ValidDevice(dev)) return -EINVAL;
+  // Run the callbacks of whatever is still in flight, then stop.
+  while (dev->inflight.load() != 0) vsl_poll(dev, 1, 0, 100);
+  dev->magic.store(0, std::memory_order_release);
+  const int r = dev->backend->Close();
+  delete dev;
+  return r;
+}
+
+int vsl_get_caps(vsl_dev* dev, vsl_caps* caps) {
+  if (!ValidDevice(dev) || caps == nullptr) return -EINVAL;
+  *caps = dev->caps;
+  return 0;
+}
+
+int vsl_get_usage(vsl_dev* dev, vsl_usage* usage) {
+  if (!ValidDevice(dev) || usage == nullptr) return -EINVAL;
+  Op op;
+  op.kind = Op::kUsage;
+  const auto r = vsl::sdk::RunSync(dev, &op);
+  if (r == 0) *usage = op.usage;
+  return static_cast<int>(r);
+}
+
+void* vsl_buf_alloc(vsl_dev* dev, size_t bytes) {
+  if (!ValidDevice(dev)) return nullptr;
+  return dev->backend->BufAlloc(bytes);
+}
+
+void vsl_buf_free(vsl_dev* dev, void* buf) {
+  if (buf == nullptr || !ValidDevice(dev)) return;
+  dev->backend->BufFree(buf);
+}
+
+int vsl_read(vsl_dev* dev, uint64_t lba, uint32_t count, void* buf) {
+  if (int e = vsl::sdk::CheckIo(dev, count, buf)) return e;
+  Op op;
+  op.kind = Op::kRead;
+  op.lba = lba;
+  op.count = count;
+  op.buf = buf;
+  return static_cast<int>(vsl::sdk::RunSync(dev, &op));
+}
+
+int vsl_write(vsl_dev* dev, uint64_t lba, uint32_t count, const void* buf, uint32_t flags) {
+  if (int e = vsl::sdk::CheckIo(dev, count, buf)) return e;
+  if ((flags & ~VSL_FUA) != 0) return -EINVAL;
+  Op op;
+  op.kind = Op::kWrite;
+  op.lba = lba;
+  op.count = count;
+  op.buf = const_cast<void*>(buf);
+  op.flags = flags;
+  return static_cast<int>(vsl::sdk::RunSync(dev, &op));
+}
+
+int vsl_trim(vsl_dev* dev, uint64_t lba, uint64_t count) {
+  if (!ValidDevice(dev) || count == 0) return -EINVAL;
+  Op op;
+  op.kind = Op::kTrim;
+  op.lba = lba;
+  op.count = count;
+  return static_cast<int>(vsl::sdk::RunSync(dev, &op));
+}
+
+int vsl_flush(vsl_dev* dev) {
+  if (!ValidDevice(dev)) return -EINVAL;
+  Op op;
+  op.kind = Op::kFlush;
+  return static_cast<int>(vsl::sdk::RunSync(dev, &op));
+}
+
+int vsl_write_atomic(vsl_dev* dev, const vsl_vec* vecs, uint32_t n, uint32_t flags) {
+  if (int e = vsl::sdk::CheckVecs(dev, vecs, n)) return e;
+  if ((flags & ~VSL_FUA) != 0) return -EINVAL;
+  Op op;
+  op.kind = Op::kAtomic;
+  op.vecs.assign(vecs, vecs + n);
+  op.flags = flags;
+  return static_cast<int>(vsl::sdk::RunSync(dev, &op));
+}
+
+int64_t vsl_exists(vsl_dev* dev, uint64_t lba, uint64_t count) {
+  if (!ValidDevice(dev) || count == 0) return -EINVAL;
+  Op op;
+  op.kind = Op::kExists;
+  op.lba = lba;
+  op.count = count;
+  return vsl::sdk::RunSync(dev, &op);
+}
+
+int vsl_mapped_ranges(vsl_dev* dev, uint64_t lba, uint64_t count, vsl_range* out, uint32_t max,
+                      uint32_t* n, uint64_t* next) {
+  if (!ValidDevice(dev) || out == nullptr || max == 0 || n == nullptr || count == 0) return -EINVAL;
+  Op op;
+  op.kind = Op::kRuns;
+  op.lba = lba;
+  op.count = count;
+  op.max_runs = max;
+  const auto r = vsl::sdk::RunSync(dev, &op);
+  if (r != 0) return static_cast<int>(r);
+  std::memcpy(out, op.runs.data(), op.runs.size() * sizeof(vsl_range));
+  *n = static_cast<uint32_t>(op.runs.size());
+  if (next != nullptr) *next = op.next;
+  return 0;
+}
+
+int vsl_read_async(vsl_dev* dev, uint64_t lba, uint32_t count, void* buf, vsl_done_fn fn, void* arg) {
+  if (int e = vsl::sdk::CheckIo(dev, count, buf)) return e;
+  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(Op::kRead, lba, count, buf, 0), fn, arg);
+}
+
+int vsl_write_async(vsl_dev* dev, uint64_t lba, uint32_t count, const void* buf, uint32_t flags,
+                    vsl_done_fn fn, void* arg) {
+  if (int e = vsl::sdk::CheckIo(dev, count, buf)) return e;
+  if ((flags & ~VSL_FUA) != 0) return -EINVAL;
+  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(Op::kWrite, lba, count, const_cast<void*>(buf), flags),
+                          fn, arg);
+}
+
+int vsl_trim_async(vsl_dev* dev, uint64_t lba, uint64_t count, vsl_done_fn fn, void* arg) {
+  if (!ValidDevice(dev) || count == 0) return -EINVAL;
+  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(Op::kTrim, lba, count, nullptr, 0), fn, arg);
+}
+
+int vsl_flush_async(vsl_dev* dev, vsl_done_fn fn, void* arg) {
+  if (!ValidDevice(dev)) return -EINVAL;
+  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(Op::kFlush, 0, 0, nullptr, 0), fn, arg);
+}
+
+int vsl_write_atomic_async(vsl_dev* dev, const vsl_vec* vecs, uint32_t n, uint32_t flags,
+                           vsl_done_fn fn, void* arg) {
+  if (int e = vsl::sdk::CheckVecs(dev, vecs, n)) return e;
+  if ((flags & ~VSL_FUA) != 0) return -EINVAL;
+  Op* op = vsl::sdk::NewOp(Op::kAtomic, 0, 0, nullptr, flags);
+  op->vecs.assign(vecs, vecs + n);
+  return vsl::sdk::Submit(dev, op, fn, arg);
+}
+
+int vsl_poll(vsl_dev* dev, uint32_t min, uint32_t max, int timeout_ms) {
+  if (!ValidDevice(dev)) return -EINVAL;
+  std::deque<vsl_dev::Completed> run;
+  {
+    auto have = [dev, min] { return dev->completed.size() >= std::max<uint32_t>(min, 1) || min == 0; };
+    if (min > 0 && timeout_ms != 0) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      dev->backend->WaitUntil(
+          [dev, &have, timeout_ms, deadline] {
+            std::lock_guard<std::mutex> l(dev->mu);
+            return have() || (timeout_ms > 0 && std::chrono::steady_clock::now() >= deadline);
+          },
+          [dev, &have, timeout_ms, deadline] {
+            std::unique_lock<std::mutex> l(dev->mu);
+            if (timeout_ms < 0) {
+              dev->cv.wait(l, have);
+            } else {
+              dev->cv.wait_until(l, deadline, have);
+            }
+          });
+    }
+    std::lock_guard<std::mutex> l(dev->mu);
+    const std::size_t n = max == 0 ? dev->completed.size() : std::min<std::size_t>(max, dev->completed.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      run.push_back(dev->completed.front());
+      dev->completed.pop_front();
+    }
+  }
+  for (const auto& c : run) {
+    dev->inflight.fetch_sub(1);
+    c.fn(c.arg, c.result);
+  }
+  return static_cast<int>(run.size());
+}
+
+uint32_t vsl_inflight(vsl_dev* dev) { return ValidDevice(dev) ? dev->inflight.load() : 0; }
+
+}  // extern "C"

@@ -1,0 +1,388 @@
+// The SDK's C API and C++ wrapper in in-process mode: every call, its errors, many I/Os
+// in flight from several threads, the sparse space, and atomic batches across power cuts
+// injected in virtual time (checked against what was acknowledged).
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "sdk/src/device.h"
+#include "tests/sdk/sdk_fixture.h"
+#include "vsl/vsl.hpp"
+
+namespace vsl::testing {
+namespace {
+
+using sdk::Device;
+
+class SdkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = tmp_.Sub("card");
+    MakeFormattedCard(dir_, "duo-slc-small", 24, {});
+  }
+  std::unique_ptr<Device> Open(uint32_t lun = 0) {
+    std::unique_ptr<Device> d;
+    const int r = Device::OpenCard(dir_, lun, &d);
+    EXPECT_EQ(r, 0) << vsl_strerror(r);
+    return d;
+  }
+  TempDir tmp_;
+  std::string dir_;
+};
+
+TEST_F(SdkTest, OpenRefusesWhatItCannotOpen) {
+  vsl_dev* d = reinterpret_cast<vsl_dev*>(1);
+  EXPECT_EQ(vsl_open_card((tmp_.path() + "/none").c_str(), 0, &d), -ENOENT);
+  EXPECT_EQ(d, nullptr) << "the handle is cleared on failure";
+  EXPECT_EQ(vsl_open_card(dir_.c_str(), 9, &d), -ENOENT);
+  EXPECT_EQ(vsl_open_card(nullptr, 0, &d), -EINVAL);
+  auto dev = Open(0);
+  ASSERT_TRUE(dev);
+  // One owner at a time: a second opener (another process, vsld) is refused.
+  EXPECT_EQ(vsl_open_card(dir_.c_str(), 1, &d), -EBUSY);
+  EXPECT_EQ(dev->Close(), 0);
+  // An unformatted LUN.
+  auto p = simcard::FindProfile("test-small");
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(simcard::SimCard::Create(tmp_.Sub("blank"), *p, {}).ok());
+  EXPECT_EQ(vsl_open_card(tmp_.Sub("blank").c_str(), 0, &d), -ENODEV);
+  EXPECT_EQ(vsl_close(nullptr), 0);
+  EXPECT_EQ(vsl_version() >> 16, static_cast<uint32_t>(VSL_SDK_VERSION_MAJOR));
+  EXPECT_STRNE(vsl_strerror(-ENOSPC), "");
+}
+
+TEST_F(SdkTest, CapsUsageAndSyncIo) {
+  auto dev = Open();
+  const vsl_caps& c = dev->caps();
+  EXPECT_EQ(c.sector_bytes, 4096u);
+  EXPECT_GT(c.sectors, 1000u);
+  EXPECT_TRUE(c.flags & VSL_CAP_ATOMIC_WRITE);
+  EXPECT_TRUE(c.flags & VSL_CAP_ATOMIC_TRIM);
+  EXPECT_TRUE(c.flags & VSL_CAP_PERSISTENT_TRIM);
+  EXPECT_FALSE(c.flags & VSL_CAP_SPARSE);
+  EXPECT_FALSE(c.flags & VSL_CAP_VOLATILE_CACHE);
+  EXPECT_GE(c.atomic_max_vectors, 16u);
+  EXPECT_GE(c.atomic_max_sectors * c.sector_bytes, uint64_t{1} << 20) << "a 1 MiB value fits one batch";
+  const uint32_t sb = c.sector_bytes;
+  auto a = Pattern(10, 1, sb, 4);
+  ASSERT_EQ(dev->Write(10, 4, a.data()), 0);
+  ASSERT_EQ(dev->Write(20, 1, a.data(), VSL_FUA), 0);
+  std::vector<uint8_t> out(6 * sb);
+  ASSERT_EQ(dev->Read(9, 6, out.data()), 0);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + sb), std::vector<uint8_t>(sb, 0));
+  EXPECT_EQ(std::vector<uint8_t>(out.begin() + sb, out.begin() + 5 * sb), a);
+  ASSERT_EQ(dev->Flush(), 0);
+  vsl_usage u{};
+  ASSERT_EQ(dev->Usage(&u), 0);
+  EXPECT_EQ(u.logical_sectors, c.sectors);
+  EXPECT_EQ(u.mapped_sectors, 5u);
+  EXPECT_GE(u.physical_sectors, c.sectors);
+  ASSERT_EQ(dev->Trim(11, 2), 0);
+  EXPECT_EQ(dev->Exists(10, 4), 2);
+  ASSERT_EQ(dev->Read(11, 1, out.data()), 0);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + sb), std::vector<uint8_t>(sb, 0));
+  // Bad input: clear errors, nothing changes.
+  EXPECT_EQ(dev->Write(c.sectors, 1, a.data()), -EINVAL);
+  EXPECT_EQ(dev->Write(c.sectors - 1, 2, a.data()), -EINVAL);
+  EXPECT_EQ(dev->Write(0, 0, a.data()), -EINVAL);
+  EXPECT_EQ(dev->Write(0, 1, nullptr), -EINVAL);
+  EXPECT_EQ(dev->Write(0, 1, a.data(), 0x80), -EINVAL);
+  EXPECT_EQ(dev->Write(0, c.max_io_sectors + 1, a.data()), -EINVAL);
+  EXPECT_EQ(dev->Read(c.sectors, 1, out.data()), -EINVAL);
+  EXPECT_EQ(dev->Trim(0, 0), -EINVAL);
+  EXPECT_EQ(dev->Trim(c.sectors, 1), -EINVAL);
+  EXPECT_EQ(dev->Exists(c.sectors, 1), -EINVAL);
+  EXPECT_EQ(vsl_read(nullptr, 0, 1, out.data()), -EINVAL);
+  ASSERT_EQ(dev->Usage(&u), 0);
+  EXPECT_EQ(u.mapped_sectors, 3u);
+  // Survives a clean close and reopen.
+  ASSERT_EQ(dev->Close(), 0);
+  dev = Open();
+  ASSERT_EQ(dev->Read(10, 1, out.data()), 0);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + sb), std::vector<uint8_t>(a.begin(), a.begin() + sb));
+  EXPECT_EQ(dev->Exists(10, 4), 2);
+}
+
+TEST_F(SdkTest, AtomicBatchesAndTheirLimits) {
+  auto dev = Open();
+  const vsl_caps& c = dev->caps();
+  const uint32_t sb = c.sector_bytes;
+  ASSERT_EQ(dev->Write(100, 4, Pattern(100, 1, sb, 4).data()), 0);
+  auto x = Pattern(5, 2, sb, 3), y = Pattern(5000, 2, sb, 1);
+  auto b = dev->NewBatch();
+  b.Write(5, 3, x.data()).Trim(100, 2).Write(5000, 1, y.data());
+  ASSERT_EQ(b.Commit(), 0);
+  std::vector<uint8_t> out(3 * sb);
+  ASSERT_EQ(dev->Read(5, 3, out.data()), 0);
+  EXPECT_EQ(out, x);
+  EXPECT_EQ(dev->Exists(100, 4), 2);
+  EXPECT_EQ(dev->Exists(5000), 1);
+  // Refused batches apply nothing.
+  const int64_t before = dev->Exists(0, c.sectors);
+  std::vector<vsl_vec> many(c.atomic_max_vectors + 1, vsl_vec{7, 1, x.data(), VSL_VEC_WRITE, 0});
+  EXPECT_EQ(dev->WriteAtomic(many), -EINVAL);
+  std::vector<uint8_t> big((c.atomic_max_sectors + 1) * sb, 3);
+  EXPECT_EQ(dev->WriteAtomic({{7, c.atomic_max_sectors + 1, big.data(), VSL_VEC_WRITE, 0}}), -EINVAL);
+  EXPECT_EQ(dev->WriteAtomic({{7, 1, x.data(), VSL_VEC_WRITE, 0}, {c.sectors, 1, x.data(), VSL_VEC_WRITE, 0}}), -EINVAL);
+  EXPECT_EQ(dev->WriteAtomic({{7, 1, x.data(), VSL_VEC_WRITE, 0}, {7, 1, nullptr, VSL_VEC_TRIM, 0}}), -EINVAL);
+  EXPECT_EQ(dev->WriteAtomic({{7, 1, nullptr, VSL_VEC_WRITE, 0}}), -EINVAL);
+  EXPECT_EQ(dev->WriteAtomic({{7, 1, x.data(), 9, 0}}), -EINVAL);
+  EXPECT_EQ(dev->WriteAtomic({}), -EINVAL);
+  EXPECT_EQ(dev->Exists(0, c.sectors), before);
+  // The largest allowed batch goes through whole.
+  std::vector<uint8_t> most(c.atomic_max_sectors * sb, 5);
+  EXPECT_EQ(dev->WriteAtomic({{20000, c.atomic_max_sectors, most.data(), VSL_VEC_WRITE, 0}}), 0);
+  EXPECT_EQ(dev->Exists(20000, c.atomic_max_sectors), static_cast<int64_t>(c.atomic_max_sectors));
+}
+
+TEST_F(SdkTest, MappedRangeIterator) {
+  auto dev = Open();
+  const uint32_t sb = dev->sector_bytes();
+  std::vector<std::pair<uint64_t, uint64_t>> want;
+  for (uint64_t i = 0; i < 700; ++i) {
+    const uint64_t lba = i * 37 + (i % 3);
+    const uint64_t n = 1 + i % 4;
+    ASSERT_EQ(dev->Write(lba, static_cast<uint32_t>(n), Pattern(lba, 1, sb, static_cast<uint32_t>(n)).data()), 0);
+    if (!want.empty() && want.back().first + want.back().second >= lba) {
+      want.back().second = std::max(want.back().first + want.back().second, lba + n) - want.back().first;
+    } else {
+      want.emplace_back(lba, n);
+    }
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> got;
+  ASSERT_EQ(dev->ForEachMappedRange(0, dev->sectors(), [&](uint64_t l, uint64_t n) {
+              got.emplace_back(l, n);
+              return true;
+            }),
+            0);
+  EXPECT_EQ(got, want) << "more runs than one call returns (256): the iterator goes on";
+  // C API paging: `next` resumes.
+  vsl_range r[3];
+  uint32_t n = 0;
+  uint64_t next = 0;
+  ASSERT_EQ(vsl_mapped_ranges(dev->handle(), 0, dev->sectors(), r, 3, &n, &next), 0);
+  ASSERT_EQ(n, 3u);
+  EXPECT_EQ(next, want[3].first);
+  EXPECT_EQ(vsl_mapped_ranges(dev->handle(), 0, dev->sectors(), r, 0, &n, &next), -EINVAL);
+  EXPECT_EQ(vsl_mapped_ranges(dev->handle(), dev->sectors(), 1, r, 3, &n, &next), -EINVAL);
+}
+
+TEST_F(SdkTest, ManyAsyncIosInFlightFromSeveralThreads) {
+  auto dev = Open();
+  const uint32_t sb = dev->sector_bytes();
+  constexpr int kThreads = 4, kPerThread = 600;
+  std::vector<std::vector<uint8_t>> data(kThreads * kPerThread);
+  for (int i = 0; i < kThreads * kPerThread; ++i) data[i] = Pattern(i, 3, sb);
+  std::atomic<int> errors{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      // Each thread polls its own completions; all share the device's queue, so any
+      // poller may run any callback: count globally.
+      int submitted = 0;
+      for (int i = 0; i < kPerThread; ++i) {
+        const int k = t * kPerThread + i;
+        for (;;) {
+          const int r = dev->WriteAsync(k, 1, data[k].data(), [&errors](int res) {
+            if (res != 0) ++errors;
+          });
+          if (r == 0) break;
+          if (r != -EAGAIN) {
+            ++errors;
+            break;
+          }
+          dev->Poll(1, 0, 10);
+        }
+        ++submitted;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  while (dev->inflight() != 0) dev->Poll(1, 0, 100);
+  EXPECT_EQ(errors.load(), 0);
+  // Reads back, asynchronously, up to 256 at once.
+  std::vector<std::vector<uint8_t>> out(kThreads * kPerThread, std::vector<uint8_t>(sb));
+  int bad = 0, done = 0, max_inflight = 0;
+  for (int k = 0; k < kThreads * kPerThread; ++k) {
+    while (dev->ReadAsync(k, 1, out[k].data(), [&, k](int r) {
+             ++done;
+             if (r != 0 || out[k] != data[k]) ++bad;
+           }) == -EAGAIN) {
+      dev->Poll(1);
+    }
+    max_inflight = std::max<int>(max_inflight, static_cast<int>(dev->inflight()));
+    if (dev->inflight() >= 256) dev->Poll(1);
+  }
+  while (dev->inflight() != 0) dev->Poll(1);
+  EXPECT_EQ(done, kThreads * kPerThread);
+  EXPECT_EQ(bad, 0);
+  EXPECT_GE(max_inflight, 100) << "many I/Os in flight from one thread";
+  // Submission errors do not call the callback.
+  EXPECT_EQ(vsl_read_async(dev->handle(), 0, 1, out[0].data(), nullptr, nullptr), -EINVAL);
+  EXPECT_EQ(vsl_read_async(dev->handle(), 0, 0, out[0].data(), [](void*, int) {}, nullptr), -EINVAL);
+  // A range error found by the FTL arrives through the callback.
+  int result = 1;
+  ASSERT_EQ(vsl_read_async(dev->handle(), dev->sectors(), 1, out[0].data(),
+                           [](void* a, int r) { *static_cast<int*>(a) = r; }, &result),
+            0);
+  EXPECT_EQ(dev->Poll(1, 0, 5000), 1);
+  EXPECT_EQ(result, -EINVAL);
+  EXPECT_EQ(dev->Poll(0, 0, 0), 0) << "nothing left";
+}
+
+TEST_F(SdkTest, SparseLunOfTwoToTheFortySectors) {
+  const std::string sparse = tmp_.Sub("sparse");
+  ftl::FormatOptions fo;
+  fo.sparse = true;
+  fo.sparse_sectors = uint64_t{1} << 40;
+  MakeFormattedCard(sparse, "duo-slc-small", 24, fo);
+  std::unique_ptr<Device> dev;
+  ASSERT_EQ(Device::OpenCard(sparse, 1, &dev), 0);
+  EXPECT_TRUE(dev->caps().flags & VSL_CAP_SPARSE);
+  EXPECT_EQ(dev->sectors(), uint64_t{1} << 40);
+  const uint32_t sb = dev->sector_bytes();
+  const uint64_t far = (uint64_t{1} << 40) - 3;
+  ASSERT_EQ(dev->Write(far, 2, Pattern(far, 1, sb, 2).data()), 0);
+  vsl_usage u{};
+  ASSERT_EQ(dev->Usage(&u), 0);
+  EXPECT_EQ(u.logical_sectors, uint64_t{1} << 40);
+  EXPECT_EQ(u.mapped_sectors, 2u);
+  EXPECT_LT(u.physical_sectors, u.logical_sectors / 1000) << "physical room is reported apart";
+  EXPECT_EQ(dev->Exists(0, uint64_t{1} << 40), 2);
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  ASSERT_EQ(dev->ForEachMappedRange(0, uint64_t{1} << 40, [&](uint64_t l, uint64_t n) {
+              runs.emplace_back(l, n);
+              return true;
+            }),
+            0);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0], std::make_pair(far, uint64_t{2}));
+  ASSERT_EQ(dev->Close(), 0);
+  ASSERT_EQ(Device::OpenCard(sparse, 1, &dev), 0);
+  EXPECT_EQ(dev->Exists(far, 3), 2);
+}
+
+// Atomic batches in flight across power cuts at random instants, in virtual time: after
+// recovery each batch is wholly there or wholly not, and every acknowledged one is.
+TEST_F(SdkTest, AtomicBatchesAcrossPowerCutsInVirtualTime) {
+  uint64_t whole = 0, none = 0, acked_total = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    VirtualClock clock(seed);
+    Rng rng(seed);
+    const std::string dir = tmp_.Sub("card-" + std::to_string(seed));  // a fresh card per seed
+    MakeFormattedCard(dir, "duo-slc-small", 24, {});
+    std::map<uint64_t, uint64_t> acked;  // lba -> version (0: zeroes)
+    uint64_t version = 0;
+    for (int round = 0; round < 3; ++round) {
+      sdk::InProcessOptions o;
+      o.clock = &clock;
+      o.seed = seed;
+      card::Card* card = nullptr;
+      o.card_out = &card;
+      vsl_dev* dev = nullptr;
+      ASSERT_EQ(sdk::OpenInProcess(dir, 0, o, &dev), 0);
+      vsl_caps c{};
+      ASSERT_EQ(vsl_get_caps(dev, &c), 0);
+      const uint32_t sb = c.sector_bytes;
+      // Check what the last cut left, then forget the batches.
+      for (auto& [lba, v] : acked) {
+        std::vector<uint8_t> out(sb);
+        ASSERT_EQ(vsl_read(dev, lba, 1, out.data()), 0);
+        ASSERT_EQ(out, v == 0 ? std::vector<uint8_t>(sb, 0) : Pattern(lba, v, sb))
+            << "seed " << seed << " round " << round << " lba " << lba;
+      }
+      struct Batch {
+        std::vector<std::vector<uint8_t>> bufs;
+        std::vector<vsl_vec> vecs;
+        std::vector<std::pair<uint64_t, uint64_t>> sectors;  // (lba, version; 0 trim)
+        int result = 1;
+      };
+      std::vector<std::unique_ptr<Batch>> batches;
+      std::set<uint64_t> busy;
+      for (int i = 0; i < 12; ++i) {
+        auto b = std::make_unique<Batch>();
+        const int nv = 1 + static_cast<int>(rng.Below(5));
+        for (int v = 0; v < nv; ++v) {
+          const uint64_t lba = rng.Below(4000);
+          const uint64_t n = 1 + rng.Below(8);
+          bool clash = false;
+          for (uint64_t k = 0; k < n; ++k) clash = clash || busy.count(lba + k) != 0;
+          if (clash) continue;
+          for (uint64_t k = 0; k < n; ++k) busy.insert(lba + k);
+          if (rng.Bernoulli(0.2)) {
+            b->vecs.push_back({lba, n, nullptr, VSL_VEC_TRIM, 0});
+            for (uint64_t k = 0; k < n; ++k) b->sectors.emplace_back(lba + k, 0);
+            continue;
+          }
+          std::vector<uint8_t> buf;
+          for (uint64_t k = 0; k < n; ++k) {
+            auto p = Pattern(lba + k, ++version, sb);
+            buf.insert(buf.end(), p.begin(), p.end());
+            b->sectors.emplace_back(lba + k, version);
+          }
+          b->bufs.push_back(std::move(buf));
+          b->vecs.push_back({lba, n, b->bufs.back().data(), VSL_VEC_WRITE, 0});
+        }
+        if (b->vecs.empty()) continue;
+        Batch* raw = b.get();
+        ASSERT_EQ(vsl_write_atomic_async(dev, raw->vecs.data(), static_cast<uint32_t>(raw->vecs.size()), 0,
+                                         [](void* a, int r) { static_cast<Batch*>(a)->result = r; }, raw),
+                  0);
+        batches.push_back(std::move(b));
+      }
+      clock.RunFor(static_cast<DurNs>(rng.Below(3 * kMs)));
+      card->sim().PowerCut();
+      clock.RunUntilIdle();
+      while (vsl_inflight(dev) != 0) vsl_poll(dev, 0, 0, 0);
+      vsl_close(dev);  // the detach fails (no power); the card is closed
+      // After the cut: each batch whole or not at all.
+      ASSERT_EQ(sdk::OpenInProcess(dir, 0, o, &dev), 0);
+      for (auto& b : batches) {
+        uint64_t now = 0, old = 0;
+        for (auto& [lba, v] : b->sectors) {
+          std::vector<uint8_t> out(sb);
+          ASSERT_EQ(vsl_read(dev, lba, 1, out.data()), 0);
+          const auto it = acked.find(lba);
+          const uint64_t prev = it == acked.end() ? 0 : it->second;
+          const auto want_new = v == 0 ? std::vector<uint8_t>(sb, 0) : Pattern(lba, v, sb);
+          const auto want_old = prev == 0 ? std::vector<uint8_t>(sb, 0) : Pattern(lba, prev, sb);
+          std::string which;
+          for (uint64_t w = 1; w <= version && which.empty(); ++w) {
+            if (out == Pattern(lba, w, sb)) which = " = version " + std::to_string(w);
+          }
+          ASSERT_TRUE(out == want_new || out == want_old)
+              << which << " seed " << seed << " round " << round << " lba " << lba << ": new version " << v << ", old " << prev
+              << ", read " << (out == std::vector<uint8_t>(sb, 0) ? "zeroes" : "other data") << "; batch result "
+              << b->result;
+          if (want_new == want_old) continue;
+          now += out == want_new;
+          old += out == want_old;
+        }
+        if (b->result == 0) {
+          ASSERT_EQ(old, 0u) << "seed " << seed << ": an acknowledged batch lost sectors";
+          ++acked_total;
+        }
+        ASSERT_TRUE(now == 0 || old == 0) << "seed " << seed << ": batch half applied (" << now << " new, "
+                                          << old << " old)";
+        (old == 0 ? whole : none)++;
+        if (old == 0) {
+          for (auto& [lba, v] : b->sectors) acked[lba] = v;
+        }
+      }
+      vsl_close(dev);
+    }
+  }
+  std::printf("batches: %llu acknowledged; after cuts %llu whole, %llu not at all\n",
+              static_cast<unsigned long long>(acked_total), static_cast<unsigned long long>(whole),
+              static_cast<unsigned long long>(none));
+  EXPECT_GT(none, 0u);
+  EXPECT_GT(whole, acked_total);
+}
+
+}  // namespace
+}  // namespace vsl::testing
