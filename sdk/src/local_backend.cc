@@ -29,6 +29,7 @@ class LocalBackend : public Backend {
       caps_.sectors = f->sectors();
       const auto lim = f->atomic_limits();
       caps_.atomic_max_vectors = lim.max_ops;
+      caps_.atomic_max_trims = lim.max_trims;
       caps_.atomic_max_sectors = lim.max_write_sectors;
       caps_.max_io_sectors = kMaxIoBytes / f->sector_bytes();
       caps_.queue_depth = kQueueDepth;

@@ -62,7 +62,9 @@ int CheckIo(const vsl_dev* dev, uint64_t count, const void* buf) {
 int CheckVecs(const vsl_dev* dev, const vsl_vec* vecs, uint32_t n) {
   if (!ValidDevice(dev) || vecs == nullptr || n == 0) return -EINVAL;
   if (n > dev->caps.atomic_max_vectors) return -EINVAL;
+  uint32_t trims = 0;
   for (uint32_t i = 0; i < n; ++i) {
+    if (vecs[i].op == VSL_VEC_TRIM && ++trims > dev->caps.atomic_max_trims) return -EINVAL;
     if (vecs[i].op != VSL_VEC_WRITE && vecs[i].op != VSL_VEC_TRIM) return -EINVAL;
     if (vecs[i].op == VSL_VEC_WRITE && vecs[i].buf == nullptr) return -EINVAL;
   }

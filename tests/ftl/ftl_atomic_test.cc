@@ -93,19 +93,22 @@ TEST_F(FtlAtomicTest, BadBatchesAreRefusedAndChangeNothing) {
   EXPECT_EQ(Atomic({{ftl::AtomicOp::kWrite, 3, 1, nullptr}}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Atomic({T(ftl_->sectors() - 1, 2)}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ftl_->mapped_sectors(), 0u) << "nothing of a refused batch is applied";
-  // The largest batch the limits allow goes through.
+  std::vector<ftl::AtomicOp> trims(lim.max_trims + 1, T(0, 1));
+  for (uint32_t i = 0; i < trims.size(); ++i) trims[i].lba = i * 2;
+  EXPECT_EQ(Atomic(trims).code(), StatusCode::kInvalidArgument) << "one trim too many";
+  // The largest batch the limits allow goes through: every sector its own vector, and
+  // every trim.
   std::vector<uint8_t> most(lim.max_write_sectors * sb);
   for (uint64_t i = 0; i < lim.max_write_sectors; ++i) {
     auto s = Sector(i * 3, 9);
     std::copy(s.begin(), s.end(), most.begin() + static_cast<std::ptrdiff_t>(i * sb));
   }
   std::vector<ftl::AtomicOp> ops;
-  const uint64_t per = lim.max_write_sectors / (lim.max_ops - 1);
-  for (uint64_t i = 0; i + 1 < lim.max_ops; ++i) {
-    const uint64_t n = i + 2 == lim.max_ops ? lim.max_write_sectors - i * per : per;
-    ops.push_back({ftl::AtomicOp::kWrite, 10'000 + i * 100, n, most.data() + i * per * sb});
+  for (uint64_t i = 0; i < lim.max_write_sectors; ++i) {
+    ops.push_back({ftl::AtomicOp::kWrite, 10'000 + i * 7, 1, most.data() + i * sb});
   }
-  ops.push_back(T(0, 5));
+  for (uint32_t i = 0; i < lim.max_trims; ++i) ops.push_back(T(i * 2, 1));
+  ASSERT_LE(ops.size(), lim.max_ops);
   ASSERT_TRUE(Atomic(ops).ok());
   EXPECT_EQ(ftl_->mapped_sectors(), lim.max_write_sectors);
 }

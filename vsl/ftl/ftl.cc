@@ -156,11 +156,14 @@ void Ftl::Trim(uint64_t lba, uint64_t count, Done done) {
 
 AtomicLimits Ftl::atomic_limits() const {
   // One trim page names every member page and holds every trim; a few records are left
-  // for members split by rewrites of other data while the batch is appended.
+  // for members split by rewrites of other data while the batch is appended. Write
+  // vectors cost nothing there (sectors are packed into member pages whatever their
+  // vectors), so a batch may hold many scattered writes.
   const uint32_t records = impl_->RecordsPerPage();
   AtomicLimits l;
-  l.max_ops = std::min<uint32_t>(64, records / 4);
-  const uint64_t pages = records - l.max_ops - 8;
+  l.max_ops = 1024;
+  l.max_trims = std::min<uint32_t>(32, records / 4);
+  const uint64_t pages = records - l.max_trims - 8;
   // And at most a quarter of a LEB, so a batch never waits on more room than grooming
   // makes at once.
   l.max_write_sectors = std::min<uint64_t>(pages * spp_, leb_data_sectors() / 4);
@@ -174,7 +177,9 @@ void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
         "an atomic batch holds 1 to {} operations, not {}", lim.max_ops, ops.size())));
   }
   uint64_t write_sectors = 0;
+  uint32_t trims = 0;
   for (const AtomicOp& o : ops) {
+    trims += o.kind == AtomicOp::kTrim;
     const bool w = o.kind == AtomicOp::kWrite;
     if (!w && o.kind != AtomicOp::kTrim) {
       return Reject(std::move(done), Status::InvalidArgument("unknown atomic operation"));
@@ -184,6 +189,10 @@ void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
       return Reject(std::move(done), s);
     }
     if (w) write_sectors += o.count;
+  }
+  if (trims > lim.max_trims) {
+    return Reject(std::move(done), Status::InvalidArgument(fmt::format(
+        "an atomic batch holds at most {} trims, not {}", lim.max_trims, trims)));
   }
   if (write_sectors > lim.max_write_sectors) {
     return Reject(std::move(done), Status::InvalidArgument(fmt::format(

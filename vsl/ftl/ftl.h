@@ -136,6 +136,7 @@ struct AtomicOp {
 // size: one trim page must name every member page of a batch).
 struct AtomicLimits {
   uint32_t max_ops = 0;            // operations (writes and trims) in one batch
+  uint32_t max_trims = 0;          // of which trims (each takes a commit record)
   uint64_t max_write_sectors = 0;  // sectors written by one batch, all writes together
 };
 

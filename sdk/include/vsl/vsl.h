@@ -56,7 +56,8 @@ typedef struct vsl_caps {
   uint32_t max_io_sectors;      /* sectors in one read or write */
   uint64_t atomic_max_sectors;  /* sectors written by one atomic batch, all vectors together */
   uint32_t queue_depth;         /* I/Os in flight per device before -EAGAIN */
-  uint32_t reserved[7];
+  uint32_t atomic_max_trims;    /* of the vectors of one atomic batch, trims */
+  uint32_t reserved[6];
 } vsl_caps;
 
 typedef struct vsl_usage {
@@ -127,7 +128,7 @@ int vsl_flush(vsl_dev* dev);
 /* Atomic vectored write: `n` vectors (writes and trims, any LBAs) applied all or nothing,
  * also across power cuts and crashes of the application or the daemon. Trims apply
  * before writes; of two writes of one sector the later vector wins. -EINVAL (nothing
- * applied) beyond vsl_caps' atomic limits. */
+ * applied) beyond vsl_caps' atomic limits (vectors, trims, sectors written). */
 int vsl_write_atomic(vsl_dev* dev, const vsl_vec* vecs, uint32_t n, uint32_t flags);
 
 /* Exists: returns how many of the `count` sectors from `lba` are mapped (0..count), or
