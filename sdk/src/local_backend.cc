@@ -10,9 +10,6 @@
 namespace vsl::sdk {
 namespace {
 
-// Requests larger than this are refused (-EINVAL); a caller splits them.
-constexpr uint32_t kMaxIoBytes = 32u << 20;
-constexpr uint32_t kQueueDepth = 4096;
 
 int ToErrno(const Status& s) { return s.ToErrno(); }
 
@@ -21,23 +18,7 @@ class LocalBackend : public Backend {
   LocalBackend(std::unique_ptr<card::Card> c, card::Lun* lun, VirtualClock* vclock)
       : card_(std::move(c)), lun_(lun), vclock_(vclock) {}
 
-  Status Init() {
-    return lun_->Call([this](ftl::Ftl::Done d) {
-      ftl::Ftl* f = lun_->ftl();
-      if (f == nullptr) return d(Status::FailedPrecondition("the LUN is not attached"));
-      caps_.sector_bytes = f->sector_bytes();
-      caps_.sectors = f->sectors();
-      const auto lim = f->atomic_limits();
-      caps_.atomic_max_vectors = lim.max_ops;
-      caps_.atomic_max_trims = lim.max_trims;
-      caps_.atomic_max_sectors = lim.max_write_sectors;
-      caps_.max_io_sectors = kMaxIoBytes / f->sector_bytes();
-      caps_.queue_depth = kQueueDepth;
-      caps_.flags = VSL_CAP_ATOMIC_WRITE | VSL_CAP_ATOMIC_TRIM | VSL_CAP_PERSISTENT_TRIM;
-      if (f->sparse()) caps_.flags |= VSL_CAP_SPARSE;
-      d(Status::Ok());
-    });
-  }
+  Status Init() { return LunCaps(*lun_, &caps_); }
   void SetVolatile(bool v) {
     if (v) caps_.flags |= VSL_CAP_VOLATILE_CACHE;
   }

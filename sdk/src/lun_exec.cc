@@ -71,4 +71,23 @@ void ExecuteOnLun(card::Lun& lun, Op* op, Function<void()> done) {
   finish(Status::InvalidArgument("unknown SDK request"));
 }
 
+Status LunCaps(card::Lun& lun, vsl_caps* caps) {
+  return lun.Call([&lun, caps](ftl::Ftl::Done d) {
+    ftl::Ftl* f = lun.ftl();
+    if (f == nullptr) return d(Status::FailedPrecondition(lun.name() + " is not attached"));
+    *caps = vsl_caps{};
+    caps->sector_bytes = f->sector_bytes();
+    caps->sectors = f->sectors();
+    const auto lim = f->atomic_limits();
+    caps->atomic_max_vectors = lim.max_ops;
+    caps->atomic_max_trims = lim.max_trims;
+    caps->atomic_max_sectors = lim.max_write_sectors;
+    caps->max_io_sectors = kMaxIoBytes / f->sector_bytes();
+    caps->queue_depth = 4096;
+    caps->flags = VSL_CAP_ATOMIC_WRITE | VSL_CAP_ATOMIC_TRIM | VSL_CAP_PERSISTENT_TRIM;
+    if (f->sparse()) caps->flags |= VSL_CAP_SPARSE;
+    d(Status::Ok());
+  });
+}
+
 }  // namespace vsl::sdk

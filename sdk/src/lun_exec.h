@@ -10,5 +10,10 @@ namespace vsl::sdk {
 // and its outputs are set. Engine: call on the LUN's engine thread. A LUN that is not
 // online answers -EIO.
 void ExecuteOnLun(card::Lun& lun, Op* op, Function<void()> done);
+// The capabilities of an attached LUN, as the SDK reports them. Any thread but the
+// LUN's engine. FailedPrecondition when the LUN is not attached.
+Status LunCaps(card::Lun& lun, vsl_caps* caps);
+// Requests larger than this are refused (-EINVAL); a caller splits them.
+inline constexpr uint32_t kMaxIoBytes = 32u << 20;
 
 }  // namespace vsl::sdk

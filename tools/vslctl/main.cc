@@ -141,6 +141,11 @@ void PrintStatus(const json& r, bool all) {
       for (const auto& d : u["devices"]) devs += fmt::format(" {}={}", d.value("export", ""), d.value("device", ""));
       std::cout << fmt::format("               ublk: {}{}\n", u.value("state", ""), devs);
     }
+    if (f.contains("sdk")) {
+      const auto& k = f["sdk"];
+      std::cout << fmt::format("SDK: attach on {}, {} application(s)\n", k.value("socket", ""),
+                               k.value("applications", 0));
+    }
   }
   for (const auto& c : cards) {
     std::cout << fmt::format("\nCard {}: OpenVSL {} ({}), serial {}, firmware {}\n", c["index"].get<int>(),

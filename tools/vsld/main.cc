@@ -3,10 +3,12 @@
 // serves the control protocol on a Unix socket (vslctl), and detaches every LUN cleanly
 // on SIGTERM or SIGINT (a checkpoint each). Every LUN (and the card volume, if any) is
 // served as a block device over NBD (docs/nbd.md) and, where the kernel has ublk, as
-// /dev/ublkbN (vsld says plainly when it has not). Logs go to stderr.
+// /dev/ublkbN (vsld says plainly when it has not). SDK applications attach to LUNs through
+// the SDK socket (docs/sdk.md). Logs go to stderr.
 //
 //   vsld --card DIR [--card DIR...] [--socket PATH] [--socket-mode 0600] [--no-attach]
 //        [--nbd-socket PATH] [--nbd-tcp [HOST:]PORT] [--tls off|on|require ...]
+//        [--sdk-socket PATH|none]
 //   vsld --config /etc/openvsl/vsld.json
 //
 // Exit codes: 0 clean stop; 2 bad usage, config or card; 3 cannot serve (socket taken).
@@ -25,6 +27,7 @@
 #include "vsl/daemon/exports.h"
 #include "vsl/daemon/ublk_front.h"
 #include "vsl/nbd/server.h"
+#include "sdk/src/shm_server.h"
 
 int main(int argc, char** argv) {
   using vsl::daemon::DaemonConfig;
@@ -47,6 +50,10 @@ int main(int argc, char** argv) {
   app.add_option("--nbd-tcp", nbd_tcp, "also serve NBD on TCP: PORT (loopback), HOST:PORT or [V6]:PORT");
   app.add_flag("--nbd-read-only", nbd_read_only, "every export read-only");
   app.add_flag("--nbd-write-through", nbd_write_through, "acknowledge writes only once on flash (every write FUA)");
+  std::string sdk_socket, sdk_socket_mode;
+  app.add_option("--sdk-socket", sdk_socket,
+                 "SDK attach socket (default: <control socket>-sdk.sock; 'none' for none)");
+  app.add_option("--sdk-socket-mode", sdk_socket_mode, "its permissions, octal (default 0600)");
   std::string ublk_mode;
   app.add_option("--ublk", ublk_mode, "auto (default: /dev/ublkbN per export where the kernel has ublk) or off");
   app.add_option("--tls", tls_mode, "NBD TLS: off, on (offered), require (plaintext refused)");
@@ -87,6 +94,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!nbd_tcp.empty()) cfg.nbd.tcp = nbd_tcp;
+  if (!sdk_socket.empty()) cfg.sdk.socket = sdk_socket;
+  if (!sdk_socket_mode.empty()) {
+    try {
+      cfg.sdk.socket_mode = vsl::daemon::OctalMode(sdk_socket_mode);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "vsld: --sdk-socket-mode: %s\n", e.what());
+      return 2;
+    }
+  }
   if (!ublk_mode.empty()) {
     if (ublk_mode != "auto" && ublk_mode != "off") {
       std::fprintf(stderr, "vsld: --ublk '%s' is not auto or off\n", ublk_mode.c_str());
@@ -172,8 +188,24 @@ int main(int argc, char** argv) {
     }
     nbd = std::move(ns).value();
   }
-  (*d)->SetFrontEndStatus([&nbd, &cfg, &ublk, nbd_path, ublk_state] {
+  // The SDK's attached mode: applications reach LUNs through shared-memory rings.
+  std::unique_ptr<vsl::sdk::ShmServer> sdk;
+  const std::string sdk_path = vsl::daemon::SdkSocketPath(cfg.sdk.socket, cfg.socket_path);
+  if (!sdk_path.empty()) {
+    auto owned = (*d)->cards();
+    const uint32_t chunk = cfg.volume_chunk_kib;
+    auto ss = vsl::sdk::ShmServer::Start(sdk_path, cfg.sdk.socket_mode, [owned, chunk](const std::string& name) {
+      return vsl::daemon::FindSdkLun(owned, chunk, name);
+    });
+    if (!ss.ok()) {
+      std::fprintf(stderr, "vsld: SDK: %s\n", ss.status().ToString().c_str());
+      return 3;
+    }
+    sdk = std::move(ss).value();
+  }
+  (*d)->SetFrontEndStatus([&nbd, &cfg, &ublk, &sdk, nbd_path, ublk_state] {
     nlohmann::json j;
+    if (sdk) j["sdk"] = {{"socket", sdk->path()}, {"applications", sdk->sessions()}};
     j["ublk"] = {{"state", ublk_state}, {"devices", ublk ? ublk->Status() : nlohmann::json::array()}};
     if (nbd) {
       j["nbd"] = {{"socket", nbd_path},
@@ -195,6 +227,7 @@ int main(int argc, char** argv) {
   (*d)->SetFrontEndStatus(nullptr);
   ublk.reset();  // block devices stopped (their requests answered) and deleted
   nbd.reset();   // every connection's accepted requests answered first
+  sdk.reset();   // every application's requests in flight answered first
   server->reset();
   d->reset();
   vsl::Logger("vsld")->info("stopped cleanly");

@@ -62,6 +62,28 @@ std::string BesideControlSocket(const std::string& control_socket, const std::st
   return base + suffix;
 }
 
+std::string SdkSocketPath(const std::string& sdk_socket, const std::string& control_socket) {
+  if (sdk_socket == "none") return "";
+  if (!sdk_socket.empty()) return sdk_socket;
+  return BesideControlSocket(control_socket, "-sdk.sock");
+}
+
+Result<card::Lun*> FindSdkLun(const std::vector<card::Card*>& cards, uint32_t volume_chunk_kib,
+                              const std::string& name) {
+  for (std::size_t k = 0; k < cards.size(); ++k) {
+    const std::string prefix = k == 0 ? "" : fmt::format("card{}/", k);
+    for (card::Lun* l : cards[k]->luns()) {
+      if (name != prefix + l->name()) continue;
+      if (volume_chunk_kib != 0) {
+        return Status::FailedPrecondition(fmt::format(
+            "{} is striped into the card volume; the SDK reaches LUNs only without one", name));
+      }
+      return l;
+    }
+  }
+  return Status::NotFound(fmt::format("no LUN named '{}' (lun0, lun1, ...; card1/lun0 on a second card)", name));
+}
+
 std::string NbdSocketPath(const std::string& nbd_socket, const std::string& control_socket) {
   if (nbd_socket == "none") return {};
   if (!nbd_socket.empty()) return nbd_socket;
@@ -126,6 +148,13 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
           else if (nk == "tls_ca") c.nbd.tls.ca_file = nv.get<std::string>();
           else if (nk == "tls_psk") c.nbd.tls.psk_file = nv.get<std::string>();
           else throw std::invalid_argument(fmt::format("unknown key '{}'", nk));
+        }
+      } else if (k == "sdk") {
+        if (!v.is_object()) throw std::invalid_argument("expected an object");
+        for (auto& [sk, sv] : v.items()) {
+          if (sk == "socket") c.sdk.socket = sv.get<std::string>();
+          else if (sk == "socket_mode") c.sdk.socket_mode = OctalMode(sv.get<std::string>());
+          else throw std::invalid_argument(fmt::format("unknown key '{}'", sk));
         }
       } else {
         return vsl::Status::InvalidArgument(fmt::format("config file {}: unknown key '{}'", path, k));

@@ -52,6 +52,20 @@ std::string BesideControlSocket(const std::string& control_socket, const std::st
 // The NBD Unix socket path `cfg` asks for ("" for none).
 std::string NbdSocketPath(const std::string& nbd_socket, const std::string& control_socket);
 
+// The SDK's attached mode (docs/sdk.md). Config file: "sdk": {"socket": "...",
+// "socket_mode": "0600"}.
+struct SdkConfig {
+  // "" (default): "<control socket minus .sock>-sdk.sock" (/run/vsld-sdk.sock, where
+  // vsl_attach looks by default); "none": no SDK socket.
+  std::string socket;
+  uint32_t socket_mode = 0600;  // whoever can connect can read and write every LUN
+};
+std::string SdkSocketPath(const std::string& sdk_socket, const std::string& control_socket);
+// The LUN an SDK application names: "lun0", "card1/lun2". NotFound, or
+// FailedPrecondition when a card volume stripes the LUNs.
+Result<card::Lun*> FindSdkLun(const std::vector<card::Card*>& cards, uint32_t volume_chunk_kib,
+                              const std::string& name);
+
 // Parses an octal permission string such as "0600" (throws std::invalid_argument).
 uint32_t OctalMode(const std::string& m);
 
@@ -65,6 +79,7 @@ struct DaemonConfig {
   // serve it).
   uint32_t volume_chunk_kib = 0;
   NbdConfig nbd;
+  SdkConfig sdk;
   bool ublk = true;  // /dev/ublkbN per export where the kernel has ublk (config "ublk": "auto" | "off")
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
   // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
