@@ -121,13 +121,10 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
     return Reject(std::move(done), Status::FailedPrecondition(
         "the pipe is read-only: after die failures the surviving flash cannot hold its data"));
   }
-  const uint64_t room = impl_->mode == HealthMode::kReducedWrite
-                            ? std::min(impl_->surviving_sectors, PhysicalUserSectors())
-                            : PhysicalUserSectors();
-  if ((sparse_ || impl_->mode == HealthMode::kReducedWrite) && map_.mapped() + count > room) {
+  if ((sparse_ || impl_->mode == HealthMode::kReducedWrite) && map_.mapped() + count > WriteRoom()) {
     uint64_t fresh = 0;  // only sectors not yet mapped need new room
     for (uint32_t i = 0; i < count; ++i) fresh += map_.Get(lba + i) == kUnmapped;
-    if (map_.mapped() + fresh > room) {
+    if (map_.mapped() + fresh > WriteRoom()) {
       return Reject(std::move(done), Status::NoSpace(
           impl_->mode == HealthMode::kReducedWrite
               ? "reduced-write: the flash left after die failures is full"
@@ -212,16 +209,13 @@ void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
     return Reject(std::move(done), Status::FailedPrecondition(
         "the pipe is read-only: after die failures the surviving flash cannot hold its data"));
   }
-  const uint64_t room = impl_->mode == HealthMode::kReducedWrite
-                            ? std::min(impl_->surviving_sectors, PhysicalUserSectors())
-                            : PhysicalUserSectors();
-  if ((sparse_ || impl_->mode == HealthMode::kReducedWrite) && map_.mapped() + write_sectors > room) {
+  if ((sparse_ || impl_->mode == HealthMode::kReducedWrite) && map_.mapped() + write_sectors > WriteRoom()) {
     uint64_t fresh = 0;  // only sectors not yet mapped need new room (a trim frees some)
     for (const AtomicOp& o : ops) {
       if (o.kind != AtomicOp::kWrite) continue;
       for (uint64_t i = 0; i < o.count; ++i) fresh += map_.Get(o.lba + i) == kUnmapped;
     }
-    if (map_.mapped() + fresh > room) {
+    if (map_.mapped() + fresh > WriteRoom()) {
       return Reject(std::move(done), Status::NoSpace(
           impl_->mode == HealthMode::kReducedWrite
               ? "reduced-write: the flash left after die failures is full"
@@ -262,6 +256,22 @@ std::string Ftl::TEST_DebugState() const {
                      "victim {} ckpt quiesce {} writing {} rewrites {} device_lost {}",
                      q, im.atomic_inflight, im.open_writes, im.pages.size(), lebs_.free_count(), v,
                      im.ckpt_quiesce, im.ckpt_writing, im.rewrite_backlog.size(), im.device_lost);
+}
+
+uint64_t Ftl::WriteRoom() {
+  if (impl_->mode == HealthMode::kReducedWrite) {
+    return std::min(impl_->surviving_sectors, PhysicalUserSectors());
+  }
+  // PhysicalUserSectors walks every LEB (16k on the reference card): at most once per
+  // 10 ms of clock time, not per write. The room only shrinks as blocks go bad, and a
+  // write admitted on a slightly stale figure still finds the groomer's reserve.
+  const TimeNs now = clock_.Now();
+  if (!room_valid_ || now - room_at_ >= 10 * kMs) {
+    room_valid_ = true;
+    room_cache_ = PhysicalUserSectors();
+    room_at_ = now;
+  }
+  return room_cache_;
 }
 
 uint64_t Ftl::MappedIn(uint64_t lba, uint64_t count) const {

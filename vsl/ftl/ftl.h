@@ -300,6 +300,11 @@ class Ftl {
                    const std::vector<uint8_t>& ok);
   // Physical room for user data, in sectors (the limit of a sparse device).
   uint64_t PhysicalUserSectors() const;
+  // What a sparse (or reduced-write) device may still map: PhysicalUserSectors, cached.
+  uint64_t WriteRoom();
+  uint64_t room_cache_ = 0;
+  TimeNs room_at_ = 0;
+  bool room_valid_ = false;
 
   nand::FlashPipe& pipe_;
   Clock& clock_;

@@ -1,0 +1,472 @@
+// vsl-bench: fio-like jobs through the native SDK (in-process or attached to vsld) or,
+// for comparison in the same run, through NBD (libnbd) against vsld; and the key-value
+// store's put/get rate. Reports IOPS, bandwidth and latency (average, percentiles, max,
+// standard deviation) per run, as text or JSON.
+//
+//   vsl-bench --card DIR [--lun N]           in-process (the card must not be in use)
+//   vsl-bench --attach SOCKET [--lun lun0]   attached to vsld
+//   vsl-bench --nbd URI                      NBD, e.g. nbd+unix:///lun0?socket=/run/vsld-nbd.sock
+//   workload: --workload 4k-randread|4k-randwrite|8k-randrw-70|fileserver|webserver
+//             or --rw randread|randwrite|randrw|read|write --bs 4k [--rwmixread 70]
+//             [--bssplit 4k/60:64k/40]; --jobs N --iodepth N --runtime S --ramp S
+//             --span SECTORS (working set from LBA 0; default the whole LUN, capped)
+//             --atomic N (writes go as atomic batches of N vectors)
+//   --kv --kv-value BYTES --kv-keys N: key-value puts, then gets (in-process / attached)
+//   --json: one JSON object on stdout
+//
+// Exit codes: 0 done; 1 I/O errors during the run; 2 bad usage or cannot open.
+#include <libnbd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "vsl/core/random.h"
+#include "vsl/vsl.h"
+#include "vsl/vsl_kv.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct SizeShare {
+  uint64_t bytes;
+  double share;
+};
+
+struct Workload {
+  std::string name;
+  bool random = true;
+  double read_share = 1.0;
+  std::vector<SizeShare> sizes;
+};
+
+uint64_t ParseSize(const std::string& s) {
+  const char u = s.empty() ? 0 : static_cast<char>(std::tolower(s.back()));
+  const uint64_t mult = u == 'k' ? 1024 : u == 'm' ? 1 << 20 : 1;
+  return std::stoull(mult == 1 ? s : s.substr(0, s.size() - 1)) * mult;
+}
+
+Workload Named(const std::string& n) {
+  Workload w;
+  w.name = n;
+  if (n == "4k-randread") {
+    w.sizes = {{4096, 1}};
+  } else if (n == "4k-randwrite") {
+    w.read_share = 0;
+    w.sizes = {{4096, 1}};
+  } else if (n == "8k-randrw-70") {
+    w.read_share = 0.7;
+    w.sizes = {{8192, 1}};
+  } else if (n == "fileserver") {
+    w.read_share = 0.8;
+    w.sizes = {{512, .10}, {1024, .05}, {2048, .05}, {4096, .60}, {8192, .02}, {16384, .04}, {32768, .04}, {65536, .10}};
+  } else if (n == "webserver") {
+    w.sizes = {{512, .22}, {1024, .15}, {2048, .08}, {4096, .23}, {8192, .15}, {16384, .02},
+               {32768, .06}, {65536, .07}, {131072, .01}, {524288, .01}};
+  } else {
+    throw CLI::ValidationError("--workload", "unknown workload " + n);
+  }
+  return w;
+}
+
+// One I/O path: SDK device or NBD connection.
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual uint32_t sector_bytes() const = 0;
+  virtual uint64_t sectors() const = 0;
+  // Submits; `done(result)` runs in a later Poll of the same thread (or another's, for
+  // the SDK's shared queue).
+  virtual int Submit(bool read, uint64_t lba, uint32_t count, uint8_t* buf, uint32_t atomic_vectors,
+                     std::function<void(int)> done) = 0;
+  virtual void Poll() = 0;
+  virtual uint8_t* Alloc(std::size_t bytes) = 0;
+};
+
+class SdkTarget : public Target {
+ public:
+  explicit SdkTarget(vsl_dev* d) : d_(d) { vsl_get_caps(d_, &caps_); }
+  ~SdkTarget() override { vsl_close(d_); }
+  uint32_t sector_bytes() const override { return caps_.sector_bytes; }
+  uint64_t sectors() const override { return caps_.sectors; }
+  vsl_dev* dev() { return d_; }
+  int Submit(bool read, uint64_t lba, uint32_t count, uint8_t* buf, uint32_t atomic_vectors,
+             std::function<void(int)> done) override {
+    auto* cb = new std::function<void(int)>(std::move(done));
+    auto fn = [](void* a, int r) {
+      std::unique_ptr<std::function<void(int)>> c(static_cast<std::function<void(int)>*>(a));
+      (*c)(r);
+    };
+    int r;
+    if (read) {
+      r = vsl_read_async(d_, lba, count, buf, fn, cb);
+    } else if (atomic_vectors > 1) {
+      // The I/O's sectors spread over `atomic_vectors` places 64 sectors apart.
+      std::vector<vsl_vec> v;
+      const uint32_t per = std::max<uint32_t>(1, count / atomic_vectors);
+      for (uint32_t i = 0; i < count; i += per) {
+        v.push_back({lba + uint64_t{i} * 64 % (caps_.sectors - lba - per), std::min(per, count - i),
+                     buf + uint64_t{i} * caps_.sector_bytes, VSL_VEC_WRITE, 0});
+      }
+      r = vsl_write_atomic_async(d_, v.data(), static_cast<uint32_t>(v.size()), 0, fn, cb);
+    } else {
+      r = vsl_write_async(d_, lba, count, buf, 0, fn, cb);
+    }
+    if (r != 0) delete cb;
+    return r;
+  }
+  void Poll() override { vsl_poll(d_, 1, 0, 10); }
+  uint8_t* Alloc(std::size_t bytes) override { return static_cast<uint8_t*>(vsl_buf_alloc(d_, bytes)); }
+
+ private:
+  vsl_dev* d_;
+  vsl_caps caps_{};
+};
+
+// NBD through libnbd: one connection per job (the jobs each make their own).
+class NbdTarget : public Target {
+ public:
+  static std::unique_ptr<NbdTarget> Connect(const std::string& uri) {
+    auto t = std::make_unique<NbdTarget>();
+    t->h_ = nbd_create();
+    if (t->h_ == nullptr || nbd_connect_uri(t->h_, uri.c_str()) != 0) {
+      std::fprintf(stderr, "vsl-bench: NBD %s: %s\n", uri.c_str(), nbd_get_error());
+      return nullptr;
+    }
+    t->size_ = static_cast<uint64_t>(nbd_get_size(t->h_));
+    const int64_t bs = nbd_get_block_size(t->h_, LIBNBD_SIZE_PREFERRED);
+    t->sb_ = bs > 0 ? static_cast<uint32_t>(std::min<int64_t>(bs, 4096)) : 4096;
+    return t;
+  }
+  ~NbdTarget() override {
+    if (h_) nbd_close(h_);
+  }
+  uint32_t sector_bytes() const override { return sb_; }
+  uint64_t sectors() const override { return size_ / sb_; }
+  int Submit(bool read, uint64_t lba, uint32_t count, uint8_t* buf, uint32_t, std::function<void(int)> done) override {
+    auto* cb = new std::function<void(int)>(std::move(done));
+    nbd_completion_callback c{
+        [](void* a, int* err) {
+          std::unique_ptr<std::function<void(int)>> f(static_cast<std::function<void(int)>*>(a));
+          (*f)(*err == 0 ? 0 : -*err);
+          return 1;
+        },
+        cb, nullptr};
+    const uint64_t off = lba * sb_, len = uint64_t{count} * sb_;
+    const int64_t r = read ? nbd_aio_pread(h_, buf, len, off, c, 0) : nbd_aio_pwrite(h_, buf, len, off, c, 0);
+    if (r < 0) {
+      delete cb;
+      return -EIO;
+    }
+    return 0;
+  }
+  void Poll() override { nbd_poll(h_, 10); }
+  uint8_t* Alloc(std::size_t bytes) override { return static_cast<uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)); }
+
+ private:
+  nbd_handle* h_ = nullptr;
+  uint64_t size_ = 0;
+  uint32_t sb_ = 4096;
+};
+
+struct JobStats {
+  std::mutex mu;
+  std::vector<uint32_t> lat_ns;  // measured I/Os (after the ramp)
+  uint64_t bytes = 0, errors = 0, reads = 0, writes = 0;
+};
+
+struct Options {
+  Workload w;
+  uint32_t jobs = 1, iodepth = 32, atomic = 0;
+  double runtime_s = 5, ramp_s = 1;
+  uint64_t span = 0;
+};
+
+void RunJob(Target& t, const Options& o, uint64_t seed, JobStats& st, Clock::time_point start, Clock::time_point end,
+            Clock::time_point measure_from) {
+  vsl::Rng rng(seed);
+  const uint32_t sb = t.sector_bytes();
+  uint64_t max_bytes = 0;
+  for (auto& s : o.w.sizes) max_bytes = std::max(max_bytes, s.bytes);
+  const uint64_t max_sectors = (max_bytes + sb - 1) / sb;
+  std::vector<uint8_t*> bufs(o.iodepth);
+  for (auto& b : bufs) {
+    b = t.Alloc(max_sectors * sb);
+    rng.Fill(b, max_sectors * sb);
+  }
+  std::vector<uint32_t> free_bufs;
+  for (uint32_t i = 0; i < o.iodepth; ++i) free_bufs.push_back(i);
+  std::mutex fmu;
+  std::atomic<uint32_t> inflight{0};
+  uint64_t seq_lba = 0;
+  const uint64_t span = std::min(o.span ? o.span : t.sectors(), t.sectors());
+  (void)start;
+  for (;;) {
+    const auto now = Clock::now();
+    if (now >= end) break;
+    uint32_t slot = UINT32_MAX;
+    {
+      std::lock_guard<std::mutex> l(fmu);
+      if (!free_bufs.empty()) {
+        slot = free_bufs.back();
+        free_bufs.pop_back();
+      }
+    }
+    if (slot == UINT32_MAX) {
+      t.Poll();
+      continue;
+    }
+    double pick = rng.Uniform();
+    uint64_t bytes = o.w.sizes.back().bytes;
+    for (auto& s : o.w.sizes) {
+      if (pick < s.share) {
+        bytes = s.bytes;
+        break;
+      }
+      pick -= s.share;
+    }
+    const uint32_t count = static_cast<uint32_t>((bytes + sb - 1) / sb);
+    uint64_t lba;
+    if (o.w.random) {
+      lba = rng.Below(span - count) / count * count;
+    } else {
+      lba = seq_lba;
+      seq_lba = (seq_lba + count) % (span - count);
+    }
+    const bool read = rng.Uniform() < o.w.read_share;
+    const auto t0 = Clock::now();
+    ++inflight;
+    const int r = t.Submit(read, lba, count, bufs[slot], o.atomic, [&, slot, t0, read, count, measure_from](int res) {
+      const auto t1 = Clock::now();
+      if (t1 >= measure_from) {
+        std::lock_guard<std::mutex> l(st.mu);
+        st.lat_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(), UINT32_MAX)));
+        st.bytes += uint64_t{count} * sb;
+        (read ? st.reads : st.writes)++;
+        st.errors += res != 0;
+      }
+      std::lock_guard<std::mutex> l(fmu);
+      free_bufs.push_back(slot);
+      --inflight;
+    });
+    if (r != 0) {
+      --inflight;
+      std::lock_guard<std::mutex> l(fmu);
+      free_bufs.push_back(slot);
+      if (r != -EAGAIN) {
+        std::lock_guard<std::mutex> l2(st.mu);
+        ++st.errors;
+      }
+      t.Poll();
+    }
+  }
+  while (inflight.load() != 0) t.Poll();
+}
+
+nlohmann::json Report(std::vector<JobStats>& stats, double seconds) {
+  std::vector<uint32_t> all;
+  uint64_t bytes = 0, errors = 0, reads = 0, writes = 0;
+  for (auto& s : stats) {
+    all.insert(all.end(), s.lat_ns.begin(), s.lat_ns.end());
+    bytes += s.bytes;
+    errors += s.errors;
+    reads += s.reads;
+    writes += s.writes;
+  }
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double p) {
+    return all.empty() ? 0.0 : all[std::min<std::size_t>(all.size() - 1, static_cast<std::size_t>(p * all.size()))] / 1000.0;
+  };
+  double sum = 0, sq = 0;
+  for (uint32_t v : all) {
+    sum += v;
+    sq += double(v) * v;
+  }
+  const double n = static_cast<double>(all.size());
+  const double mean = n ? sum / n : 0;
+  nlohmann::json j;
+  j["ios"] = all.size();
+  j["reads"] = reads;
+  j["writes"] = writes;
+  j["errors"] = errors;
+  j["seconds"] = seconds;
+  j["iops"] = n / seconds;
+  j["mib_per_s"] = static_cast<double>(bytes) / seconds / (1 << 20);
+  j["lat_us"] = {{"avg", mean / 1000.0},
+                 {"p50", pct(0.50)},
+                 {"p99", pct(0.99)},
+                 {"p999", pct(0.999)},
+                 {"max", all.empty() ? 0.0 : all.back() / 1000.0},
+                 {"stddev", n ? std::sqrt(std::max(0.0, sq / n - mean * mean)) / 1000.0 : 0.0}};
+  return j;
+}
+
+int RunKv(vsl_dev* dev, uint32_t value_bytes, uint64_t keys, nlohmann::json& out) {
+  vsl_kv* kv = nullptr;
+  if (int r = vsl_kv_open(dev, nullptr, &kv); r != 0) {
+    std::fprintf(stderr, "vsl-bench: kv open: %s\n", vsl_strerror(r));
+    return 2;
+  }
+  std::vector<uint8_t> v(value_bytes);
+  vsl::Rng(1).Fill(v.data(), v.size());
+  char key[32];
+  auto t0 = Clock::now();
+  uint64_t errors = 0;
+  for (uint64_t i = 0; i < keys; ++i) {
+    const int kl = std::snprintf(key, sizeof(key), "key-%llu", static_cast<unsigned long long>(i));
+    errors += vsl_kv_put(kv, 0, key, static_cast<uint32_t>(kl), v.data(), value_bytes, 0) != 0;
+  }
+  const double put_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  t0 = Clock::now();
+  for (uint64_t i = 0; i < keys; ++i) {
+    const int kl = std::snprintf(key, sizeof(key), "key-%llu", static_cast<unsigned long long>(i));
+    errors += vsl_kv_get(kv, 0, key, static_cast<uint32_t>(kl), v.data(), value_bytes) != value_bytes;
+  }
+  const double get_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  vsl_kv_close(kv);
+  out["kv"] = {{"keys", keys}, {"value_bytes", value_bytes}, {"puts_per_s", keys / put_s},
+               {"gets_per_s", keys / get_s}, {"errors", errors}};
+  return errors ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"vsl-bench: fio-like jobs through the OpenVSL SDK or NBD"};
+  std::string card, attach, nbd_uri, lun = "0", workload, rw, bs = "4k", bssplit;
+  uint32_t rwmixread = 70, kv_value = 4096;
+  uint64_t kv_keys = 20000;
+  bool kv = false, json = false;
+  Options o;
+  app.add_option("--card", card, "in-process: the card directory");
+  app.add_option("--attach", attach, "attached: vsld's SDK socket");
+  app.add_option("--nbd", nbd_uri, "NBD URI (libnbd)");
+  app.add_option("--lun", lun, "LUN: index in-process, name attached (default 0 / lun0)");
+  app.add_option("--workload", workload, "4k-randread, 4k-randwrite, 8k-randrw-70, fileserver, webserver");
+  app.add_option("--rw", rw, "randread, randwrite, randrw, read, write");
+  app.add_option("--bs", bs, "block size (default 4k)");
+  app.add_option("--bssplit", bssplit, "size/percent list, e.g. 4k/60:64k/40");
+  app.add_option("--rwmixread", rwmixread, "read percent for randrw (default 70)");
+  app.add_option("--jobs", o.jobs, "jobs (threads; NBD: a connection each)");
+  app.add_option("--iodepth", o.iodepth, "I/Os in flight per job");
+  app.add_option("--runtime", o.runtime_s, "measured seconds");
+  app.add_option("--ramp", o.ramp_s, "seconds before measuring");
+  app.add_option("--span", o.span, "working set in sectors from LBA 0");
+  app.add_option("--atomic", o.atomic, "writes as atomic batches of this many vectors (SDK)");
+  app.add_flag("--kv", kv, "key-value put/get rate instead");
+  app.add_option("--kv-value", kv_value, "value bytes");
+  app.add_option("--kv-keys", kv_keys, "keys");
+  app.add_flag("--json", json, "JSON on stdout");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!workload.empty()) {
+      o.w = Named(workload);
+    } else {
+      o.w.name = rw.empty() ? "randread" : rw;
+      o.w.random = rw.rfind("rand", 0) == 0 || rw.empty();
+      o.w.read_share = rw == "randwrite" || rw == "write" ? 0.0 : rw == "randrw" ? rwmixread / 100.0 : 1.0;
+      if (!bssplit.empty()) {
+        std::size_t p = 0;
+        while (p < bssplit.size()) {
+          const std::size_t q = bssplit.find(':', p);
+          const std::string part = bssplit.substr(p, q == std::string::npos ? std::string::npos : q - p);
+          const std::size_t slash = part.find('/');
+          o.w.sizes.push_back({ParseSize(part.substr(0, slash)), std::stod(part.substr(slash + 1)) / 100.0});
+          p = q == std::string::npos ? bssplit.size() : q + 1;
+        }
+      } else {
+        o.w.sizes = {{ParseSize(bs), 1.0}};
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vsl-bench: %s\n", e.what());
+    return 2;
+  }
+  if ((card.empty() + attach.empty() + nbd_uri.empty()) != 2) {
+    std::fprintf(stderr, "vsl-bench: give exactly one of --card, --attach, --nbd\n");
+    return 2;
+  }
+  std::vector<std::unique_ptr<Target>> targets;
+  std::string mode;
+  if (!nbd_uri.empty()) {
+    mode = "nbd";
+    for (uint32_t i = 0; i < o.jobs; ++i) {
+      auto t = NbdTarget::Connect(nbd_uri);
+      if (!t) return 2;
+      targets.push_back(std::move(t));
+    }
+  } else {
+    vsl_dev* d = nullptr;
+    int r;
+    if (!card.empty()) {
+      mode = "in-process";
+      r = vsl_open_card(card.c_str(), static_cast<uint32_t>(std::stoul(lun)), &d);
+    } else {
+      mode = "attached";
+      r = vsl_attach(attach.c_str(), lun == "0" ? "lun0" : lun.c_str(), &d);
+    }
+    if (r != 0) {
+      std::fprintf(stderr, "vsl-bench: open: %s\n", vsl_strerror(r));
+      return 2;
+    }
+    targets.push_back(std::make_unique<SdkTarget>(d));
+  }
+  nlohmann::json out;
+  out["mode"] = mode;
+  int rc = 0;
+  if (kv) {
+    if (mode == "nbd") {
+      std::fprintf(stderr, "vsl-bench: --kv needs the SDK (--card or --attach)\n");
+      return 2;
+    }
+    rc = RunKv(static_cast<SdkTarget&>(*targets[0]).dev(), kv_value, kv_keys, out);
+  } else {
+    std::vector<JobStats> stats(o.jobs);
+    const auto start = Clock::now();
+    const auto measure_from = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.ramp_s));
+    const auto end = measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.runtime_s));
+    std::vector<std::thread> ts;
+    for (uint32_t j = 0; j < o.jobs; ++j) {
+      Target& t = *targets[targets.size() == 1 ? 0 : j];
+      ts.emplace_back([&, j] { RunJob(t, o, 1000 + j, stats[j], start, end, measure_from); });
+    }
+    for (auto& t : ts) t.join();
+    out["workload"] = o.w.name;
+    out["jobs"] = o.jobs;
+    out["iodepth"] = o.iodepth;
+    out["atomic"] = o.atomic;
+    out["result"] = Report(stats, o.runtime_s);
+    rc = out["result"]["errors"].get<uint64_t>() ? 1 : 0;
+  }
+  targets.clear();
+  if (json) {
+    std::printf("%s\n", out.dump().c_str());
+  } else if (kv) {
+    const auto& k = out["kv"];
+    std::printf("%s kv: %llu keys of %u B: %.0f puts/s, %.0f gets/s\n", mode.c_str(),
+                static_cast<unsigned long long>(kv_keys), kv_value, k["puts_per_s"].get<double>(),
+                k["gets_per_s"].get<double>());
+  } else {
+    const auto& r = out["result"];
+    std::printf("%s %s jobs=%u qd=%u: %.0f IOPS, %.1f MiB/s, lat us avg %.1f p50 %.1f p99 %.1f p99.9 %.1f max %.1f "
+                "sd %.1f, errors %llu\n",
+                mode.c_str(), o.w.name.c_str(), o.jobs, o.iodepth, r["iops"].get<double>(), r["mib_per_s"].get<double>(),
+                r["lat_us"]["avg"].get<double>(), r["lat_us"]["p50"].get<double>(), r["lat_us"]["p99"].get<double>(),
+                r["lat_us"]["p999"].get<double>(), r["lat_us"]["max"].get<double>(),
+                r["lat_us"]["stddev"].get<double>(), static_cast<unsigned long long>(r["errors"].get<uint64_t>()));
+  }
+  return rc;
+}
