@@ -12,6 +12,7 @@
 //             --span SECTORS (working set from LBA 0; default the whole LUN, capped)
 //             --atomic N (writes go as atomic batches of N vectors)
 //   --kv --kv-value BYTES --kv-keys N: key-value puts, then gets (in-process / attached)
+//   --precondition: write the span once first (unmeasured)
 //   --json: one JSON object on stdout
 //
 // Exit codes: 0 done; 1 I/O errors during the run; 2 bad usage or cannot open.
@@ -316,7 +317,11 @@ nlohmann::json Report(std::vector<JobStats>& stats, double seconds) {
 
 int RunKv(vsl_dev* dev, uint32_t value_bytes, uint64_t keys, nlohmann::json& out) {
   vsl_kv* kv = nullptr;
-  if (int r = vsl_kv_open(dev, nullptr, &kv); r != 0) {
+  // One pool with values of this size: the most buckets the LUN's address space allows.
+  vsl_kv_opts ko{};
+  ko.max_pools = 1;
+  ko.max_value_bytes = value_bytes;
+  if (int r = vsl_kv_open(dev, &ko, &kv); r != 0) {
     std::fprintf(stderr, "vsl-bench: kv open: %s\n", vsl_strerror(r));
     return 2;
   }
@@ -325,16 +330,22 @@ int RunKv(vsl_dev* dev, uint32_t value_bytes, uint64_t keys, nlohmann::json& out
   char key[32];
   auto t0 = Clock::now();
   uint64_t errors = 0;
+  int first_error = 0;
   for (uint64_t i = 0; i < keys; ++i) {
     const int kl = std::snprintf(key, sizeof(key), "key-%llu", static_cast<unsigned long long>(i));
-    errors += vsl_kv_put(kv, 0, key, static_cast<uint32_t>(kl), v.data(), value_bytes, 0) != 0;
+    const int r = vsl_kv_put(kv, 0, key, static_cast<uint32_t>(kl), v.data(), value_bytes, 0);
+    if (r != 0 && first_error == 0) first_error = r;
+    errors += r != 0;
   }
   const double put_s = std::chrono::duration<double>(Clock::now() - t0).count();
   t0 = Clock::now();
   for (uint64_t i = 0; i < keys; ++i) {
     const int kl = std::snprintf(key, sizeof(key), "key-%llu", static_cast<unsigned long long>(i));
-    errors += vsl_kv_get(kv, 0, key, static_cast<uint32_t>(kl), v.data(), value_bytes) != value_bytes;
+    const int64_t r = vsl_kv_get(kv, 0, key, static_cast<uint32_t>(kl), v.data(), value_bytes);
+    if (r != value_bytes && first_error == 0) first_error = static_cast<int>(r);
+    errors += r != value_bytes;
   }
+  if (first_error != 0) std::fprintf(stderr, "vsl-bench: kv: first error %s\n", vsl_strerror(first_error));
   const double get_s = std::chrono::duration<double>(Clock::now() - t0).count();
   vsl_kv_close(kv);
   out["kv"] = {{"keys", keys}, {"value_bytes", value_bytes}, {"puts_per_s", keys / put_s},
@@ -366,6 +377,8 @@ int main(int argc, char** argv) {
   app.add_option("--ramp", o.ramp_s, "seconds before measuring");
   app.add_option("--span", o.span, "working set in sectors from LBA 0");
   app.add_option("--atomic", o.atomic, "writes as atomic batches of this many vectors (SDK)");
+  bool precondition = false;
+  app.add_flag("--precondition", precondition, "write the span once first (unmeasured), so reads hit flash");
   app.add_flag("--kv", kv, "key-value put/get rate instead");
   app.add_option("--kv-value", kv_value, "value bytes");
   app.add_option("--kv-keys", kv_keys, "keys");
@@ -434,6 +447,27 @@ int main(int argc, char** argv) {
     }
     rc = RunKv(static_cast<SdkTarget&>(*targets[0]).dev(), kv_value, kv_keys, out);
   } else {
+    if (precondition) {
+      // Sequential 128 KiB writes over the span, QD16, not measured.
+      Options p = o;
+      p.w.random = false;
+      p.w.read_share = 0;
+      p.w.sizes = {{128 * 1024, 1}};
+      p.jobs = 1;
+      p.iodepth = 16;
+      p.atomic = 0;
+      const uint64_t span = std::min(o.span ? o.span : targets[0]->sectors(), targets[0]->sectors());
+      const double mib = static_cast<double>(span) * targets[0]->sector_bytes() / (1 << 20);
+      JobStats ps;
+      const auto s0 = Clock::now();
+      // Long enough to cover the span at ~100 MiB/s; the sequential cursor wraps after.
+      const auto s1 = s0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(mib / 100.0 + 0.5));
+      RunJob(*targets[0], p, 7, ps, s0, s1, s0);
+      if (ps.errors != 0) {
+        std::fprintf(stderr, "vsl-bench: precondition: %llu errors\n", static_cast<unsigned long long>(ps.errors));
+        return 1;
+      }
+    }
     std::vector<JobStats> stats(o.jobs);
     const auto start = Clock::now();
     const auto measure_from = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.ramp_s));
