@@ -316,7 +316,7 @@ class AttachBackend : public Backend {
     }
     if (result == 0 && op->kind == Op::kRuns) {
       op->runs.resize(std::min<uint64_t>(runs, op->max_runs));
-      std::memcpy(op->runs.data(), data_ + p.out, op->runs.size() * sizeof(vsl_range));
+      if (!op->runs.empty()) std::memcpy(op->runs.data(), data_ + p.out, op->runs.size() * sizeof(vsl_range));
       op->next = next;
     }
     if (result == 0 && op->kind == Op::kUsage) std::memcpy(&op->usage, data_ + p.out, sizeof(vsl_usage));

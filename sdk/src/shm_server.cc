@@ -234,7 +234,7 @@ class ShmServer::Session {
     lun_->engine().Send([this, raw, tag, out] {
       ExecuteOnLun(*lun_, raw, [this, raw, tag, out] {
         std::unique_ptr<Op> o(raw);
-        if (o->result == 0 && o->kind == Op::kRuns) {
+        if (o->result == 0 && o->kind == Op::kRuns && !o->runs.empty()) {
           std::memcpy(out, o->runs.data(), o->runs.size() * sizeof(vsl_range));
         } else if (o->result == 0 && o->kind == Op::kUsage) {
           std::memcpy(out, &o->usage, sizeof(vsl_usage));

@@ -232,7 +232,7 @@ int vsl_mapped_ranges(vsl_dev* dev, uint64_t lba, uint64_t count, vsl_range* out
   op.max_runs = max;
   const auto r = vsl::sdk::RunSync(dev, &op);
   if (r != 0) return static_cast<int>(r);
-  std::memcpy(out, op.runs.data(), op.runs.size() * sizeof(vsl_range));
+  if (!op.runs.empty()) std::memcpy(out, op.runs.data(), op.runs.size() * sizeof(vsl_range));
   *n = static_cast<uint32_t>(op.runs.size());
   if (next != nullptr) *next = op.next;
   return 0;
