@@ -91,6 +91,15 @@ def stop_vsld():
     vsld.wait(120)
 
 
+def die(msg):
+    try:
+        with open(t + "/vsld.log") as f:
+            tail = f.readlines()[-15:]
+    except OSError:
+        tail = []
+    sys.exit(msg + "\n--- vsld.log (tail) ---\n" + "".join(tail))
+
+
 def bench(args):
     r = subprocess.run([a.vsl_bench, "--json"] + args, capture_output=True, text=True)
     if r.returncode != 0:
@@ -180,22 +189,29 @@ try:
                 r = subprocess.run([a.sqlite_bench, "--json", "--file", t + "/mnt/%s.db" % j, "--journal", j,
                                     "--txns", str(txns)], capture_output=True, text=True)
                 if r.returncode != 0:
-                    sys.exit("sqlite_bench failed: " + r.stdout + r.stderr)
+                    die("sqlite_bench %s failed: %s%s" % (j, r.stdout, r.stderr))
                 sq["ext4 over NBD, journal " + j] = json.loads(r.stdout)
-            for m in reversed(mounts):
-                subprocess.run(m, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            subprocess.run(["umount", t + "/mnt"], check=True)
+            subprocess.run(["losetup", "-d", dev], check=True)
+            # The loop device lets go of the file asynchronously; only then can FUSE go.
+            for _ in range(100):
+                if not subprocess.run(["losetup", "-j", t + "/fuse/nbd"], capture_output=True,
+                                      text=True).stdout.strip():
+                    break
+                time.sleep(0.1)
+            subprocess.run(["fusermount3", "-u", t + "/fuse"], check=True)
             mounts.clear()
             fuse.wait(30)
     r = subprocess.run([a.sqlite_bench, "--json", "--attach", sdk_sock, "--lun", "lun1", "--trim-first",
                         "--txns", str(txns)], capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit("sqlite_bench failed: " + r.stdout + r.stderr)
+        die("sqlite_bench (VFS attached) failed: " + r.stdout + r.stderr)
     sq["SDK VFS attached (atomic commit, no journal on flash)"] = json.loads(r.stdout)
     stop_vsld()
     r = subprocess.run([a.sqlite_bench, "--json", "--card", t + "/card", "--lun", "1", "--txns", str(txns)],
                        capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit("sqlite_bench failed: " + r.stdout + r.stderr)
+        die("sqlite_bench (VFS in-process) failed: " + r.stdout + r.stderr)
     sq["SDK VFS in-process (atomic commit, no journal on flash)"] = json.loads(r.stdout)
     out("### SQLite transactions on LUN 1 (%d transactions of 10 rows, synchronous=FULL)" % txns)
     out()

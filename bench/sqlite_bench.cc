@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "JSON on stdout");
   CLI11_PARSE(app, argc, argv);
   vsl_dev* dev = nullptr;
-  std::string mode, path = "bench.db", vfs;
+  std::string mode, path, vfs;
   if (!card.empty() || !attach.empty()) {
     const int r = !card.empty() ? vsl_open_card(card.c_str(), static_cast<uint32_t>(std::stoul(lun)), &dev)
                                 : vsl_attach(attach.c_str(), lun == "0" ? "lun0" : lun.c_str(), &dev);
@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     }
     vfs = "openvsl";
     mode = !card.empty() ? "vfs-in-process" : "vfs-attached";
+    path = mode + ".db";  // a fresh database per mode (the LUN keeps the other's)
     journal = "memory";
   } else if (!file.empty()) {
     path = file;

@@ -66,6 +66,7 @@ struct VslFile {
   int slot;  // -1: a temporary file of the default VFS, held in `inner`
   int lock;
   bool delete_on_close;
+  bool journal;  // a rollback journal: SQLite checks its own integrity, pieces are fine
   // Writes since the last sync: whole sectors by index, and the size they make.
   std::map<uint64_t, std::vector<uint8_t>>* pending;
   uint64_t pending_size;
@@ -178,9 +179,72 @@ int SectorImage(VslFile* x, uint64_t i, uint8_t* out) {
   return vsl_read(x->vfs->dev, HeaderLba(x->vfs, x->slot) + 1 + i, 1, out);
 }
 
+int FindSlot(Vfs* v, const std::string& name);
+
+bool FitsOneAtomicWrite(const Vfs* v, const std::vector<vsl_vec>& vecs) {
+  uint64_t sectors = 0;
+  uint32_t trims = 0;
+  for (const vsl_vec& e : vecs) {
+    if (e.op == VSL_VEC_TRIM) ++trims;
+    else sectors += e.count;
+  }
+  return vecs.size() <= v->caps.atomic_max_vectors && trims <= v->caps.atomic_max_trims &&
+         sectors <= v->caps.atomic_max_sectors;
+}
+
+// Whether `slot`'s rollback journal ("<name>-journal") holds a journal SQLite has synced.
+bool HotJournal(Vfs* v, int slot) {
+  std::lock_guard<std::mutex> l(v->mu);
+  const std::string j = v->slots[slot].name + "-journal";
+  const int js = FindSlot(v, j);
+  return js >= 0 && v->slots[js].size > 0;
+}
+
+// Applies `vecs` as several atomic writes, each within the limits; the last vector (the
+// header, when the size changed) goes last.
+int ApplyInPieces(Vfs* v, const std::vector<vsl_vec>& vecs) {
+  std::vector<vsl_vec> piece;
+  uint64_t sectors = 0;
+  uint32_t trims = 0;
+  auto flush = [&]() {
+    int r = piece.empty() ? 0 : vsl_write_atomic(v->dev, piece.data(), static_cast<uint32_t>(piece.size()), 0);
+    piece.clear();
+    sectors = 0;
+    trims = 0;
+    return r;
+  };
+  for (const vsl_vec& e0 : vecs) {
+    vsl_vec e = e0;
+    // A long run of sectors is split to fit.
+    while (e.op == VSL_VEC_WRITE && e.count > 0) {
+      const uint64_t room = v->caps.atomic_max_sectors - sectors;
+      if (room == 0 || piece.size() == v->caps.atomic_max_vectors) {
+        if (int r = flush(); r != 0) return r;
+        continue;
+      }
+      const uint64_t n = std::min(room, e.count);
+      piece.push_back({e.lba, n, e.buf, VSL_VEC_WRITE, 0});
+      sectors += n;
+      e.lba += n;
+      e.buf = static_cast<const uint8_t*>(e.buf) + n * v->caps.sector_bytes;
+      e.count -= n;
+    }
+    if (e.op == VSL_VEC_TRIM) {
+      if (trims == v->caps.atomic_max_trims || piece.size() == v->caps.atomic_max_vectors) {
+        if (int r = flush(); r != 0) return r;
+      }
+      piece.push_back(e);
+      ++trims;
+    }
+  }
+  return flush();
+}
+
 // Applies the pending writes as one atomic write: data sectors, the header if the size
 // changed, a trim of what a shrink leaves. On failure nothing is applied and the pending
-// state is dropped (SQLite rolls the transaction back).
+// state is dropped (SQLite rolls the transaction back). Larger than one atomic write:
+// applied in pieces if SQLite's rollback journal for the file is on the LUN (it covers
+// a torn write, as on any device), refused otherwise (journal in memory).
 int Apply(VslFile* x) {
   if (!x->dirty) return SQLITE_OK;
   Vfs* v = x->vfs;
@@ -227,8 +291,15 @@ int Apply(VslFile* x) {
     ++sectors;
   }
   int r = 0;
-  if (!vecs.empty()) {
-    r = vsl_write_atomic(v->dev, vecs.data(), static_cast<uint32_t>(vecs.size()), 0);
+  if (FitsOneAtomicWrite(v, vecs)) {
+    if (!vecs.empty()) r = vsl_write_atomic(v->dev, vecs.data(), static_cast<uint32_t>(vecs.size()), 0);
+  } else if (x->journal || HotJournal(v, x->slot)) {
+    // Too large for one atomic write, but SQLite's rollback journal for this file is on
+    // the LUN and synced: it covers a torn write, as on any device. Apply in pieces,
+    // the header (the new size) last.
+    r = ApplyInPieces(v, vecs);
+  } else {
+    r = -E2BIG;  // no journal to fall back on: refuse, nothing applied
   }
   x->pending->clear();
   x->dirty = false;
@@ -417,9 +488,10 @@ int FFileControl(sqlite3_file* f, int op, void*) {
 
 int FSectorSize(sqlite3_file* f) { return static_cast<int>(reinterpret_cast<VslFile*>(f)->vfs->caps.sector_bytes); }
 
+// Not SEQUENTIAL: each file's writes wait for its own sync, so a journal must be synced
+// before the database's writes are (SQLite then does so).
 int FDeviceCharacteristics(sqlite3_file*) {
-  return SQLITE_IOCAP_BATCH_ATOMIC | SQLITE_IOCAP_POWERSAFE_OVERWRITE | SQLITE_IOCAP_SAFE_APPEND |
-         SQLITE_IOCAP_SEQUENTIAL;
+  return SQLITE_IOCAP_BATCH_ATOMIC | SQLITE_IOCAP_POWERSAFE_OVERWRITE | SQLITE_IOCAP_SAFE_APPEND;
 }
 
 const sqlite3_io_methods kMethods = {1, FClose, FRead, FWrite, FTruncate, FSync, FFileSize, FLock, FUnlock,
@@ -468,6 +540,7 @@ int VOpen(sqlite3_vfs* vfs, const char* zname, sqlite3_file* file, int flags, in
   ++v->slots[slot].opens;
   x->slot = slot;
   x->delete_on_close = (flags & SQLITE_OPEN_DELETEONCLOSE) != 0;
+  x->journal = (flags & (SQLITE_OPEN_MAIN_JOURNAL | SQLITE_OPEN_SUPER_JOURNAL)) != 0;
   x->pending = new std::map<uint64_t, std::vector<uint8_t>>();
   x->base.pMethods = &kMethods;
   if (out_flags != nullptr) *out_flags = flags;

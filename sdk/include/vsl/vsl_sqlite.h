@@ -11,8 +11,11 @@
  * SQLITE_FCNTL_{BEGIN,COMMIT,ROLLBACK}_ATOMIC_WRITE protocol for SQLite builds that have
  * SQLITE_ENABLE_BATCH_ATOMIC_WRITE (then the default journal mode needs no journal file
  * either). (journal_mode=OFF works too but, as SQLite documents, leaves no way to undo
- * a statement that fails midway, e.g. on a full file.) A transaction larger than one atomic write (vsl_caps) fails its commit with
- * SQLITE_IOERR_WRITE and nothing of it is applied.
+ * a statement that fails midway, e.g. on a full file.) A transaction larger than one
+ * atomic write (vsl_caps): with the journal in memory its commit fails with
+ * SQLITE_IOERR_WRITE and nothing of it is applied; with a rollback journal on the LUN
+ * (journal_mode DELETE, TRUNCATE or PERSIST) it is applied in pieces, SQLite's journal
+ * covering a torn write as on any device. Journals themselves are written in pieces.
  *
  * Locking is within this process (connections of one process may share a database);
  * the LUN itself is owned by this process (in-process) or reached through vsld. Temporary
