@@ -1,7 +1,13 @@
 // The SDK's C API and C++ wrapper in in-process mode: every call, its errors, many I/Os
 // in flight from several threads, the sparse space, and atomic batches across power cuts
 // injected in virtual time (checked against what was acknowledged).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <filesystem>
 #include <map>
@@ -382,6 +388,117 @@ TEST_F(SdkTest, AtomicBatchesAcrossPowerCutsInVirtualTime) {
               static_cast<unsigned long long>(none));
   EXPECT_GT(none, 0u);
   EXPECT_GT(whole, acked_total);
+}
+
+}  // namespace
+}  // namespace vsl::testing
+
+namespace vsl::testing {
+namespace {
+
+// An application that owns the card in-process is SIGKILLed with atomic batches in
+// flight (its engines die with it; what the controller had accepted is finished from the
+// PLP journal at the next open). Batch i writes 1-4 vectors inside sectors [64i, 64i+64),
+// so batches never overlap: after the kill each must be whole or absent, and every batch
+// the child reported acknowledged (through a pipe) must be whole.
+TEST(SdkKillTest, KilledApplicationLeavesEachBatchWholeOrAbsent) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("card");
+  MakeFormattedCard(dir, "duo-slc-small", 64, {});
+  constexpr uint32_t kBatches = 1200;  // x 64 sectors x 3 rounds: within the LUN
+  auto batch = [](uint32_t i, uint32_t sb, std::vector<std::vector<uint8_t>>* bufs, std::vector<vsl_vec>* vecs) {
+    Rng rng(i + 17);
+    const uint32_t n = 1 + static_cast<uint32_t>(rng.Below(4));
+    for (uint32_t v = 0; v < n; ++v) {
+      const uint64_t lba = uint64_t{i} * 64 + v * 16 + rng.Below(8);
+      const uint64_t count = 1 + rng.Below(8);
+      bufs->push_back(Pattern(lba, i + 1, sb, static_cast<uint32_t>(count)));
+      vecs->push_back({lba, count, nullptr, VSL_VEC_WRITE, 0});
+    }
+    for (std::size_t v = 0; v < vecs->size(); ++v) (*vecs)[v].buf = (*bufs)[v].data();
+  };
+  uint64_t whole = 0, absent = 0, acked_total = 0;
+  for (int round = 0; round < 3; ++round) {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const uint32_t first = round * kBatches;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      vsl_dev* dev = nullptr;
+      if (vsl_open_card(dir.c_str(), 0, &dev) != 0) ::_exit(3);
+      vsl_caps c{};
+      vsl_get_caps(dev, &c);
+      struct Ctx {
+        std::vector<std::vector<uint8_t>> bufs;
+        std::vector<vsl_vec> vecs;
+        uint32_t id;
+        int fd;
+      };
+      for (uint32_t i = first; i < first + kBatches; ++i) {
+        auto* ctx = new Ctx{{}, {}, i, fds[1]};
+        batch(i, c.sector_bytes, &ctx->bufs, &ctx->vecs);
+        while (vsl_write_atomic_async(dev, ctx->vecs.data(), static_cast<uint32_t>(ctx->vecs.size()), 0,
+                                      [](void* a, int r) {
+                                        auto* x = static_cast<Ctx*>(a);
+                                        if (r == 0) (void)!::write(x->fd, &x->id, sizeof(x->id));
+                                        delete x;
+                                      },
+                                      ctx) == -EAGAIN ||
+               vsl_inflight(dev) > 32) {
+          vsl_poll(dev, 1, 0, 10);
+        }
+      }
+      while (vsl_inflight(dev) != 0) vsl_poll(dev, 1, 0, 10);
+      ::_exit(0);  // (the kill usually comes first)
+    }
+    ::close(fds[1]);
+    // The kill comes a little after the first acknowledgement, with batches streaming.
+    std::set<uint32_t> acked;
+    uint32_t id;
+    ASSERT_EQ(::read(fds[0], &id, sizeof(id)), static_cast<ssize_t>(sizeof(id))) << "the child never got going";
+    acked.insert(id);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + 40 * round));
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    while (::read(fds[0], &id, sizeof(id)) == static_cast<ssize_t>(sizeof(id))) acked.insert(id);
+    ::close(fds[0]);
+    ASSERT_FALSE(acked.empty()) << "round " << round << ": the child acknowledged nothing before the kill";
+    vsl_dev* dev = nullptr;
+    ASSERT_EQ(vsl_open_card(dir.c_str(), 0, &dev), 0) << "round " << round << ": the card reopens after the kill";
+    vsl_caps c{};
+    vsl_get_caps(dev, &c);
+    const uint32_t sb = c.sector_bytes;
+    for (uint32_t i = first; i < first + kBatches; ++i) {
+      std::vector<std::vector<uint8_t>> bufs;
+      std::vector<vsl_vec> vecs;
+      batch(i, sb, &bufs, &vecs);
+      uint64_t now = 0, old = 0;
+      for (std::size_t v = 0; v < vecs.size(); ++v) {
+        std::vector<uint8_t> out(vecs[v].count * sb);
+        ASSERT_EQ(vsl_read(dev, vecs[v].lba, static_cast<uint32_t>(vecs[v].count), out.data()), 0);
+        for (uint64_t k = 0; k < vecs[v].count; ++k) {
+          const bool is_new = std::equal(out.begin() + k * sb, out.begin() + (k + 1) * sb, bufs[v].begin() + k * sb);
+          const bool is_zero = std::all_of(out.begin() + k * sb, out.begin() + (k + 1) * sb, [](uint8_t b) { return b == 0; });
+          ASSERT_TRUE(is_new || is_zero) << "round " << round << " batch " << i;
+          now += is_new;
+          old += is_zero;
+        }
+      }
+      ASSERT_TRUE(now == 0 || old == 0) << "round " << round << ": batch " << i << " half applied";
+      if (acked.count(i)) {
+        ASSERT_EQ(old, 0u) << "round " << round << ": acknowledged batch " << i << " lost";
+      }
+      (old == 0 ? whole : absent)++;
+    }
+    acked_total += acked.size();
+    ASSERT_EQ(vsl_close(dev), 0);
+  }
+  std::printf("3 kills: %llu batches acknowledged; %llu whole, %llu absent\n",
+              static_cast<unsigned long long>(acked_total), static_cast<unsigned long long>(whole),
+              static_cast<unsigned long long>(absent));
+  EXPECT_GT(absent, 0u) << "some kill should land before batches were written";
 }
 
 }  // namespace
