@@ -170,7 +170,7 @@ class FtlAtomicCampaign : public FtlAtomicTest {
   std::map<uint64_t, uint64_t> acked_;  // lba -> version (absent or 0: zeroes)
   std::set<uint64_t> busy_;             // sectors of batches in flight
   uint64_t version_ = 0;
-  uint64_t whole_ = 0, none_ = 0, acked_batches_ = 0;
+  uint64_t whole_ = 0, none_ = 0, acked_batches_ = 0, die_failures_ = 0;
   std::map<uint64_t, std::vector<uint64_t>> hist_;  // lba -> versions issued (diagnostics)
   std::set<uint64_t> plain_;                          // versions written by plain writes
   std::string Describe(uint64_t l, const std::vector<uint8_t>& out) {
@@ -278,6 +278,20 @@ class FtlAtomicCampaign : public FtlAtomicTest {
     Rng rng(seed);
     card_opts_.seed = seed;
     clock_ = VirtualClock(seed);
+    // In about a third of the seeds a die dies at a random instant of a random round
+    // (FlashBack rebuilds its pages, atomic members and commit pages among them). Those
+    // seeds turn the card's random program/erase failures off, so the die failure is the
+    // only fault (a second one in a stripe is a double failure). VSL_DIE_FAILURES=0: none.
+    const char* df = std::getenv("VSL_DIE_FAILURES");
+    const bool die_fails = rng.Bernoulli(0.35) && !(df != nullptr && std::string(df) == "0");
+    const int fail_round = static_cast<int>(rng.Below(3));
+    card_opts_.reliability.reset();
+    if (die_fails) {
+      simcard::Reliability rel = simcard::FindProfile("duo-slc-small")->reliability;
+      rel.fail_base = 0;
+      rel.fail_wear = 0;
+      card_opts_.reliability = rel;
+    }
     MakeCard("duo-slc-small", 24);
     ftl::FormatOptions fo;
     fo.sector_bytes = rng.Bernoulli(0.3) ? 512 : 4096;
@@ -291,8 +305,15 @@ class FtlAtomicCampaign : public FtlAtomicTest {
     for (int round = 0; round < 4; ++round) {
       std::vector<std::unique_ptr<Batch>> flight;
       const TimeNs cut_at = clock_.Now() + static_cast<TimeNs>(rng.Below(40 * kMs));
+      const TimeNs fail_at = clock_.Now() + static_cast<TimeNs>(rng.Below(30 * kMs));
+      bool failed_now = false;
       uint64_t next_id = 0;
       while (clock_.Now() < cut_at) {
+        if (die_fails && round == fail_round && !failed_now && clock_.Now() >= fail_at) {
+          card_->InjectDieFailure(0, static_cast<uint32_t>(rng.Below(card_->geometry().dies_per_pipe())));
+          failed_now = true;
+          ++die_failures_;
+        }
         while (flight.size() < 1 + rng.Below(6)) {
           auto b = MakeBatch(rng, space, lim);
           if (b->ops.empty()) break;
@@ -370,9 +391,10 @@ TEST_F(FtlAtomicCampaign, PowerCutsNeverHalfApplyABatch) {
     RunSeed(static_cast<uint64_t>(s));
     if (HasFatalFailure()) return;
   }
-  std::printf("batches: %llu acknowledged; in flight at a cut: %llu applied whole, %llu not at all\n",
+  std::printf("batches: %llu acknowledged; in flight at a cut: %llu applied whole, %llu not at all; %llu dies "
+              "failed\n",
               static_cast<unsigned long long>(acked_batches_), static_cast<unsigned long long>(whole_),
-              static_cast<unsigned long long>(none_));
+              static_cast<unsigned long long>(none_), static_cast<unsigned long long>(die_failures_));
   EXPECT_GT(whole_ + none_, 0u);
   EXPECT_GT(none_, 0u) << "some cut should catch a batch before its commit";
 }

@@ -140,6 +140,24 @@ TEST_F(KvTest, PutGetDeleteExistsAndTheirErrors) {
   EXPECT_EQ(other, nullptr);
 }
 
+// 512-byte sectors: the header sector holds the value's first 256 bytes.
+TEST_F(KvTest, FiveTwelveByteSectors) {
+  ftl::FormatOptions fo = Sparse();
+  fo.sector_bytes = 512;
+  Open("duo-slc-small", 24, fo);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(Put(3, "k" + std::to_string(i), Value("k", i, (i * 997) % 70000)), 0);
+  }
+  ASSERT_EQ(Del(3, "k7"), 0);
+  Reopen();
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(Get(3, "k" + std::to_string(i)),
+              i == 7 ? "<" + std::to_string(ENOENT) + ">" : Value("k", i, (i * 997) % 70000))
+        << i;
+  }
+  EXPECT_EQ(Keys(3).size(), 199u);
+}
+
 TEST_F(KvTest, PoolsIterationAndExpiry) {
   Open("duo-slc-small", 24, Sparse());
   for (int i = 0; i < 300; ++i) ASSERT_EQ(Put(i % 3, "key" + std::to_string(i), Value("k", i, i * 13)), 0);

@@ -273,6 +273,42 @@ TEST_F(SdkTest, SparseLunOfTwoToTheFortySectors) {
   EXPECT_EQ(dev->Exists(far, 3), 2);
 }
 
+// A sparse LUN whose flash fills: writes and atomic batches needing new room fail
+// -ENOSPC with nothing applied, what was written stays, overwrites and trims still work.
+TEST_F(SdkTest, FullSparseLunSaysNoSpaceAndLosesNothing) {
+  const std::string sparse = tmp_.Sub("full");
+  ftl::FormatOptions fo;
+  fo.sparse = true;
+  fo.sparse_sectors = uint64_t{1} << 32;
+  MakeFormattedCard(sparse, "test-small", 0, fo);
+  std::unique_ptr<Device> dev;
+  ASSERT_EQ(Device::OpenCard(sparse, 0, &dev), 0);
+  const uint32_t sb = dev->sector_bytes();
+  vsl_usage u{};
+  ASSERT_EQ(dev->Usage(&u), 0);
+  uint64_t written = 0;
+  int r = 0;
+  for (uint64_t i = 0; i < u.physical_sectors + 10; ++i) {
+    r = dev->Write(i * 1000, 1, Pattern(i * 1000, 1, sb).data());
+    if (r != 0) break;
+    ++written;
+  }
+  EXPECT_EQ(r, -ENOSPC);
+  EXPECT_GT(written, u.physical_sectors / 2);
+  auto x = Pattern(7, 2, sb);
+  EXPECT_EQ(dev->WriteAtomic({{5, 1, x.data(), VSL_VEC_WRITE, 0}, {123456789, 1, x.data(), VSL_VEC_WRITE, 0}}),
+            -ENOSPC);
+  EXPECT_EQ(dev->Exists(123456789), 0) << "nothing of the refused batch";
+  std::vector<uint8_t> out(sb);
+  for (uint64_t i = 0; i < written; i += 37) {
+    ASSERT_EQ(dev->Read(i * 1000, 1, out.data()), 0);
+    ASSERT_EQ(out, Pattern(i * 1000, 1, sb)) << i;
+  }
+  ASSERT_EQ(dev->Write(0, 1, x.data()), 0) << "an overwrite needs no new room";
+  ASSERT_EQ(dev->Trim(1000, 1), 0);
+  ASSERT_EQ(dev->Write(123456789, 1, x.data()), 0) << "a trim made room";
+}
+
 // Atomic batches in flight across power cuts at random instants, in virtual time: after
 // recovery each batch is wholly there or wholly not, and every acknowledged one is.
 TEST_F(SdkTest, AtomicBatchesAcrossPowerCutsInVirtualTime) {
