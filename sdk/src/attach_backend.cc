@@ -424,13 +424,14 @@ class AttachBackend : public Backend {
 extern "C" int vsl_attach(const char* socket_path, const char* lun_name, vsl_dev** out) {
   if (out == nullptr) return -EINVAL;
   *out = nullptr;
-  if (lun_name == nullptr) return -EINVAL;
+  if (lun_name == nullptr) return vsl::sdk::SetLastError(-EINVAL, "no LUN name given");
   auto be = std::make_unique<vsl::sdk::AttachBackend>();
-  const int r = be->Connect(socket_path ? socket_path : "/run/vsld-sdk.sock", lun_name);
+  const std::string path = socket_path ? socket_path : "/run/vsld-sdk.sock";
+  const int r = be->Connect(path, lun_name);
   if (r != 0) {
-    if (!be->message().empty()) std::fprintf(stderr, "vsl_attach: %s\n", be->message().c_str());
-    return r;
+    return vsl::sdk::SetLastError(
+        r, be->message().empty() ? std::string(vsl_strerror(r)) + " (" + path + ")" : be->message());
   }
   *out = vsl::sdk::NewDevice(std::move(be));
-  return 0;
+  return vsl::sdk::SetLastError(0, "");
 }

@@ -52,5 +52,7 @@ vsl_dev* NewDevice(std::unique_ptr<Backend> backend);
 bool ValidDevice(const vsl_dev* dev);
 // Runs `op` synchronously on `dev` (returns op->result).
 int64_t RunSync(vsl_dev* dev, Op* op);
+// Records why an open or attach failed, for vsl_last_error (this thread); returns err.
+int SetLastError(int err, const std::string& why);
 
 }  // namespace vsl::sdk

@@ -50,33 +50,38 @@ class LocalBackend : public Backend {
 }  // namespace
 
 int OpenInProcess(const std::string& card_dir, uint32_t lun, const InProcessOptions& o, vsl_dev** out) {
-  if (out == nullptr) return -EINVAL;
+  if (out == nullptr) return SetLastError(-EINVAL, "no place for the handle");
   *out = nullptr;
-  if (card_dir.empty() || !std::filesystem::is_directory(card_dir)) return -ENOENT;
+  if (card_dir.empty() || !std::filesystem::is_directory(card_dir)) {
+    return SetLastError(-ENOENT, "no card directory " + card_dir);
+  }
   card::CardOptions co;
   co.clock = o.clock;
   co.sim.seed = o.seed;
   auto c = card::Card::Open(card_dir, co);
-  if (!c.ok()) return c.status().code() == StatusCode::kBusy ? -EBUSY : ToErrno(c.status());
+  if (!c.ok()) {
+    return SetLastError(c.status().code() == StatusCode::kBusy ? -EBUSY : ToErrno(c.status()),
+                        c.status().ToString());
+  }
   std::unique_ptr<card::Card> card = std::move(c).value();
   card::Lun* l = card->lun(lun);
-  if (l == nullptr) return -ENOENT;
+  if (l == nullptr) return SetLastError(-ENOENT, "the card has no LUN " + std::to_string(lun));
   Status s = l->Call([l](ftl::Ftl::Done d) { l->Attach(std::move(d)); });
-  if (!s.ok()) return s.code() == StatusCode::kNotFound ? -ENODEV : ToErrno(s);
+  if (!s.ok()) return SetLastError(s.code() == StatusCode::kNotFound ? -ENODEV : ToErrno(s), s.ToString());
   const bool plp_ok = card->sim().plp_state() == nand::PlpState::kHealthy;
   card::Card* raw = card.get();
   auto be = std::make_unique<LocalBackend>(std::move(card), l, o.clock);
-  if (Status st = be->Init(); !st.ok()) return ToErrno(st);
+  if (Status st = be->Init(); !st.ok()) return SetLastError(ToErrno(st), st.ToString());
   be->SetVolatile(!plp_ok);
   if (o.card_out != nullptr) *o.card_out = raw;
   *out = NewDevice(std::move(be));
-  return 0;
+  return SetLastError(0, "");
 }
 
 }  // namespace vsl::sdk
 
 extern "C" int vsl_open_card(const char* card_dir, uint32_t lun, vsl_dev** out) {
   if (out != nullptr) *out = nullptr;
-  if (card_dir == nullptr) return -EINVAL;
+  if (card_dir == nullptr) return vsl::sdk::SetLastError(-EINVAL, "no card directory given");
   return vsl::sdk::OpenInProcess(card_dir, lun, {}, out);
 }

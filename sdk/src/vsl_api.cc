@@ -15,6 +15,15 @@ void* Backend::BufAlloc(size_t bytes) {
 }
 void Backend::BufFree(void* p) { std::free(p); }
 
+namespace {
+thread_local std::string g_last_error;
+}  // namespace
+
+int SetLastError(int err, const std::string& why) {
+  g_last_error = err == 0 ? std::string() : why;
+  return err;
+}
+
 vsl_dev* NewDevice(std::unique_ptr<Backend> backend) {
   auto* d = new vsl_dev();
   d->caps = backend->caps();
@@ -111,6 +120,8 @@ using vsl::sdk::ValidDevice;
 extern "C" {
 
 uint32_t vsl_version(void) { return (VSL_SDK_VERSION_MAJOR << 16) | VSL_SDK_VERSION_MINOR; }
+
+const char* vsl_last_error(void) { return vsl::sdk::g_last_error.c_str(); }
 
 const char* vsl_strerror(int result) {
   switch (-result) {

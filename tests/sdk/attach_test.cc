@@ -78,10 +78,12 @@ TEST_F(AttachTest, RefusesWhatItCannotAttach) {
   EXPECT_EQ(vsl_attach((tmp_.path() + "/nothing.sock").c_str(), "lun0", &d), -ENOENT);
   EXPECT_EQ(d, nullptr);
   EXPECT_EQ(vsl_attach(vsld_->sdk_socket().c_str(), "lun9", &d), -ENOENT);
+  EXPECT_NE(std::string(vsl_last_error()).find("no LUN named 'lun9'"), std::string::npos) << vsl_last_error();
   EXPECT_EQ(vsl_attach(vsld_->sdk_socket().c_str(), nullptr, &d), -EINVAL);
   EXPECT_EQ(vsl_attach(vsld_->sdk_socket().c_str(), std::string(100, 'x').c_str(), &d), -EINVAL);
   // The card belongs to vsld: an in-process open is refused.
   EXPECT_EQ(vsl_open_card(card_.c_str(), 0, &d), -EBUSY);
+  EXPECT_NE(std::string(vsl_last_error()).find("in use by another process"), std::string::npos) << vsl_last_error();
 }
 
 TEST_F(AttachTest, SameCallsAndSemanticsAsInProcess) {

@@ -92,6 +92,10 @@ typedef void (*vsl_done_fn)(void* arg, int result);
 uint32_t vsl_version(void);
 /* A static English description of a result code (0 or -errno). */
 const char* vsl_strerror(int result);
+/* Why the last vsl_open_card or vsl_attach in this thread failed, in words (e.g. the
+ * daemon's reason for refusing an attach), or "" if it did not. Valid until the next
+ * such call in this thread. */
+const char* vsl_last_error(void);
 
 /* Opens LUN `lun` (0..3 on a dual-pipe duo card) of the card in directory `card_dir`
  * in-process, attaching it (recovery runs here if it was not shut down cleanly).
