@@ -1861,7 +1861,9 @@ struct Ftl::Impl {
     --atomic_inflight;
     Done d = std::move(g->done);
     d(s);
-    CheckCheckpoint();
+    // A checkpoint held back for this batch may go now: at the next turn, not inside the
+    // page completion that answered the batch.
+    Post([this] { CheckCheckpoint(); });
   }
 
   bool Paced() const {
