@@ -21,6 +21,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from procs import stop_all, wait_for  # noqa: E402
+
 ap = argparse.ArgumentParser()
 ap.add_argument("vsld")
 ap.add_argument("vslctl")
@@ -41,24 +44,10 @@ procs = []
 
 
 def cleanup():
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    stop_all(procs, 30)
     shutil.rmtree(t, ignore_errors=True)
 
 
-def wait_for(path, proc):
-    for _ in range(600):
-        if os.path.exists(path):
-            return
-        if proc.poll() is not None:
-            sys.exit("%s exited at start" % proc.args[0])
-        time.sleep(0.05)
-    sys.exit("%s did not come up" % path)
 
 
 try:
