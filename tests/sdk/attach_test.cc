@@ -175,13 +175,7 @@ TEST_F(AttachTest, KilledDaemonLeavesEachBatchWholeOrAbsent) {
       ASSERT_EQ(dev->Read(lba, 1, out.data()), 0);
       ASSERT_EQ(out, Pattern(lba, v, sb)) << "round " << round << ": acknowledged sector " << lba;
     }
-    struct Batch {
-      std::vector<std::vector<uint8_t>> bufs;
-      std::vector<vsl_vec> vecs;
-      std::vector<std::pair<uint64_t, uint64_t>> sectors;
-      int result = 1;
-    };
-    std::vector<std::unique_ptr<Batch>> batches;
+    std::vector<std::unique_ptr<ModelBatch>> batches;
     std::set<uint64_t> busy;
     const auto kill_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(50 + rng.Below(400));
     std::thread killer([&] {
@@ -189,25 +183,18 @@ TEST_F(AttachTest, KilledDaemonLeavesEachBatchWholeOrAbsent) {
       vsld_->Kill(SIGKILL);
     });
     for (int i = 0; i < 400; ++i) {
-      auto b = std::make_unique<Batch>();
+      auto b = std::make_unique<ModelBatch>();
       for (int v = 0; v < 4; ++v) {
         const uint64_t lba = rng.Below(20000);
         const uint64_t n = 1 + rng.Below(16);
         bool clash = false;
         for (uint64_t k = 0; k < n; ++k) clash = clash || busy.count(lba + k) != 0;
         if (clash) continue;
-        std::vector<uint8_t> buf;
-        for (uint64_t k = 0; k < n; ++k) {
-          busy.insert(lba + k);
-          auto p = Pattern(lba + k, ++version, sb);
-          buf.insert(buf.end(), p.begin(), p.end());
-          b->sectors.emplace_back(lba + k, version);
-        }
-        b->bufs.push_back(std::move(buf));
-        b->vecs.push_back({lba, n, b->bufs.back().data(), VSL_VEC_WRITE, 0});
+        for (uint64_t k = 0; k < n; ++k) busy.insert(lba + k);
+        b->Write(lba, n, &version, sb);
       }
       if (b->vecs.empty()) continue;
-      Batch* raw = b.get();
+      ModelBatch* raw = b.get();
       const int r = dev->WriteAtomicAsync(raw->vecs, [raw](int res) { raw->result = res; });
       if (r != 0) {
         ASSERT_EQ(r, -EAGAIN);
@@ -230,15 +217,8 @@ TEST_F(AttachTest, KilledDaemonLeavesEachBatchWholeOrAbsent) {
     ASSERT_EQ(sdk::Device::Attach(vsld_->sdk_socket(), "lun0", &dev), 0);
     for (auto& b : batches) {
       uint64_t now = 0, old = 0;
-      for (auto& [lba, v] : b->sectors) {
-        ASSERT_EQ(dev->Read(lba, 1, out.data()), 0);
-        const auto it = acked.find(lba);
-        const auto want_old = it == acked.end() ? std::vector<uint8_t>(sb, 0) : Pattern(lba, it->second, sb);
-        const bool is_new = out == Pattern(lba, v, sb), is_old = out == want_old;
-        ASSERT_TRUE(is_new || is_old) << "round " << round << " lba " << lba;
-        now += is_new;
-        old += is_old;
-      }
+      CountNewAndOld(dev->handle(), *b, acked, sb, "round " + std::to_string(round), &now, &old);
+      if (HasFatalFailure()) return;
       if (b->result == 0) {
         ASSERT_EQ(old, 0u) << "an acknowledged batch lost sectors";
       }

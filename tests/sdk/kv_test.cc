@@ -265,13 +265,9 @@ TEST(KvPowerCutTest, EachKeyOldOrNewAfterACut) {
   std::map<std::string, std::string> acked;
   uint64_t version = 0, cut_puts = 0, landed = 0;
   for (int round = 0; round < 8; ++round) {
-    sdk::InProcessOptions o;
-    o.clock = &clock;
-    o.seed = 3;
     card::Card* card = nullptr;
-    o.card_out = &card;
     vsl_dev* dev = nullptr;
-    ASSERT_EQ(sdk::OpenInProcess(dir, 0, o, &dev), 0);
+    ASSERT_EQ(OpenVirtual(dir, 0, clock, 3, &card, &dev), 0);
     vsl_kv* kv = nullptr;
     ASSERT_EQ(vsl_kv_open(dev, nullptr, &kv), 0);
     std::string buf(1u << 20, '\0');
@@ -296,7 +292,7 @@ TEST(KvPowerCutTest, EachKeyOldOrNewAfterACut) {
       clock.RunUntilIdle();
       vsl_kv_close(kv);
       vsl_close(dev);
-      ASSERT_EQ(sdk::OpenInProcess(dir, 0, o, &dev), 0);
+      ASSERT_EQ(OpenVirtual(dir, 0, clock, 3, &card, &dev), 0);
       ASSERT_EQ(vsl_kv_open(dev, nullptr, &kv), 0);
       const int64_t g = vsl_kv_get(kv, 0, k.data(), static_cast<uint32_t>(k.size()), buf.data(), 1u << 20);
       const auto it = acked.find(k);

@@ -321,13 +321,9 @@ TEST_F(SdkTest, AtomicBatchesAcrossPowerCutsInVirtualTime) {
     std::map<uint64_t, uint64_t> acked;  // lba -> version (0: zeroes)
     uint64_t version = 0;
     for (int round = 0; round < 3; ++round) {
-      sdk::InProcessOptions o;
-      o.clock = &clock;
-      o.seed = seed;
       card::Card* card = nullptr;
-      o.card_out = &card;
       vsl_dev* dev = nullptr;
-      ASSERT_EQ(sdk::OpenInProcess(dir, 0, o, &dev), 0);
+      ASSERT_EQ(OpenVirtual(dir, 0, clock, seed, &card, &dev), 0);
       vsl_caps c{};
       ASSERT_EQ(vsl_get_caps(dev, &c), 0);
       const uint32_t sb = c.sector_bytes;
@@ -338,16 +334,10 @@ TEST_F(SdkTest, AtomicBatchesAcrossPowerCutsInVirtualTime) {
         ASSERT_EQ(out, v == 0 ? std::vector<uint8_t>(sb, 0) : Pattern(lba, v, sb))
             << "seed " << seed << " round " << round << " lba " << lba;
       }
-      struct Batch {
-        std::vector<std::vector<uint8_t>> bufs;
-        std::vector<vsl_vec> vecs;
-        std::vector<std::pair<uint64_t, uint64_t>> sectors;  // (lba, version; 0 trim)
-        int result = 1;
-      };
-      std::vector<std::unique_ptr<Batch>> batches;
+      std::vector<std::unique_ptr<ModelBatch>> batches;
       std::set<uint64_t> busy;
       for (int i = 0; i < 12; ++i) {
-        auto b = std::make_unique<Batch>();
+        auto b = std::make_unique<ModelBatch>();
         const int nv = 1 + static_cast<int>(rng.Below(5));
         for (int v = 0; v < nv; ++v) {
           const uint64_t lba = rng.Below(4000);
@@ -357,23 +347,15 @@ TEST_F(SdkTest, AtomicBatchesAcrossPowerCutsInVirtualTime) {
           if (clash) continue;
           for (uint64_t k = 0; k < n; ++k) busy.insert(lba + k);
           if (rng.Bernoulli(0.2)) {
-            b->vecs.push_back({lba, n, nullptr, VSL_VEC_TRIM, 0});
-            for (uint64_t k = 0; k < n; ++k) b->sectors.emplace_back(lba + k, 0);
-            continue;
+            b->Trim(lba, n);
+          } else {
+            b->Write(lba, n, &version, sb);
           }
-          std::vector<uint8_t> buf;
-          for (uint64_t k = 0; k < n; ++k) {
-            auto p = Pattern(lba + k, ++version, sb);
-            buf.insert(buf.end(), p.begin(), p.end());
-            b->sectors.emplace_back(lba + k, version);
-          }
-          b->bufs.push_back(std::move(buf));
-          b->vecs.push_back({lba, n, b->bufs.back().data(), VSL_VEC_WRITE, 0});
         }
         if (b->vecs.empty()) continue;
-        Batch* raw = b.get();
+        ModelBatch* raw = b.get();
         ASSERT_EQ(vsl_write_atomic_async(dev, raw->vecs.data(), static_cast<uint32_t>(raw->vecs.size()), 0,
-                                         [](void* a, int r) { static_cast<Batch*>(a)->result = r; }, raw),
+                                         [](void* a, int r) { static_cast<ModelBatch*>(a)->result = r; }, raw),
                   0);
         batches.push_back(std::move(b));
       }
@@ -383,28 +365,12 @@ TEST_F(SdkTest, AtomicBatchesAcrossPowerCutsInVirtualTime) {
       while (vsl_inflight(dev) != 0) vsl_poll(dev, 0, 0, 0);
       vsl_close(dev);  // the detach fails (no power); the card is closed
       // After the cut: each batch whole or not at all.
-      ASSERT_EQ(sdk::OpenInProcess(dir, 0, o, &dev), 0);
+      ASSERT_EQ(OpenVirtual(dir, 0, clock, seed, &card, &dev), 0);
       for (auto& b : batches) {
         uint64_t now = 0, old = 0;
-        for (auto& [lba, v] : b->sectors) {
-          std::vector<uint8_t> out(sb);
-          ASSERT_EQ(vsl_read(dev, lba, 1, out.data()), 0);
-          const auto it = acked.find(lba);
-          const uint64_t prev = it == acked.end() ? 0 : it->second;
-          const auto want_new = v == 0 ? std::vector<uint8_t>(sb, 0) : Pattern(lba, v, sb);
-          const auto want_old = prev == 0 ? std::vector<uint8_t>(sb, 0) : Pattern(lba, prev, sb);
-          std::string which;
-          for (uint64_t w = 1; w <= version && which.empty(); ++w) {
-            if (out == Pattern(lba, w, sb)) which = " = version " + std::to_string(w);
-          }
-          ASSERT_TRUE(out == want_new || out == want_old)
-              << which << " seed " << seed << " round " << round << " lba " << lba << ": new version " << v << ", old " << prev
-              << ", read " << (out == std::vector<uint8_t>(sb, 0) ? "zeroes" : "other data") << "; batch result "
-              << b->result;
-          if (want_new == want_old) continue;
-          now += out == want_new;
-          old += out == want_old;
-        }
+        CountNewAndOld(dev, *b, acked, sb, "seed " + std::to_string(seed) + " round " + std::to_string(round), &now,
+                       &old);
+        if (HasFatalFailure()) return;
         if (b->result == 0) {
           ASSERT_EQ(old, 0u) << "seed " << seed << ": an acknowledged batch lost sectors";
           ++acked_total;

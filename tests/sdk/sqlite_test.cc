@@ -158,13 +158,9 @@ TEST_F(SqliteTest, IntegrityAfterPowerCuts) {
     MakeFormattedCard(dir, "duo-slc-small", 24, {});
     int committed = 0, cuts = 0, landed = 0;
     for (int round = 0; round < 6; ++round) {
-      sdk::InProcessOptions o;
-      o.clock = &clock;
-      o.seed = 11;
       card::Card* card = nullptr;
-      o.card_out = &card;
       vsl_dev* dev = nullptr;
-      ASSERT_EQ(sdk::OpenInProcess(dir, 0, o, &dev), 0);
+      ASSERT_EQ(OpenVirtual(dir, 0, clock, 11, &card, &dev), 0);
       ASSERT_EQ(vsl_sqlite_vfs_register(dev, "vslv", 0), 0);
       vsl_caps caps{};
       ASSERT_EQ(vsl_get_caps(dev, &caps), 0);
