@@ -37,6 +37,7 @@ std::string_view LunStateName(LunState s) {
     case LunState::kResetting: return "resetting";
     case LunState::kUnformatted: return "unformatted";
     case LunState::kFailed: return "failed";
+    case LunState::kThermalShutdown: return "thermal-shutdown";
   }
   return "?";
 }
@@ -120,7 +121,7 @@ class CountingPipe final : public nand::FlashPipe {
 Lun::Lun(Card& card, uint32_t index, uint32_t controller, std::vector<uint32_t> pipes, Engine& engine)
     : card_(card), index_(index), controller_(controller), pipes_(std::move(pipes)), engine_(&engine) {
   if (pipes_.size() == 2) {
-    joined_ = std::make_unique<JoinedPipe>(card_.sim().pipe(pipes_[0]), card_.sim().pipe(pipes_[1]));
+    joined_ = std::make_unique<JoinedPipe>(*card_.governed_[pipes_[0]], *card_.governed_[pipes_[1]]);
   }
   NewPipe();
 }
@@ -128,7 +129,7 @@ Lun::Lun(Card& card, uint32_t index, uint32_t controller, std::vector<uint32_t> 
 Lun::~Lun() = default;
 
 void Lun::NewPipe() {
-  nand::FlashPipe& inner = joined_ ? static_cast<nand::FlashPipe&>(*joined_) : card_.sim().pipe(pipes_[0]);
+  nand::FlashPipe& inner = joined_ ? static_cast<nand::FlashPipe&>(*joined_) : *card_.governed_[pipes_[0]];
   counted_ = std::make_unique<CountingPipe>(inner, engine_->clock());
 }
 
@@ -192,6 +193,22 @@ void Lun::Detach(Done done) {
       done(s);
     });
   });
+}
+
+void Lun::ThermalStop(Done done) {
+  if (!ftl_ || state() != LunState::kOnline) return done(Status::Ok());
+  Detach([this, done = std::move(done)](Status s) mutable {
+    thermal_stopped_ = true;
+    SetState(LunState::kThermalShutdown,
+             "thermal shutdown: the card overheated; flushed and checkpointed, back online once it is cool");
+    done(s);
+  });
+}
+
+void Lun::ApplyHealthCap() {
+  const bool reduced = ftl_ && ftl_->health_mode() == ftl::HealthMode::kReducedWrite;
+  const double share = reduced ? card_.governor_->policy().reduced_write_share : 1.0;
+  for (uint32_t p : pipes_) card_.governed_[p]->SetWriteShare(share);
 }
 
 void Lun::Format(const ftl::FormatOptions& fo, Done done) {
@@ -316,6 +333,15 @@ Result<std::unique_ptr<Card>> Card::Open(const std::string& dir, const CardOptio
     card_clock = so.pipe_clocks[0];
   }
   VSL_ASSIGN_OR_RETURN(card->sim_, simcard::SimCard::Open(dir, *card_clock, so));
+  const simcard::Profile& prof = card->sim_->profile();
+  VSL_RETURN_IF_ERROR(CheckPowerPolicy(opts.power, prof.power.static_w * card->sim_->geometry().controllers));
+  card->governor_ = std::make_unique<PowerGovernor>(prof.power, card->sim_->geometry(), card->sim_->timing(), opts.power);
+  for (uint32_t p = 0; p < card->sim_->pipe_count(); ++p) {
+    card->governed_.push_back(
+        std::make_unique<GovernedPipe>(card->sim_->pipe(p), *card->governor_, card->PipeEngine(p).clock()));
+  }
+  card->mon_.controllers.resize(card->controllers());
+  card->governor_->SetWake([c = card.get()] { c->WakeMonitor(); });
   card->luns_.resize(card->sim_->pipe_count());
   for (uint32_t c = 0; c < card->controllers(); ++c) {
     if (modes.at(c) == static_cast<uint8_t>(PipeMode::kSingle) &&
@@ -330,7 +356,25 @@ Result<std::unique_ptr<Card>> Card::Open(const std::string& dir, const CardOptio
 
 Card::~Card() {
   (void)DetachAll();
+  if (governor_) {  // Open got that far
+    RunOnPipe(0, [this] {
+      monitor_stopping_ = true;
+      if (monitor_timer_ != 0) PipeEngine(0).Cancel(monitor_timer_);
+      monitor_timer_ = 0;
+    });
+  }
   luns_.clear();
+  // Each governed pipe goes on the engine it is bound to (its retry timer lives there).
+  for (uint32_t p = 0; p < governed_.size(); ++p) {
+    uint32_t owner = p;
+    for (uint32_t q = 0; q < governed_.size(); ++q) {
+      if (&PipeEngine(q).clock() == governed_[p]->clock()) {
+        owner = q;
+        break;
+      }
+    }
+    RunOnPipe(owner, [this, p] { governed_[p].reset(); });
+  }
   if (vclock_ != nullptr) vclock_->RunUntilIdle();
   // Engine threads stop first (their clocks hold the card's pending events), then the card.
   engine_threads_.clear();
@@ -366,10 +410,12 @@ Status Card::LayOut(uint32_t c) {
   if (pipe_mode(c) == PipeMode::kSingle) {
     // Both pipes on the first pipe's engine: one LUN, one thread.
     VSL_RETURN_IF_ERROR(sim_->RebindPipe(first + 1, PipeEngine(first).clock()));
+    governed_[first + 1]->Rebind(PipeEngine(first).clock());
     luns_[first].reset(new Lun(*this, first, c, {first, first + 1}, PipeEngine(first)));
   } else {
     for (uint32_t p = first; p < first + ppc; ++p) {
       VSL_RETURN_IF_ERROR(sim_->RebindPipe(p, PipeEngine(p).clock()));
+      governed_[p]->Rebind(PipeEngine(p).clock());
       luns_[p].reset(new Lun(*this, p, c, {p}, PipeEngine(p)));
     }
   }
@@ -455,6 +501,196 @@ Status Card::FormatController(uint32_t c, PipeMode mode, const ftl::FormatOption
     if (l->controller() == c) mine.push_back(l);
   }
   return ForAll(*this, mine, [fo](Lun& l, Lun::Done d) { l.Format(fo, std::move(d)); }, StatusCode::kOk);
+}
+
+// ---- power and thermal ----
+
+PowerStatus Card::power_status() const {
+  PowerStatus st;
+  {
+    std::lock_guard<std::mutex> l(mon_mu_);
+    st = mon_;
+  }
+  st.policy = governor_->policy();
+  st.limit_w = st.policy.limit_w();
+  st.override_on = st.policy.override_w > 0;
+  st.static_w = governor_->static_w();
+  st.full_write_w = governor_->full_write_w();
+  st.refill_w = governor_->refill_w();
+  st.burst_j = governor_->burst_j();
+  st.write_share = governor_->write_share();
+  st.environment = sim_->environment();
+  st.governor = governor_->stats();
+  // Temperatures now (the monitor may be asleep on an idle card).
+  for (uint32_t c = 0; c < st.controllers.size(); ++c) {
+    const auto r = sim_->ReadPower(c);
+    st.controllers[c].temperature_c = r.temperature_c;
+    st.controllers[c].max_temperature_c = std::max(st.controllers[c].max_temperature_c, r.temperature_c);
+    st.controllers[c].energy_j = r.energy_j;
+    st.controllers[c].low_power = r.low_power;
+  }
+  return st;
+}
+
+Status Card::SetPowerPolicy(const PowerPolicy& p) {
+  const PowerPolicy old = governor_->policy();
+  VSL_RETURN_IF_ERROR(governor_->SetPolicy(p));
+  if (old.limit_w() != p.limit_w() || old.override_w != p.override_w) {
+    Logger("card")->warn("card {}: power limit {:.2f} W ({}; slot declared {:.2f} W)", dir_, p.limit_w(),
+                         p.override_w > 0 ? fmt::format("power override {:.2f} W", p.override_w)
+                                          : std::string("no override: slot limit"),
+                         p.slot_capability_w);
+  }
+  return Status::Ok();
+}
+
+void Card::WakeMonitor() {
+  if (monitor_running_.exchange(true)) return;
+  PipeEngine(0).Send([this] {
+    if (monitor_stopping_ || monitor_timer_ != 0) return;
+    MonitorTick();
+  });
+}
+
+bool Card::MonitorMustRun(double max_temp_c) const {
+  const PowerPolicy pol = governor_->policy();
+  const auto env = sim_->environment();
+  const auto& pw = sim_->profile().power;
+  // Warm, or warming by itself at rest: keep watching.
+  const double at_rest = env.ambient_c + pw.static_w * pw.ThermalResistance(env.airflow_lfm);
+  return max_temp_c >= pol.throttle_c - 10 || at_rest >= pol.throttle_c - 10;
+}
+
+void Card::MonitorTick() {
+  monitor_timer_ = 0;
+  if (monitor_stopping_) return;
+  const bool active = governor_->TakeActivity();
+  const PowerPolicy pol = governor_->policy();
+  const uint32_t nc = controllers();
+  std::vector<simcard::PowerReading> rd(nc);
+  double energy = 0, tmax = -1e9;
+  uint32_t hottest = 0;
+  for (uint32_t c = 0; c < nc; ++c) {
+    rd[c] = sim_->ReadPower(c);
+    energy += rd[c].energy_j;
+    if (rd[c].temperature_c > tmax) {
+      tmax = rd[c].temperature_c;
+      hottest = c;
+    }
+  }
+  const TimeNs now = PipeEngine(0).Now();
+  ThermalState state;
+  {
+    std::lock_guard<std::mutex> l(mon_mu_);
+    // Window average of the card's power monitor (energy over the last window).
+    if (!samples_.empty() && now - samples_.back().at > pol.window_ns) samples_.clear();  // asleep since
+    samples_.push_back({now, energy});
+    while (samples_.size() > 2 && now - samples_[1].at >= pol.window_ns) samples_.pop_front();
+    const Sample& first = samples_.front();
+    if (now > first.at) {
+      mon_.avg_w = (energy - first.energy_j) / (static_cast<double>(now - first.at) / 1e9);
+      if (now - first.at >= pol.window_ns) mon_.peak_w = std::max(mon_.peak_w, mon_.avg_w);
+    }
+    for (uint32_t c = 0; c < nc; ++c) {
+      auto& m = mon_.controllers[c];
+      m.temperature_c = rd[c].temperature_c;
+      m.max_temperature_c = std::max(m.max_temperature_c, rd[c].temperature_c);
+      m.energy_j = rd[c].energy_j;
+      m.low_power = rd[c].low_power;
+    }
+    if (mon_.thermal == ThermalState::kThrottling) mon_.throttled_ns += pol.sample_ns;
+    state = mon_.thermal;
+  }
+  // Thermal control. Throttling: writes may use a share of full write power that falls
+  // by a quarter per degree above throttle_c - 1 (0.75 at 78 C, none left at 81 C but a
+  // 2% trickle), released 2 C below the threshold. Shutdown at shutdown_c.
+  if (state == ThermalState::kShutdown) {
+    bool cool = true;
+    for (const auto& r : rd) cool = cool && r.temperature_c <= pol.resume_c;
+    if (cool) ThermalResume();
+  } else if (tmax >= pol.shutdown_c) {
+    ThermalShutdown(tmax, hottest);
+  } else if (tmax >= pol.throttle_c || (state == ThermalState::kThrottling && tmax >= pol.throttle_c - 2)) {
+    const double share = std::clamp(1.0 - 0.25 * (tmax - (pol.throttle_c - 1)), 0.02, 1.0);
+    governor_->SetWriteShare(share);
+    if (state != ThermalState::kThrottling) {
+      Logger("card")->warn("card {}: controller {} at {:.1f} C: throttling writes", dir_, hottest, tmax);
+      std::lock_guard<std::mutex> l(mon_mu_);
+      mon_.thermal = ThermalState::kThrottling;
+      ++mon_.throttle_events;
+    }
+  } else if (state == ThermalState::kThrottling) {
+    governor_->SetWriteShare(1.0);
+    Logger("card")->info("card {}: {:.1f} C: write throttle released", dir_, tmax);
+    std::lock_guard<std::mutex> l(mon_mu_);
+    mon_.thermal = ThermalState::kNormal;
+  }
+  // Reduced-write caps follow each LUN's health, a few times a second.
+  if (++monitor_ticks_ % 10 == 0) {
+    for (Lun* l : luns()) {
+      if (l->state() == LunState::kOnline) l->engine().Send([l] { l->ApplyHealthCap(); });
+    }
+  }
+  const bool held = governor_->held() > 0;
+  std::lock_guard<std::mutex> l(mon_mu_);
+  if (active || held || mon_.thermal != ThermalState::kNormal || MonitorMustRun(tmax)) {
+    monitor_timer_ = PipeEngine(0).After(pol.sample_ns, [this] { MonitorTick(); });
+    return;
+  }
+  // Idle and cool: sleep until the governor admits the next operation (it wakes us).
+  monitor_running_ = false;
+  if (governor_->TakeActivity() && !monitor_running_.exchange(true)) {
+    monitor_timer_ = PipeEngine(0).After(pol.sample_ns, [this] { MonitorTick(); });
+  }
+}
+
+void Card::ThermalShutdown(double temp_c, uint32_t controller) {
+  {
+    std::lock_guard<std::mutex> l(mon_mu_);
+    mon_.thermal = ThermalState::kShutdown;
+    ++mon_.thermal_shutdowns;
+  }
+  Logger("card")->error("card {}: controller {} at {:.1f} C (limit {:.1f} C): thermal shutdown: flushing, "
+                        "checkpointing and taking the LUNs offline until it is below {:.1f} C",
+                        dir_, controller, temp_c, governor_->policy().shutdown_c, governor_->policy().resume_c);
+  // The flush and checkpoint go at full speed: the sooner they are done, the sooner the
+  // controllers can drop to standby power.
+  governor_->SetWriteShare(1.0);
+  auto left = std::make_shared<std::atomic<uint32_t>>(1);
+  auto finish = [this, left] {
+    if (left->fetch_sub(1) != 1) return;
+    for (uint32_t c = 0; c < controllers(); ++c) sim_->SetLowPower(c, true);
+    Logger("card")->warn("card {}: LUNs offline, controllers in low-power state", dir_);
+  };
+  for (Lun* l : luns()) {
+    left->fetch_add(1);
+    l->engine().Send([l, finish] {
+      l->ThermalStop([l, finish](Status s) {
+        if (!s.ok()) Logger("card")->error("{}: thermal shutdown: {}", l->name(), s.ToString());
+        finish();
+      });
+    });
+  }
+  finish();
+}
+
+void Card::ThermalResume() {
+  Logger("card")->warn("card {}: cool again: controllers up, LUNs attaching", dir_);
+  for (uint32_t c = 0; c < controllers(); ++c) sim_->SetLowPower(c, false);
+  governor_->SetWriteShare(1.0);
+  {
+    std::lock_guard<std::mutex> l(mon_mu_);
+    mon_.thermal = ThermalState::kNormal;
+  }
+  for (Lun* l : luns()) {
+    if (!l->thermal_stopped_.exchange(false)) continue;
+    l->engine().Send([l] {
+      if (l->state() != LunState::kThermalShutdown) return;  // the operator acted meanwhile
+      l->Attach([l](Status s) {
+        if (!s.ok()) Logger("card")->error("{}: attach after thermal shutdown: {}", l->name(), s.ToString());
+      });
+    });
+  }
 }
 
 }  // namespace vsl::card

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "vsl/card/power.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/engine.h"
 #include "vsl/core/status.h"
@@ -48,6 +50,8 @@ enum class LunState : uint8_t {
   kResetting,    // its engine state dropped, recovering by attach
   kUnformatted,  // the pipe holds no FTL format
   kFailed,       // attach failed (error() says why)
+  kThermalShutdown,  // flushed, checkpointed and offline because the card overheated;
+                     // attaches again by itself once the card is cool
 };
 std::string_view LunStateName(LunState s);
 
@@ -57,6 +61,30 @@ struct CardOptions {
   Clock* clock = nullptr;
   simcard::SimCardOptions sim;  // pipe_clocks is filled in by the card
   ftl::FtlOptions ftl;
+  PowerPolicy power;  // checked by Open (CheckPowerPolicy)
+};
+
+// What the power and thermal governor reports (Card::power_status).
+struct ControllerPower {
+  double temperature_c = 0, max_temperature_c = 0;
+  double avg_w = 0;       // over the governor's window
+  double energy_j = 0;    // since the card opened
+  bool low_power = false;
+};
+struct PowerStatus {
+  PowerPolicy policy;
+  double limit_w = 0;
+  bool override_on = false;
+  double avg_w = 0;   // the card, over the last window (static and NAND)
+  double peak_w = 0;  // highest window average since the card opened
+  double static_w = 0, full_write_w = 0, refill_w = 0, burst_j = 0;
+  ThermalState thermal = ThermalState::kNormal;
+  double write_share = 1.0;  // thermal throttle: share of full write power allowed
+  uint64_t throttle_events = 0, thermal_shutdowns = 0;
+  DurNs throttled_ns = 0;
+  std::vector<ControllerPower> controllers;
+  simcard::Environment environment;
+  GovernorStats governor;
 };
 
 class CountingPipe;
@@ -107,6 +135,11 @@ class Lun {
   // Calls `then` on the engine once the FTL is quiescent and no command is outstanding.
   void WhenQuiet(Function<void()> then);
   void NewPipe();
+  // Thermal shutdown of this LUN: flush and checkpoint (a detach), then offline in
+  // kThermalShutdown. Nothing if it is not online.
+  void ThermalStop(Done done);
+  // Applies the FTL's health to the write cap of this LUN's pipes (reduced-write).
+  void ApplyHealthCap();
 
   Card& card_;
   const uint32_t index_, controller_;
@@ -116,6 +149,7 @@ class Lun {
   std::unique_ptr<CountingPipe> counted_;  // what the FTL talks to
   std::unique_ptr<ftl::Ftl> ftl_;
   std::atomic<LunState> state_{LunState::kOffline};
+  std::atomic<bool> thermal_stopped_{false};  // offline by ThermalStop, to resume
   mutable std::mutex mu_;  // guards error_
   std::string error_;
 };
@@ -151,6 +185,12 @@ class Card {
   // LUNs out again and formats each (they stay offline).
   Status FormatController(uint32_t c, PipeMode mode, const ftl::FormatOptions& fo);
 
+  // --- power (any thread) ---
+  PowerStatus power_status() const;
+  // Changes the limit or override (CheckPowerPolicy first: a refusal changes nothing).
+  Status SetPowerPolicy(const PowerPolicy& p);
+  PowerGovernor& governor() { return *governor_; }
+
  private:
   friend class Lun;
   Card() = default;
@@ -165,6 +205,28 @@ class Card {
   std::vector<std::unique_ptr<EngineThread>> engine_threads_;  // per pipe (threaded)
   std::unique_ptr<simcard::SimCard> sim_;
   std::vector<std::unique_ptr<Lun>> luns_;            // per pipe index; null where none
+  std::unique_ptr<PowerGovernor> governor_;
+  std::vector<std::unique_ptr<GovernedPipe>> governed_;  // per pipe, under the LUNs
+
+  // The thermal monitor: a tick on pipe 0's engine every policy.sample_ns while the card
+  // is busy, warm or in a thermal state; it stops when the card is idle and cool and the
+  // governor wakes it on the next NAND operation.
+  void WakeMonitor();
+  void MonitorTick();
+  void ThermalShutdown(double temp_c, uint32_t controller);
+  void ThermalResume();
+  bool MonitorMustRun(double max_temp_c) const;
+  std::atomic<bool> monitor_running_{false};
+  bool monitor_stopping_ = false;  // pipe 0's engine
+  TimerId monitor_timer_ = 0;      // pipe 0's engine
+  uint32_t monitor_ticks_ = 0;
+  mutable std::mutex mon_mu_;  // what follows
+  struct Sample {
+    TimeNs at;
+    double energy_j;
+  };
+  std::deque<Sample> samples_;
+  PowerStatus mon_;  // controllers, avg/peak, thermal state and counters
 };
 
 }  // namespace vsl::card

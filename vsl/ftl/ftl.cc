@@ -47,12 +47,25 @@ std::pair<uint32_t, uint32_t> Ftl::EraseCountRange() const {
 
 std::string_view HealthModeName(HealthMode m) {
   switch (m) {
-    case HealthMode::kNormal: return "normal";
+    case HealthMode::kNormal: return "healthy";
     case HealthMode::kReducedWrite: return "reduced-write";
     case HealthMode::kReadOnly: return "read-only";
   }
   return "?";
 }
+
+ReserveStatus Ftl::reserve_status() const {
+  const Impl& im = *impl_;
+  ReserveStatus r;
+  r.mode = im.mode;
+  r.percent = im.reserve_percent;
+  r.sectors = im.reserve_sectors;
+  r.full_sectors = im.reserve_full_sectors;
+  r.warning = im.reserve_percent <= kReserveWarnPercent;
+  return r;
+}
+
+HealthMode Ftl::health_mode() const { return impl_->mode; }
 
 FlashBackStatus Ftl::flashback_status() const {
   FlashBackStatus st;
@@ -119,15 +132,15 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
   }
   if (impl_->mode == HealthMode::kReadOnly) {
     return Reject(std::move(done), Status::FailedPrecondition(
-        "the pipe is read-only: after die failures the surviving flash cannot hold its data"));
+        "the pipe is read-only: after bad blocks and die failures the surviving flash cannot hold its data"));
   }
-  if ((sparse_ || impl_->mode == HealthMode::kReducedWrite) && map_.mapped() + count > WriteRoom()) {
+  if ((sparse_ || impl_->surviving_sectors < map_.sectors()) && map_.mapped() + count > WriteRoom()) {
     uint64_t fresh = 0;  // only sectors not yet mapped need new room
     for (uint32_t i = 0; i < count; ++i) fresh += map_.Get(lba + i) == kUnmapped;
     if (map_.mapped() + fresh > WriteRoom()) {
       return Reject(std::move(done), Status::NoSpace(
           impl_->mode == HealthMode::kReducedWrite
-              ? "reduced-write: the flash left after die failures is full"
+              ? "reduced-write: the flash left after bad blocks and die failures is full"
               : "the sparse device's physical space is full"));
     }
   }
@@ -207,9 +220,9 @@ void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
   }
   if (impl_->mode == HealthMode::kReadOnly) {
     return Reject(std::move(done), Status::FailedPrecondition(
-        "the pipe is read-only: after die failures the surviving flash cannot hold its data"));
+        "the pipe is read-only: after bad blocks and die failures the surviving flash cannot hold its data"));
   }
-  if ((sparse_ || impl_->mode == HealthMode::kReducedWrite) && map_.mapped() + write_sectors > WriteRoom()) {
+  if ((sparse_ || impl_->surviving_sectors < map_.sectors()) && map_.mapped() + write_sectors > WriteRoom()) {
     uint64_t fresh = 0;  // only sectors not yet mapped need new room (a trim frees some)
     for (const AtomicOp& o : ops) {
       if (o.kind != AtomicOp::kWrite) continue;
@@ -218,7 +231,7 @@ void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
     if (map_.mapped() + fresh > WriteRoom()) {
       return Reject(std::move(done), Status::NoSpace(
           impl_->mode == HealthMode::kReducedWrite
-              ? "reduced-write: the flash left after die failures is full"
+              ? "reduced-write: the flash left after bad blocks and die failures is full"
               : "the sparse device's physical space is full"));
     }
   }
@@ -259,9 +272,6 @@ std::string Ftl::TEST_DebugState() const {
 }
 
 uint64_t Ftl::WriteRoom() {
-  if (impl_->mode == HealthMode::kReducedWrite) {
-    return std::min(impl_->surviving_sectors, PhysicalUserSectors());
-  }
   // PhysicalUserSectors walks every LEB (16k on the reference card): at most once per
   // 10 ms of clock time, not per write. The room only shrinks as blocks go bad, and a
   // write admitted on a slightly stale figure still finds the groomer's reserve.
@@ -271,6 +281,8 @@ uint64_t Ftl::WriteRoom() {
     room_cache_ = PhysicalUserSectors();
     room_at_ = now;
   }
+  // Bad blocks or dead dies left less than the capacity (reduced-write): what survives.
+  if (impl_->surviving_sectors < map_.sectors()) return std::min(impl_->surviving_sectors, room_cache_);
   return room_cache_;
 }
 

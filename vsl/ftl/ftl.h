@@ -70,13 +70,27 @@ struct FormatOptions {
 // with this, so bad input changes nothing.
 Status CheckFormatOptions(const FormatOptions& opts);
 
+// Health follows the reserve space: the spare room the surviving flash offers beyond the
+// capacity, against what the format set aside. Bad blocks and dead dies eat it.
 enum class HealthMode : uint8_t {
-  kNormal,
-  kReducedWrite,  // surviving flash holds less than the capacity: writes that need new
-                  // room fail with NoSpace; overwrites and trims work
+  kNormal,        // "healthy"
+  kReducedWrite,  // the reserve is down to kReducedWritePercent (the card layer caps write
+                  // power to slow the wear), or gone: surviving flash holds less than the
+                  // capacity, so writes that need new room fail with NoSpace while
+                  // overwrites and trims work
   kReadOnly,      // surviving flash cannot hold what is mapped: writes fail
 };
 std::string_view HealthModeName(HealthMode m);
+inline constexpr double kReserveWarnPercent = 10.0;
+inline constexpr double kReducedWritePercent = 2.0;
+
+struct ReserveStatus {
+  HealthMode mode = HealthMode::kNormal;
+  double percent = 100.0;     // spare left of what the format set aside (100 when formatted)
+  uint64_t sectors = 0;       // spare room left beyond the capacity
+  uint64_t full_sectors = 0;  // what the format set aside
+  bool warning = false;       // percent <= kReserveWarnPercent
+};
 
 // What FlashBack has done: dies lost, rebuild progress, sectors lost to double failures.
 struct FlashBackStatus {
@@ -251,6 +265,8 @@ class Ftl {
   // nothing more is written. Then wait for Quiescent() and destroy it.
   void Abandon();
   FlashBackStatus flashback_status() const;
+  ReserveStatus reserve_status() const;
+  HealthMode health_mode() const;
 
   // Test hooks.
   void TEST_ForceGroom(Done done);

@@ -767,7 +767,8 @@ struct Ftl::Impl {
     return n;
   }
   // Capacity the surviving flash offers, against what the format promised and what is
-  // mapped.
+  // mapped; and the reserve space: the spare room beyond the capacity, against what the
+  // format set aside (rho * capacity). Called whenever a die or a block is lost.
   void UpdateMode() {
     uint64_t phys = 0;
     for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
@@ -780,16 +781,42 @@ struct Ftl::Impl {
     const uint64_t reserved =
         uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * LebDataSectors(alive);
     const uint64_t usable = phys > reserved ? phys - reserved : 0;
+    const double rho = f.reserve_ppm_ / 1e6;
+    // What the format promised: the capacity, or for a sparse space the physical room a
+    // flawless card offers.
+    uint64_t capacity = f.map_.sectors();
+    if (f.sparse_) {
+      const uint64_t nominal = uint64_t{f.lebs_.size() - kMetaLebs} * LebDataSectors(D());
+      const uint64_t nres = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * LebDataSectors(D());
+      capacity = nominal > nres ? static_cast<uint64_t>(static_cast<double>(nominal - nres) / (1.0 + rho)) : 0;
+    }
+    reserve_full_sectors = static_cast<uint64_t>(static_cast<double>(capacity) * rho);
+    reserve_sectors = usable > capacity ? usable - capacity : 0;
+    reserve_percent = reserve_full_sectors == 0
+                          ? (usable >= capacity ? 100.0 : 0.0)
+                          : std::min(100.0, 100.0 * static_cast<double>(reserve_sectors) /
+                                                static_cast<double>(reserve_full_sectors));
+    const bool reserve_low = reserve_full_sectors != 0 && reserve_percent <= kReducedWritePercent;
     const HealthMode m = f.map_.mapped() > usable ? HealthMode::kReadOnly
-                         : f.map_.sectors() > usable ? HealthMode::kReducedWrite
+                         : (f.map_.sectors() > usable || (!f.sparse_ && reserve_low)) ? HealthMode::kReducedWrite
                                                      : HealthMode::kNormal;
     surviving_sectors = usable;
     if (m != mode) {
       mode = m;
-      Event(fmt::format("pipe health: {} (surviving flash holds {} of {} sectors)",
-                        HealthModeName(m), usable, f.map_.sectors()));
+      Event(fmt::format("pipe health: {} (reserve {:.1f}%; surviving flash holds {} of {} sectors)",
+                        HealthModeName(m), reserve_percent, usable, f.map_.sectors()));
     }
+    const bool warn = reserve_percent <= kReserveWarnPercent;
+    if (warn && !reserve_warned) {
+      Event(fmt::format("reserve space {:.1f}%: at or below the {:.0f}% warning level", reserve_percent,
+                        kReserveWarnPercent));
+    }
+    reserve_warned = warn;
+    f.room_valid_ = false;
   }
+  uint64_t reserve_sectors = 0, reserve_full_sectors = 0;
+  double reserve_percent = 100.0;
+  bool reserve_warned = false;
   uint64_t surviving_sectors = UINT64_MAX;
 
 
@@ -936,6 +963,7 @@ struct Ftl::Impl {
             ++f.stats_.erase_failures;
             if (c.status == FlashStatus::kEraseFail) NoteDieError(d, l.index);
             l.good[d] = 0;  // its programs fail too and are rewritten elsewhere
+            UpdateMode();
           }
           if (--left->first == 0 && left->second) l.stale_seq = 0;  // nothing stale left
           MaybeWriteSummary(l);  // closed early (a checkpoint) before its erases were done
@@ -1328,6 +1356,7 @@ struct Ftl::Impl {
       if (c.status == FlashStatus::kProgramFail) NoteDieError(b->die, b->leb);
       if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(b->die);
       l.good[b->die] = 0;
+      UpdateMode();
       // A failed member stays in its row's parity: until its rewritten sectors are
       // durable, the stage or parity page holding its XOR is what brings its acknowledged
       // data back after a power cut. (The price: a second fault in that row cannot be

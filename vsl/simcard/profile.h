@@ -59,6 +59,35 @@ struct Plp {
   uint32_t stage_slots = 4;  // per pipe: parity staging slots (FlashPipe::Stage)
 };
 
+// Power and heat of one controller (docs/power.md gives the sources). The card charges a
+// NAND operation's energy when its die starts it; static power flows while the card is
+// powered. Heat: a first-order model per controller,
+//   C dT/dt = P - (T - ambient) / R(airflow),  R(lfm) = r_sink + r_air / (1 + lfm / lfm_knee)
+// so the time constant R*C is about 28 s at 300 LFM.
+struct Power {
+  double static_w = 10.0;    // FPGA, DRAM, board and idle link, per controller
+  double standby_w = 3.0;    // in its low-power state (thermal shutdown: NAND idle, DRAM self-refresh)
+  double read_uj = 2.5;      // a page read (array busy ~0.1 W for tR)
+  double program_uj = 20.0;  // a page program (~0.1 W for tPROG)
+  double erase_uj = 150.0;   // a block erase (~0.1 W for tBERS)
+  double channel_nj_per_byte = 0.25;  // ONFI bus I/O, per byte moved on a channel
+  double link_nj_per_byte = 0.1;      // PCIe and DMA, per payload byte
+  double heat_capacity_j_per_c = 21.0;
+  double r_sink_c_per_w = 0.6;
+  double r_air_c_per_w = 4.4;
+  double lfm_knee = 60.0;
+  double ThermalResistance(double airflow_lfm) const {
+    return r_sink_c_per_w + r_air_c_per_w / (1.0 + airflow_lfm / lfm_knee);
+  }
+};
+
+// Where the card sits: inlet air temperature and airflow over it (linear feet per minute).
+// The supported envelope of the reference card is up to 55 C at 300 LFM.
+struct Environment {
+  double ambient_c = 25.0;
+  double airflow_lfm = 300.0;
+};
+
 struct Profile {
   std::string name;
   std::string description;
@@ -66,6 +95,7 @@ struct Profile {
   Timing timing;
   Reliability reliability;
   Plp plp;
+  Power power;
   std::string manufacturer = "OPENVSL";
   std::string model;
   uint8_t jedec_id = 0x2C;

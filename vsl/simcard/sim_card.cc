@@ -20,6 +20,7 @@
 #include "vsl/core/log.h"
 #include "vsl/core/random.h"
 #include "vsl/simcard/sim_pipe.h"
+#include "vsl/simcard/thermal.h"
 
 namespace vsl::simcard {
 namespace fs = std::filesystem;
@@ -60,6 +61,11 @@ Status SimCard::Create(const std::string& dir, const Profile& profile_in,
   return Status::Ok();
 }
 
+struct SimCard::Thermal {
+  HeatSource src;  // static power
+  std::atomic<bool> low_power{false};
+};
+
 Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& clock,
                                                const SimCardOptions& opts) {
   if (!fs::is_directory(dir)) {
@@ -89,6 +95,7 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   card->profile_.geometry = card->geometry_;  // the image's shape wins (blocks override)
   if (opts.plp) card->profile_.plp = *opts.plp;
   if (opts.reliability) card->profile_.reliability = *opts.reliability;
+  if (opts.power) card->profile_.power = *opts.power;
   card->images_.push_back(std::move(first));
   for (uint32_t c = 1; c < card->geometry_.controllers; ++c) {
     VSL_ASSIGN_OR_RETURN(auto img, ControllerImage::Open(ImagePath(dir, c)));
@@ -146,7 +153,75 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
       if (plp.present) card->pipes_.back()->SetJournal(card->journals_[index].get());
     }
   }
+  card->env_ = opts.environment;
+  card->thermal_r_ = card->profile_.power.ThermalResistance(opts.environment.airflow_lfm);
+  card->thermal_ = std::make_unique<Thermal[]>(card->geometry_.controllers);
+  for (uint32_t c = 0; c < card->geometry_.controllers; ++c) {
+    card->thermal_[c].src.SetPower(card->ControllerNow(c), card->StaticWatts(c), card->thermal_r_,
+                                   card->profile_.power.heat_capacity_j_per_c);
+  }
   return card;
+}
+
+TimeNs SimCard::ControllerNow(uint32_t c) const {
+  return pipes_[c * geometry_.pipes_per_controller]->now();
+}
+
+double SimCard::StaticWatts(uint32_t c) const {
+  if (!powered_) return 0;
+  return thermal_[c].low_power ? profile_.power.standby_w : profile_.power.static_w;
+}
+
+PowerReading SimCard::ReadPower(uint32_t c) const {
+  std::lock_guard<std::mutex> l(env_mu_);
+  const double r = thermal_r_.load();
+  const double cap = profile_.power.heat_capacity_j_per_c;
+  PowerReading out;
+  out.at = ControllerNow(c);
+  const auto st = thermal_[c].src.Read(out.at, r, cap);
+  double rise = st.rise_c;
+  out.energy_j = st.energy_j;
+  for (uint32_t p = 0; p < geometry_.pipes_per_controller; ++p) {
+    SimPipe& sp = *pipes_[c * geometry_.pipes_per_controller + p];
+    const auto pr = sp.heat().Read(sp.now(), r, cap);
+    rise += pr.rise_c;
+    out.nand_energy_j += pr.energy_j;
+  }
+  out.energy_j += out.nand_energy_j;
+  out.temperature_c = env_.ambient_c + rise;
+  out.low_power = thermal_[c].low_power;
+  return out;
+}
+
+Environment SimCard::environment() const {
+  std::lock_guard<std::mutex> l(env_mu_);
+  return env_;
+}
+
+void SimCard::SetEnvironment(const Environment& env) {
+  std::lock_guard<std::mutex> l(env_mu_);
+  // Every source is brought to now under the old resistance before it changes.
+  const double r = thermal_r_.load();
+  const double cap = profile_.power.heat_capacity_j_per_c;
+  for (uint32_t c = 0; c < geometry_.controllers; ++c) thermal_[c].src.Advance(ControllerNow(c), r, cap);
+  for (auto& p : pipes_) p->heat().Advance(p->now(), r, cap);
+  env_ = env;
+  thermal_r_ = profile_.power.ThermalResistance(env.airflow_lfm);
+}
+
+void SimCard::SetLowPower(uint32_t c, bool on) {
+  std::lock_guard<std::mutex> l(env_mu_);
+  thermal_[c].low_power = on;
+  thermal_[c].src.SetPower(ControllerNow(c), StaticWatts(c), thermal_r_.load(),
+                           profile_.power.heat_capacity_j_per_c);
+}
+
+void SimCard::SetStaticPowerAll() {
+  std::lock_guard<std::mutex> l(env_mu_);
+  for (uint32_t c = 0; c < geometry_.controllers; ++c) {
+    thermal_[c].src.SetPower(ControllerNow(c), StaticWatts(c), thermal_r_.load(),
+                             profile_.power.heat_capacity_j_per_c);
+  }
 }
 
 // Applies, in the order a power cut's flush would, what pipe `p` of controller `c` had
@@ -351,6 +426,7 @@ void SimCard::PowerCut() {
   Logger("simcard")->info("power cut at t={}ns holdup_budget={}ns", clock_.Now(), budget);
   for (auto& p : pipes_) p->PowerCut(budget);
   powered_ = false;
+  SetStaticPowerAll();
   for (auto& img : images_) (void)img->Sync();
 }
 
@@ -358,6 +434,7 @@ void SimCard::PowerOn() {
   VSL_CHECK(single_clock(), "PowerOn needs the card on one clock");
   if (powered_) return;
   powered_ = true;
+  SetStaticPowerAll();
   for (auto& img : images_) {
     auto& st = img->state();
     ++st.unsafe_power_offs;

@@ -46,6 +46,10 @@ struct SimCardOptions {
   // clock. The pipes of a controller share its host link (under a lock); PowerCut,
   // PowerOn and SetPlpState act on every pipe at once and need a single clock.
   std::vector<Clock*> pipe_clocks;
+  // Replaces the profile's power and thermal model (e.g. a smaller heat capacity so a
+  // test sees thermal effects in seconds rather than minutes).
+  std::optional<Power> power;
+  Environment environment;  // changeable later with SetEnvironment
 };
 
 struct CreateOptions {
@@ -99,8 +103,19 @@ struct DieCounters {
   uint64_t programmed_pages = 0, torn_pages = 0;
 };
 
+// What a controller's sensors read: its power monitor (energy since the card opened,
+// static and NAND work) and its die temperature.
+struct PowerReading {
+  double temperature_c = 0;
+  double energy_j = 0;
+  double nand_energy_j = 0;  // of which NAND operations and their transfers
+  TimeNs at = 0;             // when, on the controller's first pipe's clock
+  bool low_power = false;
+};
+
 class SimPipe;
 class PlpJournal;
+class HeatSource;
 
 class SimCard {
  public:
@@ -146,6 +161,15 @@ class SimCard {
   void PowerOn();
   void SetPlpState(nand::PlpState state);
   nand::PlpState plp_state() const;
+
+  // --- Power and heat (profile.h, Power) ---
+  // Any thread.
+  PowerReading ReadPower(uint32_t controller) const;
+  Environment environment() const;
+  void SetEnvironment(const Environment& env);
+  // The controller's low-power state (the host's choice in a thermal shutdown): static
+  // power drops to standby_w.
+  void SetLowPower(uint32_t controller, bool on);
 
   // --- Controller configuration ---
   // The pipe mode register of `controller` (image_format.h ImageState::pipe_mode), kept
@@ -212,6 +236,16 @@ class SimCard {
   // Takes `bytes` of the controller's host link from `now` on; returns when they are over.
   TimeNs TakeLink(uint32_t controller, TimeNs now, uint64_t bytes);
   bool single_clock() const { return opts_.pipe_clocks.empty(); }
+  // Thermal state per controller: its static-power source and low-power flag; the
+  // environment (under env_mu_) sets every source's thermal resistance.
+  struct Thermal;
+  std::unique_ptr<Thermal[]> thermal_;
+  mutable std::mutex env_mu_;
+  Environment env_;
+  std::atomic<double> thermal_r_{1.0};
+  double StaticWatts(uint32_t controller) const;
+  TimeNs ControllerNow(uint32_t controller) const;
+  void SetStaticPowerAll();  // after powered_ changed
   std::atomic<bool> powered_{true};
 };
 

@@ -454,7 +454,20 @@ void SimPipe::TryStartDie(uint32_t die) {
   }
 }
 
+void SimPipe::Spend(double joules) {
+  const Power& pw = card_.profile_.power;
+  heat_.Deposit(Now(), joules, card_.thermal_r_.load(std::memory_order_relaxed), pw.heat_capacity_j_per_c);
+}
+
 void SimPipe::StartRead(Op* op) {
+  {
+    // The array read, the codewords over the channel and the payload over the link.
+    const Power& pw = card_.profile_.power;
+    const uint64_t meta = op->meta != nullptr ? g_.meta_bytes_per_page() : 0;
+    const uint64_t bus = uint64_t{op->sector_count} * (g_.ecc_codeword_bytes + g_.ecc_parity_bytes) + meta;
+    const uint64_t link = uint64_t{op->sector_count} * g_.ecc_codeword_bytes + meta;
+    Spend(pw.read_uj * 1e-6 + (bus * pw.channel_nj_per_byte + link * pw.link_nj_per_byte) * 1e-9);
+  }
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + t_.cmd_overhead_ns;
@@ -496,6 +509,12 @@ void SimPipe::ReadFinish(Op* op, uint64_t serial) {
 }
 
 void SimPipe::StartProgram(Op* op) {
+  {
+    const Power& pw = card_.profile_.power;
+    const uint64_t bus = g_.page_data_bytes + g_.page_spare_bytes;
+    const uint64_t link = g_.page_data_bytes + g_.meta_bytes_per_page();
+    Spend(pw.program_uj * 1e-6 + (bus * pw.channel_nj_per_byte + link * pw.link_nj_per_byte) * 1e-9);
+  }
   Die& d = dies_[op->ppa.die];
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
   const TimeNs start = std::max(Now(), ch.bus_free);
@@ -522,6 +541,7 @@ void SimPipe::ProgramFinish(Op* op, uint64_t serial) {
 }
 
 void SimPipe::StartErase(Op* op) {
+  Spend(card_.profile_.power.erase_uj * 1e-6);
   Die& d = dies_[op->ppa.die];
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
   const TimeNs start = std::max(Now(), ch.bus_free);

@@ -15,6 +15,7 @@
 #include "vsl/nand/flash.h"
 #include "vsl/simcard/plp_journal.h"
 #include "vsl/simcard/sim_card.h"
+#include "vsl/simcard/thermal.h"
 
 namespace vsl::simcard {
 
@@ -85,6 +86,9 @@ class SimPipe final : public nand::FlashPipe {
     inject_erase_fail_.insert(Key({die, block, 0}));
   }
   uint32_t image_die(uint32_t die) const { return first_die_ + die; }
+  // The heat of this pipe's NAND work (read by the card's sensors from any thread).
+  HeatSource& heat() { return heat_; }
+  TimeNs now() const { return clock_->Now(); }
 
  private:
   struct Die {
@@ -166,6 +170,9 @@ class SimPipe final : public nand::FlashPipe {
   std::vector<uint8_t> scratch_;       // one slot
   std::vector<Op*> stage_;             // per stage slot: the landed image, or null
   PipeStats stats_;
+  HeatSource heat_;
+  // Charges `joules` of NAND work now (an impulse into this pipe's heat source).
+  void Spend(double joules);
 };
 
 }  // namespace vsl::simcard

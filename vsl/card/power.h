@@ -1,0 +1,212 @@
+// The power and thermal governor of a card (docs/power.md).
+//
+// A card may draw from its slot only what the slot is rated for: 24.75 W by default (the
+// reference driver's threshold for an x8 slot's 25 W), or, with power override set for
+// that card's serial, the override (an external cable or a slot rated higher). The
+// budget is the card's, shared by its controllers and all their pipes.
+//
+// PowerGovernor holds that budget as a token bucket of NAND energy: the static power of
+// the controllers is set aside and the rest refills the bucket. Every NAND operation a
+// pipe submits is charged its modelled energy (the card's power table, the same numbers
+// the card model charges) before it reaches the controller; an operation that finds too
+// little waits in its pipe's GovernedPipe. The refill rate leaves room for the work
+// already queued on the dies when the bucket is sampled (an operation's energy is spent
+// when its die starts it, up to kQueueLagNs after admission), so the average over any
+// window of `window_ns` stays at or under the limit.
+//
+// Reads are favoured: programs and erases may not take the bucket below a read reserve,
+// and a pipe's waiting reads go before its waiting writes (except behind a write to the
+// same block: a die executes in submission order, and a read of a page whose program is
+// held must not overtake it). Writes alone are further capped when
+// the card runs hot (thermal throttle, from throttle_c on) or a LUN's reserve space runs
+// low (reduced-write): those caps are fractions of the card's full-speed write power.
+//
+// Threads: GovernedPipe runs on its pipe's engine; PowerGovernor is shared by all the
+// card's engines (a mutex) and by status readers.
+#pragma once
+
+#include <cstdint>
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <string_view>
+#include <vector>
+
+#include "vsl/core/clock.h"
+#include "vsl/core/status.h"
+#include "vsl/nand/flash.h"
+#include "vsl/simcard/profile.h"
+
+namespace vsl::card {
+
+inline constexpr double kSlotLimitW = 24.75;   // default PCIe power-limit threshold
+inline constexpr double kSlotCapabilityW = 25;  // an x8 slot's rating, unless declared
+
+struct PowerPolicy {
+  double slot_limit_w = kSlotLimitW;
+  // Power override for this card: 0 off; otherwise the card's limit in watts.
+  double override_w = 0;
+  // What the operator declares the slot (with any external cable) can supply. An
+  // override above it is refused.
+  double slot_capability_w = kSlotCapabilityW;
+  DurNs window_ns = 100 * kMs;  // the averaging window the limit holds over
+  double throttle_c = 78;       // writes throttle from here
+  double shutdown_c = 85;       // safe shutdown
+  double resume_c = 70;         // back online once every controller is this cool
+  DurNs sample_ns = 10 * kMs;   // thermal monitor period while the card is busy or warm
+  // Reduced-write health mode: write power capped to this share of full speed.
+  double reduced_write_share = 0.25;
+  double limit_w() const { return override_w > 0 ? override_w : slot_limit_w; }
+};
+
+// Why a policy is refused (override above the declared slot capability, a limit that
+// leaves no power for NAND work after the static draw, nonsense numbers), or OK.
+Status CheckPowerPolicy(const PowerPolicy& p, double static_w);
+
+enum class ThermalState : uint8_t { kNormal, kThrottling, kShutdown };
+std::string_view ThermalStateName(ThermalState s);
+
+struct GovernorStats {
+  uint64_t reads = 0, writes = 0;            // operations charged
+  uint64_t read_waits = 0, write_waits = 0;  // of which had to wait
+  double read_j = 0, write_j = 0;            // energy charged
+  DurNs write_wait_ns = 0;                   // total time writes waited
+};
+
+class PowerGovernor {
+ public:
+  // `model`: the card's power table; `controllers` and `dies` (all pipes) its shape.
+  PowerGovernor(const simcard::Power& model, const nand::Geometry& g, const simcard::Timing& t,
+                const PowerPolicy& policy);
+
+  // Energy the card spends on each operation (the card model's own accounting).
+  double ReadJ(uint32_t sectors, bool meta) const;
+  double ProgramJ() const;
+  double EraseJ() const;
+
+  // Takes `joules` for an operation at `now` if the bucket has them (writes: above the
+  // read reserve and within the write cap); true when taken.
+  bool TryTake(TimeNs now, double joules, bool write);
+  // How long until a later TryTake of `joules` could succeed (at least 1 us).
+  DurNs WaitHint(TimeNs now, double joules, bool write) const;
+  void NoteWait(bool write, DurNs waited);
+
+  // Policy (limit, override) and the caps set by the thermal monitor.
+  PowerPolicy policy() const;
+  Status SetPolicy(const PowerPolicy& p);
+  void SetWriteShare(double share);  // thermal throttle: 1 = none
+  double write_share() const;
+  double static_w() const { return static_w_; }
+  double full_write_w() const { return full_write_w_; }
+  // Token-bucket figures the limit turns into (for status and tests).
+  double refill_w() const;
+  double burst_j() const;
+  GovernorStats stats() const;
+
+  // `wake` runs (outside the governor's lock, on the admitting engine's thread) when an
+  // operation is admitted and no activity was noted since the last TakeActivity.
+  void SetWake(std::function<void()> wake) { wake_ = std::move(wake); }
+  bool TakeActivity() { return activity_.exchange(false); }
+  // Operations waiting in the card's GovernedPipes (any thread).
+  void NoteHeld(int64_t d) { held_.fetch_add(d, std::memory_order_relaxed); }
+  int64_t held() const { return held_.load(std::memory_order_relaxed); }
+
+  // Time from admission to the energy being spent, allowed for in the refill rate.
+  static constexpr DurNs kQueueLagNs = 6 * kMs;
+
+ private:
+  void Configure();  // rate and burst from the policy (mu_ held)
+  void Refill(TimeNs now) const;
+
+  const simcard::Power model_;
+  const nand::Geometry geo_;
+  const double static_w_;      // all controllers
+  const double full_write_w_;  // every die programming back to back
+  mutable std::mutex mu_;
+  PowerPolicy policy_;
+  double rate_w_ = 0, burst_j_ = 0, reserve_j_ = 0;
+  mutable double tokens_ = 0, write_tokens_ = 0;
+  mutable TimeNs at_ = 0;
+  mutable bool started_ = false;
+  double write_share_ = 1.0;
+  GovernorStats stats_;
+  std::atomic<bool> activity_{false};
+  std::atomic<int64_t> held_{0};
+  std::function<void()> wake_;
+  void NoteActivity() {
+    if (!activity_.load(std::memory_order_relaxed) && !activity_.exchange(true) && wake_) wake_();
+  }
+};
+
+// One pipe behind the governor: a FlashPipe wrapper that charges each command and holds
+// it while the budget is short. Commands keep FlashPipe's ordering per die.
+class GovernedPipe final : public nand::FlashPipe {
+ public:
+  GovernedPipe(nand::FlashPipe& inner, PowerGovernor& gov, Clock& clock);
+  ~GovernedPipe() override;
+  // Moves the pipe onto another engine's clock (nothing may be held).
+  void Rebind(Clock& clock) { clock_ = &clock; }
+  Clock* clock() const { return clock_; }
+  // Reduced-write cap for this pipe's writes (share of its part of full write power);
+  // 1 = none. Engine thread.
+  void SetWriteShare(double share) { write_share_ = share; }
+  uint64_t held() const { return reads_.size() + writes_.size(); }
+
+  const nand::PipeTopology& topology() const override { return inner_.topology(); }
+  nand::PlpState plp_state() const override { return inner_.plp_state(); }
+  void Read(const nand::ReadRequest& req, nand::FlashCallback done) override;
+  void Program(const nand::ProgramRequest& req, nand::FlashCallback accepted,
+               nand::FlashCallback done) override;
+  void Erase(uint32_t die, uint32_t block, nand::FlashCallback done) override;
+  void Reset(uint32_t die, nand::FlashCallback done) override;
+  void ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len,
+              nand::FlashCallback done) override {
+    inner_.ReadId(die, address, out, len, std::move(done));
+  }
+  void ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len,
+                         nand::FlashCallback done) override {
+    inner_.ReadParameterPage(die, out, len, std::move(done));
+  }
+  uint32_t stage_slots() const override { return inner_.stage_slots(); }
+  void Stage(uint32_t slot, const nand::ProgramRequest& req, nand::FlashCallback accepted,
+             nand::FlashCallback done) override;
+  void ClearStage(uint32_t slot) override;
+
+ private:
+  struct Held {
+    enum Kind : uint8_t { kRead, kProgram, kErase, kStage } kind;
+    uint32_t die = 0;
+    double joules = 0;
+    nand::ReadRequest read;
+    nand::ProgramRequest program;
+    uint32_t block = 0, slot = 0;
+    nand::FlashCallback accepted, done;
+    TimeNs since = 0;
+  };
+  void Issue(Held& h);
+  void Pump();
+  void Arm(DurNs delay);
+  // A read waits only behind a held write to its own block (a die runs its commands in
+  // order; a read of a page whose program is still held here must not overtake it).
+  static uint64_t BlockKey(uint32_t die, uint32_t block) { return (uint64_t{die} << 32) | block; }
+  bool BlockHasHeldWrite(uint32_t die, uint32_t block) const;
+  void HoldBlock(uint32_t die, uint32_t block, int d);
+
+  nand::FlashPipe& inner_;
+  PowerGovernor& gov_;
+  Clock* clock_;
+  std::deque<Held> reads_, writes_;
+  const uint32_t dies_;
+  std::unordered_map<uint64_t, uint32_t> held_blocks_;  // held writes per (die, block)
+  TimerId timer_ = 0;
+  // Reduced-write: this pipe's own write bucket (only while write_share_ < 1).
+  double write_share_ = 1.0;
+  double pipe_tokens_ = 0;
+  TimeNs pipe_at_ = 0;
+  bool PipeWriteAllows(double joules);
+};
+
+}  // namespace vsl::card
