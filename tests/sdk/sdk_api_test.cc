@@ -440,16 +440,20 @@ TEST(SdkKillTest, KilledApplicationLeavesEachBatchWholeOrAbsent) {
       for (uint32_t i = first; i < first + kBatches; ++i) {
         auto* ctx = new Ctx{{}, {}, i, fds[1]};
         batch(i, c.sector_bytes, &ctx->bufs, &ctx->vecs);
-        while (vsl_write_atomic_async(dev, ctx->vecs.data(), static_cast<uint32_t>(ctx->vecs.size()), 0,
-                                      [](void* a, int r) {
-                                        auto* x = static_cast<Ctx*>(a);
-                                        if (r == 0) (void)!::write(x->fd, &x->id, sizeof(x->id));
-                                        delete x;
-                                      },
-                                      ctx) == -EAGAIN ||
-               vsl_inflight(dev) > 32) {
+        // Submitted once: retried only while the queue is full (-EAGAIN); then at most
+        // 32 in flight.
+        int rc;
+        while ((rc = vsl_write_atomic_async(dev, ctx->vecs.data(), static_cast<uint32_t>(ctx->vecs.size()), 0,
+                                            [](void* a, int r) {
+                                              auto* x = static_cast<Ctx*>(a);
+                                              if (r == 0) (void)!::write(x->fd, &x->id, sizeof(x->id));
+                                              delete x;
+                                            },
+                                            ctx)) == -EAGAIN) {
           vsl_poll(dev, 1, 0, 10);
         }
+        if (rc != 0) ::_exit(3);
+        while (vsl_inflight(dev) > 32) vsl_poll(dev, 1, 0, 10);
       }
       while (vsl_inflight(dev) != 0) vsl_poll(dev, 1, 0, 10);
       ::_exit(0);  // (the kill usually comes first)
