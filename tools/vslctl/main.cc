@@ -122,6 +122,55 @@ bool Confirm(const std::string& what, bool yes) {
   return true;
 }
 
+void PrintPower(const json& p) {
+  const auto& th = p["thermal"];
+  std::cout << fmt::format(
+      "  Temperature: {:.1f} C (max {:.1f} C); thermal {} (throttle writes at {:.0f} C, shut down at {:.0f} C){}\n",
+      p["temperature_c"].get<double>(), p["max_temperature_c"].get<double>(), th["state"].get<std::string>(),
+      th["throttle_c"].get<double>(), th["shutdown_c"].get<double>(),
+      th["state"].get<std::string>() == "throttling"
+          ? fmt::format(": writes at {:.0f}% of full power", 100 * th["write_share"].get<double>())
+          : std::string());
+  std::cout << fmt::format("  PCIe power: {:.2f} W average, {:.2f} W peak ({:.0f} ms window); limit {:.2f} W; "
+                           "power override {}\n",
+                           p["avg_w"].get<double>(), p["peak_w"].get<double>(), p["window_ms"].get<double>(),
+                           p["limit_w"].get<double>(),
+                           p["override"]["on"].get<bool>()
+                               ? fmt::format("ON ({:.2f} W; slot declared {:.2f} W)", p["override"]["watts"].get<double>(),
+                                             p["slot_capability_w"].get<double>())
+                               : fmt::format("off (slot limit {:.2f} W)", p["slot_limit_w"].get<double>()));
+  if (th["shutdowns"].get<uint64_t>() > 0 || th["throttle_events"].get<uint64_t>() > 0) {
+    std::cout << fmt::format("  Thermal events: {} throttle(s) ({:.1f} s throttled), {} shutdown(s)\n",
+                             th["throttle_events"].get<uint64_t>(), th["throttled_s"].get<double>(),
+                             th["shutdowns"].get<uint64_t>());
+  }
+}
+
+void PrintHealth(const json& h) {
+  const auto& lt = h["lifetime"];
+  const auto& sm = h["smart"];
+  std::cout << fmt::format("  Health: {}; reserve space {:.2f}% (warning at {:.0f}%){}\n", h["state"].get<std::string>(),
+                           h["reserve_percent"].get<double>(), h["reserve_warn_at_percent"].get<double>(),
+                           h["reserve_warning"].get<bool>() ? " -- RESERVE LOW" : "");
+  std::cout << fmt::format("  Endurance: rated {:.2f} PB written, {:.4f} PB written, {:.2f}% remaining; lifetime {}\n",
+                           h["rated_pb_written"].get<double>(), h["pb_written"].get<double>(),
+                           h["endurance_remaining_percent"].get<double>(),
+                           h["lifetime_prediction_days"].is_null()
+                               ? std::string("prediction: no recent writes")
+                               : fmt::format("prediction {:.0f} days at the recent write rate",
+                                             h["lifetime_prediction_days"].get<double>()));
+  std::cout << fmt::format("  Lifetime: host read {}, host written {}; physical read {}, physical written {}\n",
+                           Bytes(lt["host_read_bytes"].get<uint64_t>()), Bytes(lt["host_write_bytes"].get<uint64_t>()),
+                           Bytes(lt["physical_read_bytes"].get<uint64_t>()),
+                           Bytes(lt["physical_write_bytes"].get<uint64_t>()));
+  std::cout << fmt::format("  SMART: critical warning 0x{:02x}, available spare {:.0f}%, {:.2f}% used, media errors {}, "
+                           "unsafe shutdowns {}, power cycles {}, {:.2f} power-on hours\n",
+                           sm["critical_warning"].get<uint32_t>(), sm["available_spare"].get<double>(),
+                           sm["percentage_used"].get<double>(), sm["media_errors"].get<uint64_t>(),
+                           sm["unsafe_shutdowns"].get<uint64_t>(), sm["power_cycles"].get<uint64_t>(),
+                           sm["power_on_hours"].get<double>());
+}
+
 void PrintStatus(const json& r, bool all) {
   const auto& cards = r["cards"];
   std::cout << fmt::format("vsld (pid {}) serves {} card(s)\n", r.value("pid", 0), cards.size());
@@ -151,10 +200,9 @@ void PrintStatus(const json& r, bool all) {
     std::cout << fmt::format("\nCard {}: OpenVSL {} ({}), serial {}, firmware {}\n", c["index"].get<int>(),
                              c.value("model", ""), c.value("profile", ""), c.value("serial", ""),
                              c.value("firmware_version", ""));
-    std::cout << fmt::format("  Directory: {}\n  Beacon: {}   Temperature: {}   Power: {}\n", c.value("dir", ""),
-                             c.value("beacon", false) ? "ON" : "off",
-                             c["temperature_c"].is_null() ? "not modelled yet" : c["temperature_c"].dump(),
-                             c["power_w"].is_null() ? "not modelled yet" : c["power_w"].dump());
+    std::cout << fmt::format("  Directory: {}\n  Beacon: {}\n", c.value("dir", ""), c.value("beacon", false) ? "ON" : "off");
+    if (c.contains("power")) PrintPower(c["power"]);
+    if (c.contains("health")) PrintHealth(c["health"]);
     for (const auto& k : c["controllers"]) {
       std::cout << fmt::format(
           "  Controller {} ({}): {}-pipe mode, {} dies ({} failed), PLP {}, {:.2f}% of rated P/E used, "
@@ -185,7 +233,8 @@ void PrintStatus(const json& r, bool all) {
       if (l.contains("sectors")) {
         line += fmt::format(", {} ({} x {} B sectors), health {}, {} free LEBs, {} in use",
                             Bytes(l["size_bytes"].get<uint64_t>()), l["sectors"].get<uint64_t>(),
-                            l["sector_bytes"].get<uint32_t>(), l.value("health", ""),
+                            l["sector_bytes"].get<uint32_t>(),
+                            fmt::format("{} (reserve {:.1f}%)", l.value("health", ""), l["reserve"]["percent"].get<double>()),
                             l["reserve"]["free_lebs"].get<uint32_t>(), Bytes(l["mapped_bytes"].get<uint64_t>()));
       }
       if (l.contains("error")) line += fmt::format(" ({})", l["error"].get<std::string>());
@@ -272,6 +321,19 @@ int main(int argc, char** argv) {
   auto* beacon = app.add_subcommand("beacon", "identify the card");
   beacon->add_option("state", onoff, "on or off")->required()->check(CLI::IsMember({"on", "off"}));
 
+  double override_w = -1, capability_w = -1;
+  bool override_off = false;
+  auto* power = app.add_subcommand("power-override",
+                                   "set or clear power override for a card (refused above the slot's declared capability)");
+  power->add_option("--watts", override_w, "the card's power limit with override on, e.g. 55");
+  power->add_flag("--off", override_off, "back to the slot limit");
+  power->add_option("--slot-capability", capability_w,
+                    "what the slot (with any external power cable) can supply, in watts");
+  double ambient = -1000, airflow = -1;
+  auto* envcmd = app.add_subcommand("sim-environment", "set the simulated card's ambient temperature and airflow");
+  envcmd->add_option("--ambient", ambient, "inlet air temperature, C");
+  envcmd->add_option("--airflow", airflow, "airflow over the card, LFM");
+
   std::string dir, profile = "duo-slc-small";
   uint32_t blocks = 0;
   uint64_t seed = 1;
@@ -303,6 +365,29 @@ int main(int argc, char** argv) {
       std::cout << reply["result"].dump(2) << "\n";
     } else {
       PrintStatus(reply["result"], all);
+    }
+    return kExitOk;
+  }
+  if (*power || *envcmd) {
+    json req = {{"cmd", *power ? "power" : "environment"}};
+    if (*power) {
+      if (override_off == (override_w >= 0) && capability_w < 0) {
+        std::cerr << "vslctl: give --watts W or --off (and/or --slot-capability W)\n";
+        return kExitUsage;
+      }
+      if (override_off) req["override_w"] = 0.0;
+      if (override_w >= 0) req["override_w"] = override_w;
+      if (capability_w >= 0) req["slot_capability_w"] = capability_w;
+    } else {
+      if (ambient > -1000) req["ambient_c"] = ambient;
+      if (airflow >= 0) req["airflow_lfm"] = airflow;
+    }
+    json reply = Request(g, req);
+    if (int rc = Check(g, reply); rc != kExitOk) return rc;
+    if (g.json_out) {
+      std::cout << reply["result"].dump(2) << "\n";
+    } else {
+      PrintPower(reply["result"]);
     }
     return kExitOk;
   }

@@ -186,6 +186,7 @@ void Lun::Detach(Done done) {
   SetState(LunState::kDetaching);
   ftl_->Shutdown([this, done = std::move(done)](Status s) mutable {
     WhenQuiet([this, s, done = std::move(done)]() mutable {
+      PushHostIo();
       ftl_.reset();
       if (!s.ok()) Logger("card")->error("{}: detach: {}", name(), s.ToString());
       SetState(LunState::kOffline, s.ok() ? std::string() : s.ToString());
@@ -205,7 +206,22 @@ void Lun::ThermalStop(Done done) {
   });
 }
 
-void Lun::ApplyHealthCap() {
+void Lun::PushHostIo() {
+  if (!ftl_) return;
+  if (ftl_.get() != io_ftl_) {  // a new attach: its counters start from zero
+    io_ftl_ = ftl_.get();
+    io_read_ = io_write_ = 0;
+  }
+  const auto& st = ftl_->stats();
+  const uint64_t r = st.host_read_sectors * ftl_->sector_bytes();
+  const uint64_t w = st.host_write_sectors * ftl_->sector_bytes();
+  card_.sim().AccountHostIo(controller_, r - io_read_, w - io_write_);
+  io_read_ = r;
+  io_write_ = w;
+}
+
+void Lun::Periodic() {
+  PushHostIo();
   const bool reduced = ftl_ && ftl_->health_mode() == ftl::HealthMode::kReducedWrite;
   const double share = reduced ? card_.governor_->policy().reduced_write_share : 1.0;
   for (uint32_t p : pipes_) card_.governed_[p]->SetWriteShare(share);
@@ -232,6 +248,7 @@ void Lun::Reset(Done done) {
   // The FTL learns of the cut from its refused commands and stops; once nothing refers to
   // it, it is dropped and the LUN attaches on a fresh view of its pipe.
   WhenQuiet([this, done = std::move(done)]() mutable {
+    PushHostIo();
     ftl_.reset();
     NewPipe();
     Attach(std::move(done));
@@ -376,6 +393,7 @@ Card::~Card() {
     RunOnPipe(owner, [this, p] { governed_[p].reset(); });
   }
   if (vclock_ != nullptr) vclock_->RunUntilIdle();
+  if (sim_) sim_->SaveLifetime();  // while the pipes' clocks still run
   // Engine threads stop first (their clocks hold the card's pending events), then the card.
   engine_threads_.clear();
   sim_.reset();
@@ -625,10 +643,22 @@ void Card::MonitorTick() {
     std::lock_guard<std::mutex> l(mon_mu_);
     mon_.thermal = ThermalState::kNormal;
   }
+  // Once a second: the lifetime counters to the card, and the write rate a lifetime
+  // prediction uses (over the last hour).
+  if (monitor_ticks_ % 100 == 0) {
+    sim_->SaveLifetime();
+    uint64_t programmed = 0;
+    for (uint32_t c = 0; c < nc; ++c) programmed += sim_->lifetime(c).nand_program_bytes;
+    std::lock_guard<std::mutex> l(mon_mu_);
+    write_samples_.emplace_back(now, programmed);
+    while (write_samples_.size() > 2 && now - write_samples_[1].first >= 3600 * kSec) write_samples_.pop_front();
+    const auto& [t0, b0] = write_samples_.front();
+    if (now > t0) mon_.nand_write_bps = static_cast<double>(programmed - b0) / (static_cast<double>(now - t0) / 1e9);
+  }
   // Reduced-write caps follow each LUN's health, a few times a second.
   if (++monitor_ticks_ % 10 == 0) {
     for (Lun* l : luns()) {
-      if (l->state() == LunState::kOnline) l->engine().Send([l] { l->ApplyHealthCap(); });
+      if (l->state() == LunState::kOnline) l->engine().Send([l] { l->Periodic(); });
     }
   }
   const bool held = governor_->held() > 0;
@@ -650,6 +680,7 @@ void Card::ThermalShutdown(double temp_c, uint32_t controller) {
     mon_.thermal = ThermalState::kShutdown;
     ++mon_.thermal_shutdowns;
   }
+  sim_->CountThermalShutdown(controller);
   Logger("card")->error("card {}: controller {} at {:.1f} C (limit {:.1f} C): thermal shutdown: flushing, "
                         "checkpointing and taking the LUNs offline until it is below {:.1f} C",
                         dir_, controller, temp_c, governor_->policy().shutdown_c, governor_->policy().resume_c);

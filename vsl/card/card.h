@@ -82,6 +82,9 @@ struct PowerStatus {
   double write_share = 1.0;  // thermal throttle: share of full write power allowed
   uint64_t throttle_events = 0, thermal_shutdowns = 0;
   DurNs throttled_ns = 0;
+  // NAND program bytes per second over the last hour (or since the card opened): the
+  // write rate a lifetime prediction extrapolates.
+  double nand_write_bps = 0;
   std::vector<ControllerPower> controllers;
   simcard::Environment environment;
   GovernorStats governor;
@@ -138,8 +141,11 @@ class Lun {
   // Thermal shutdown of this LUN: flush and checkpoint (a detach), then offline in
   // kThermalShutdown. Nothing if it is not online.
   void ThermalStop(Done done);
-  // Applies the FTL's health to the write cap of this LUN's pipes (reduced-write).
-  void ApplyHealthCap();
+  // Periodic upkeep on the engine: the FTL's health to the write cap of this LUN's pipes
+  // (reduced-write), and the host I/O since the last call to the controller's lifetime
+  // counters (PushHostIo).
+  void Periodic();
+  void PushHostIo();
 
   Card& card_;
   const uint32_t index_, controller_;
@@ -150,6 +156,8 @@ class Lun {
   std::unique_ptr<ftl::Ftl> ftl_;
   std::atomic<LunState> state_{LunState::kOffline};
   std::atomic<bool> thermal_stopped_{false};  // offline by ThermalStop, to resume
+  const ftl::Ftl* io_ftl_ = nullptr;  // engine: the FTL whose counters were pushed so far
+  uint64_t io_read_ = 0, io_write_ = 0;
   mutable std::mutex mu_;  // guards error_
   std::string error_;
 };
@@ -190,6 +198,8 @@ class Card {
   // Changes the limit or override (CheckPowerPolicy first: a refusal changes nothing).
   Status SetPowerPolicy(const PowerPolicy& p);
   PowerGovernor& governor() { return *governor_; }
+  // Pipe `pipe`'s governed view (its reduced-write cap); the pipe's engine.
+  GovernedPipe& governed(uint32_t pipe) { return *governed_.at(pipe); }
 
  private:
   friend class Lun;
@@ -226,6 +236,7 @@ class Card {
     double energy_j;
   };
   std::deque<Sample> samples_;
+  std::deque<std::pair<TimeNs, uint64_t>> write_samples_;  // (time, NAND bytes programmed)
   PowerStatus mon_;  // controllers, avg/peak, thermal state and counters
 };
 

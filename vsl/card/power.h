@@ -153,6 +153,7 @@ class GovernedPipe final : public nand::FlashPipe {
   // Reduced-write cap for this pipe's writes (share of its part of full write power);
   // 1 = none. Engine thread.
   void SetWriteShare(double share) { write_share_ = share; }
+  double write_share() const { return write_share_; }
   uint64_t held() const { return reads_.size() + writes_.size(); }
 
   const nand::PipeTopology& topology() const override { return inner_.topology(); }

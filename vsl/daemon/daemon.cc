@@ -149,6 +149,32 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
           else if (nk == "tls_psk") c.nbd.tls.psk_file = nv.get<std::string>();
           else throw std::invalid_argument(fmt::format("unknown key '{}'", nk));
         }
+      } else if (k == "power") {
+        if (!v.is_object()) throw std::invalid_argument("expected an object");
+        for (auto& [pk, pv] : v.items()) {
+          if (pk == "slot_limit_w") c.power.slot_limit_w = pv.get<double>();
+          else if (pk == "slot_capability_w") c.power.slot_capability_w = pv.get<double>();
+          else if (pk == "environment") {
+            for (auto& [ek, ev] : pv.items()) {
+              if (ek == "ambient_c") c.power.environment.ambient_c = ev.get<double>();
+              else if (ek == "airflow_lfm") c.power.environment.airflow_lfm = ev.get<double>();
+              else throw std::invalid_argument(fmt::format("unknown key '{}'", ek));
+            }
+          } else if (pk == "cards") {
+            if (!pv.is_object()) throw std::invalid_argument("'cards' expects an object keyed by card serial");
+            for (auto& [serial, cv] : pv.items()) {
+              CardPowerConfig cp;
+              for (auto& [ck, cvv] : cv.items()) {
+                if (ck == "override_w") cp.override_w = cvv.get<double>();
+                else if (ck == "slot_capability_w") cp.slot_capability_w = cvv.get<double>();
+                else throw std::invalid_argument(fmt::format("unknown key '{}'", ck));
+              }
+              c.power.cards[serial] = cp;
+            }
+          } else {
+            throw std::invalid_argument(fmt::format("unknown key '{}'", pk));
+          }
+        }
       } else if (k == "sdk") {
         if (!v.is_object()) throw std::invalid_argument("expected an object");
         for (auto& [sk, sv] : v.items()) {
@@ -166,6 +192,30 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
   return c;
 }
 
+card::PowerPolicy PowerConfig::PolicyFor(const std::string& serial) const {
+  card::PowerPolicy p;
+  p.slot_limit_w = slot_limit_w;
+  p.slot_capability_w = slot_capability_w;
+  if (auto it = cards.find(serial); it != cards.end()) {
+    p.override_w = it->second.override_w;
+    if (it->second.slot_capability_w > 0) p.slot_capability_w = it->second.slot_capability_w;
+  }
+  return p;
+}
+
+namespace {
+// The card's serial (the controllers' serials are it plus "-<index>").
+std::string CardSerial(card::Card& c) {
+  const std::string s = c.sim().image(0).identity().serial;
+  const auto dash = s.rfind('-');
+  return dash == std::string::npos ? s : s.substr(0, dash);
+}
+
+// Write amplification of uniform random writes on the stock format (28% spare, models.md
+// table): what the rated endurance in bytes written assumes.
+constexpr double kRatedWaf = 2.48;
+}  // namespace
+
 // ---- daemon ----
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& cfg) {
@@ -174,8 +224,21 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& cfg) {
   if (cfg.cards.empty()) return vsl::Status::InvalidArgument("no card to serve (give --card DIR or a config file)");
   for (const std::string& dir : cfg.cards) {
     card::CardOptions o;
+    o.sim.environment = cfg.power.environment;
+    o.power.slot_limit_w = cfg.power.slot_limit_w;
+    o.power.slot_capability_w = cfg.power.slot_capability_w;
     auto c = card::Card::Open(dir, o);
     if (!c.ok()) return c.status().WithContext(fmt::format("card {}", dir));
+    const std::string serial = CardSerial(**c);
+    const card::PowerPolicy want = cfg.power.PolicyFor(serial);
+    if (vsl::Status ps = (*c)->SetPowerPolicy(want); !ps.ok()) {
+      // The safe side: the slot limit stays, and the operator is told why.
+      Logger("vsld")->error("card {} (serial {}): power configuration refused, staying at the {:.2f} W slot limit: {}",
+                            dir, serial, o.power.limit_w(), ps.message());
+    } else {
+      Logger("vsld")->info("card {} (serial {}): power limit {:.2f} W{}", dir, serial, want.limit_w(),
+                           want.override_w > 0 ? " (power override)" : "");
+    }
     Logger("vsld")->info("card {}: serial {}, {} LUN(s)", dir, (*c)->sim().image(0).identity().serial,
                          (*c)->luns().size());
     d->cards_.push_back(std::move(c).value());
@@ -252,8 +315,15 @@ Result<json> Daemon::LunStatus(card::Card& c, card::Lun& l, bool all) {
     j["sectors"] = f->sectors();
     j["size_bytes"] = f->sectors() * sb;
     j["mapped_bytes"] = f->mapped_sectors() * sb;
-    j["health"] = std::string(ftl::HealthModeName(fb.mode));
-    j["reserve"] = {{"free_lebs", f->free_lebs()}};
+    const auto rs = f->reserve_status();
+    j["health"] = std::string(ftl::HealthModeName(rs.mode));
+    j["reserve"] = {{"percent", rs.percent},
+                    {"warning", rs.warning},
+                    {"warn_at_percent", ftl::kReserveWarnPercent},
+                    {"reduced_write_at_percent", ftl::kReducedWritePercent},
+                    {"spare_bytes", rs.sectors * sb},
+                    {"formatted_spare_bytes", rs.full_sectors * sb},
+                    {"free_lebs", f->free_lebs()}};
     j["flashback"] = {{"enabled", fb.enabled},
                       {"substitution_active", fb.active},
                       {"failed_dies", fb.failed_dies},
@@ -284,6 +354,102 @@ Result<json> Daemon::LunStatus(card::Card& c, card::Lun& l, bool all) {
   return j;
 }
 
+namespace {
+// Card-level health from its LUNs' status and its controllers' counters: reserve space
+// and state (the worst LUN), endurance, lifetime bytes and a prediction, and the
+// NVMe-SMART-like summary (docs/power.md).
+json CardHealth(card::Card& c, const json& luns, const json& power) {
+  double reserve = 100;
+  bool warning = false, read_only = false, reduced = false, degraded = false;
+  uint64_t lost = 0;
+  for (const json& l : luns) {
+    if (!l.contains("reserve")) continue;
+    reserve = std::min(reserve, l["reserve"]["percent"].get<double>());
+    warning = warning || l["reserve"]["warning"].get<bool>();
+    const std::string h = l["health"].get<std::string>();
+    read_only = read_only || h == "read-only";
+    reduced = reduced || h == "reduced-write";
+    degraded = degraded || l["flashback"]["substitution_active"].get<bool>();
+    lost += l["flashback"]["lost_sectors"].get<uint64_t>();
+  }
+  const auto& g = c.sim().geometry();
+  const auto& rel = c.sim().profile().reliability;
+  const double raw_bytes = static_cast<double>(g.controllers) * g.pipes_per_controller * g.dies_per_pipe() *
+                           g.blocks_per_lun * g.pages_per_block * g.page_data_bytes;
+  const double rated_pb = rel.endurance_cycles * raw_bytes / kRatedWaf / 1e15;
+  simcard::Lifetime sum;
+  double pe_used = 0, pe_mean = 0;
+  uint64_t unsafe = 0, cycles = 0;
+  bool plp_ok = true;
+  for (uint32_t k = 0; k < c.controllers(); ++k) {
+    const auto l = c.sim().lifetime(k);
+    sum.host_read_bytes += l.host_read_bytes;
+    sum.host_write_bytes += l.host_write_bytes;
+    sum.nand_read_bytes += l.nand_read_bytes;
+    sum.nand_program_bytes += l.nand_program_bytes;
+    sum.erases += l.erases;
+    sum.uncorrectable_reads += l.uncorrectable_reads;
+    sum.program_fails += l.program_fails;
+    sum.erase_fails += l.erase_fails;
+    sum.powered_ns = std::max(sum.powered_ns, l.powered_ns);
+    const auto& st = c.sim().image(k).state();
+    unsafe = std::max<uint64_t>(unsafe, st.unsafe_power_offs);
+    cycles = std::max<uint64_t>(cycles, st.power_on_count);
+  }
+  // Wear from the block tables (the pipes' engines own them).
+  const uint32_t ppc = g.pipes_per_controller;
+  uint64_t pe_sum = 0, blocks = 0;
+  for (uint32_t p = 0; p < c.sim().pipe_count(); ++p) {
+    c.RunOnPipe(p, [&c, &pe_sum, &blocks, p] {
+      const auto d = c.sim().PipeCounters(p);
+      pe_sum += d.pe_sum;
+      blocks += d.blocks - d.factory_bad_blocks - d.grown_bad_blocks;
+    });
+  }
+  (void)ppc;
+  pe_mean = blocks ? static_cast<double>(pe_sum) / static_cast<double>(blocks) : 0;
+  pe_used = 100.0 * pe_mean / rel.endurance_cycles;
+  plp_ok = c.sim().plp_state() == nand::PlpState::kHealthy;
+  const double rate = power.contains("nand_write_bps") ? power["nand_write_bps"].get<double>() : 0;
+  const double left_bytes = std::max(0.0, (rel.endurance_cycles - pe_mean)) * raw_bytes;
+  json prediction = nullptr;
+  if (rate > 1.0) prediction = left_bytes / rate / 86400.0;
+  const double temp = power["temperature_c"].get<double>();
+  const bool hot = temp >= power["thermal"]["throttle_c"].get<double>() ||
+                   power["thermal"]["state"].get<std::string>() == "shutdown";
+  const uint32_t critical = (warning ? 1u : 0u) | (hot ? 2u : 0u) | ((degraded || reduced || lost > 0) ? 4u : 0u) |
+                            (read_only ? 8u : 0u) | (plp_ok ? 0u : 16u);
+  const std::string state = read_only ? "read-only" : reduced ? "reduced-write" : "healthy";
+  return json{
+      {"state", state},
+      {"reserve_percent", reserve},
+      {"reserve_warning", warning},
+      {"reserve_warn_at_percent", ftl::kReserveWarnPercent},
+      {"rated_pb_written", rated_pb},
+      {"pb_written", sum.host_write_bytes / 1e15},
+      {"endurance_used_percent", pe_used},
+      {"endurance_remaining_percent", std::max(0.0, 100.0 - pe_used)},
+      {"lifetime", {{"host_read_bytes", sum.host_read_bytes}, {"host_write_bytes", sum.host_write_bytes},
+                    {"physical_read_bytes", sum.nand_read_bytes}, {"physical_write_bytes", sum.nand_program_bytes},
+                    {"erases", sum.erases}}},
+      {"nand_write_bytes_per_s", rate},
+      {"lifetime_prediction_days", prediction},
+      {"smart", {{"critical_warning", critical},
+                 {"available_spare", reserve},
+                 {"available_spare_threshold", ftl::kReserveWarnPercent},
+                 {"percentage_used", std::min(255.0, pe_used)},
+                 {"data_units_read", sum.host_read_bytes / 512000},
+                 {"data_units_written", sum.host_write_bytes / 512000},
+                 {"media_errors", sum.uncorrectable_reads},
+                 {"program_fails", sum.program_fails},
+                 {"erase_fails", sum.erase_fails},
+                 {"lost_sectors", lost},
+                 {"unsafe_shutdowns", unsafe},
+                 {"power_cycles", cycles},
+                 {"power_on_hours", sum.powered_ns / 3.6e12}}}};
+}
+}  // namespace
+
 Result<json> Daemon::StatusCmd(const json& req) {
   VSL_ASSIGN_OR_RETURN(bool all, Arg<bool>(req, "all", false));
   card::Card* only = nullptr;  // every card unless one is named
@@ -301,10 +467,11 @@ Result<json> Daemon::StatusCmd(const json& req) {
                {"model", id.model},
                {"profile", id.profile},
                {"firmware_version", c.sim().firmware_version(0)},
-               {"beacon", bool(beacon_[i])},
-               // The power and thermal model is not built yet: null, not a made-up figure.
-               {"temperature_c", nullptr},
-               {"power_w", nullptr}};
+               {"beacon", bool(beacon_[i])}};
+    const json pj = PowerJson(c);
+    cj["temperature_c"] = pj["temperature_c"];
+    cj["power_w"] = pj["avg_w"];
+    cj["power"] = pj;
     json ctrls = json::array();
     for (uint32_t k = 0; k < c.controllers(); ++k) {
       // The block tables belong to the pipes' engines: each counts its own dies.
@@ -341,6 +508,7 @@ Result<json> Daemon::StatusCmd(const json& req) {
       luns.push_back(lj);
     }
     cj["luns"] = luns;
+    cj["health"] = CardHealth(c, luns, pj);
     if (cfg_.volume_chunk_kib != 0) {
       auto v = card::CardVolume::Create(c.luns(), cfg_.volume_chunk_kib * 1024);
       if (v.ok()) {
@@ -361,6 +529,56 @@ Result<json> Daemon::StatusCmd(const json& req) {
     if (front_status_) r["front_ends"] = front_status_();
   }
   return r;
+}
+
+Result<json> Daemon::PowerCmd(const json& req) {
+  VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+  card::PowerPolicy p = c->governor().policy();
+  VSL_ASSIGN_OR_RETURN(p.override_w, Arg<double>(req, "override_w", p.override_w));
+  VSL_ASSIGN_OR_RETURN(p.slot_capability_w, Arg<double>(req, "slot_capability_w", p.slot_capability_w));
+  if (vsl::Status s = c->SetPowerPolicy(p); !s.ok()) {
+    Logger("vsld")->warn("card {} (serial {}): power change refused: {}", c->dir(), CardSerial(*c), s.message());
+    return s;
+  }
+  return PowerJson(*c);
+}
+
+json Daemon::PowerJson(card::Card& c) {
+  const card::PowerStatus ps = c.power_status();
+  json ctrls = json::array();
+  double tnow = -1e9, tmax = -1e9;
+  for (uint32_t k = 0; k < ps.controllers.size(); ++k) {
+    const auto& cp = ps.controllers[k];
+    const auto life = c.sim().lifetime(k);
+    tnow = std::max(tnow, cp.temperature_c);
+    tmax = std::max({tmax, cp.max_temperature_c, life.max_temperature_c});
+    ctrls.push_back({{"controller", k}, {"temperature_c", cp.temperature_c},
+                     {"max_temperature_c", std::max(cp.max_temperature_c, life.max_temperature_c)},
+                     {"energy_j", cp.energy_j}, {"low_power", cp.low_power}});
+  }
+  return json{
+      {"limit_w", ps.limit_w},
+      {"slot_limit_w", ps.policy.slot_limit_w},
+      {"slot_capability_w", ps.policy.slot_capability_w},
+      {"override", {{"on", ps.override_on}, {"watts", ps.policy.override_w}}},
+      {"avg_w", ps.avg_w},
+      {"peak_w", ps.peak_w},
+      {"window_ms", ps.policy.window_ns / 1e6},
+      {"static_w", ps.static_w},
+      {"nand_write_bps", ps.nand_write_bps},
+      {"full_write_w", ps.full_write_w},
+      {"governor", {{"refill_w", ps.refill_w}, {"burst_j", ps.burst_j}, {"reads", ps.governor.reads},
+                    {"writes", ps.governor.writes}, {"read_waits", ps.governor.read_waits},
+                    {"write_waits", ps.governor.write_waits}, {"write_wait_s", ps.governor.write_wait_ns / 1e9}}},
+      {"temperature_c", tnow},
+      {"max_temperature_c", tmax},
+      {"thermal", {{"state", std::string(card::ThermalStateName(ps.thermal))},
+                   {"throttle_c", ps.policy.throttle_c}, {"shutdown_c", ps.policy.shutdown_c},
+                   {"resume_c", ps.policy.resume_c}, {"write_share", ps.write_share},
+                   {"throttle_events", ps.throttle_events}, {"shutdowns", ps.thermal_shutdowns},
+                   {"throttled_s", ps.throttled_ns / 1e9}}},
+      {"environment", {{"ambient_c", ps.environment.ambient_c}, {"airflow_lfm", ps.environment.airflow_lfm}}},
+      {"controllers", ctrls}};
 }
 
 Result<json> Daemon::SureErase(card::Card& c, uint32_t controller) {
@@ -394,6 +612,20 @@ Result<json> Daemon::Dispatch(const json& req) {
     return json{{"protocol", kProtocolVersion}, {"daemon", "vsld (OpenVSL)"}};
   }
   if (cmd == "status") return StatusCmd(req);
+  if (cmd == "power") return PowerCmd(req);
+  if (cmd == "environment") {
+    VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+    simcard::Environment env = c->sim().environment();
+    VSL_ASSIGN_OR_RETURN(env.ambient_c, Arg<double>(req, "ambient_c", env.ambient_c));
+    VSL_ASSIGN_OR_RETURN(env.airflow_lfm, Arg<double>(req, "airflow_lfm", env.airflow_lfm));
+    if (!(env.ambient_c > -40 && env.ambient_c < 150) || !(env.airflow_lfm >= 0 && env.airflow_lfm < 10000)) {
+      return vsl::Status::InvalidArgument("ambient_c must be in (-40, 150) and airflow_lfm in [0, 10000)");
+    }
+    c->sim().SetEnvironment(env);
+    Logger("vsld")->warn("card {}: simulated environment now {:.1f} C ambient, {:.0f} LFM", c->dir(), env.ambient_c,
+                         env.airflow_lfm);
+    return PowerJson(*c);
+  }
   if (cmd == "attach" || cmd == "detach" || cmd == "reset") {
     VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
     VSL_ASSIGN_OR_RETURN(auto luns, LunsArg(req, *c));

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,6 +67,23 @@ std::string SdkSocketPath(const std::string& sdk_socket, const std::string& cont
 Result<card::Lun*> FindSdkLun(const std::vector<card::Card*>& cards, uint32_t volume_chunk_kib,
                               const std::string& name);
 
+// Power (docs/power.md). Config file: "power": {"slot_limit_w": 24.75,
+// "slot_capability_w": 25, "cards": {"<card serial>": {"override_w": 55,
+// "slot_capability_w": 75}}, "environment": {"ambient_c": 25, "airflow_lfm": 300}}.
+// An override is refused (and logged) above the slot capability declared for that card.
+struct CardPowerConfig {
+  double override_w = 0;          // 0: no override
+  double slot_capability_w = 0;   // 0: PowerConfig's
+};
+struct PowerConfig {
+  double slot_limit_w = card::kSlotLimitW;
+  double slot_capability_w = card::kSlotCapabilityW;
+  std::map<std::string, CardPowerConfig> cards;  // by card serial
+  simcard::Environment environment;              // the simulated card's surroundings
+  // The policy for the card with `serial` (its override, if configured).
+  card::PowerPolicy PolicyFor(const std::string& serial) const;
+};
+
 // Parses an octal permission string such as "0600" (throws std::invalid_argument).
 uint32_t OctalMode(const std::string& m);
 
@@ -80,6 +98,7 @@ struct DaemonConfig {
   uint32_t volume_chunk_kib = 0;
   NbdConfig nbd;
   SdkConfig sdk;
+  PowerConfig power;
   bool ublk = true;  // /dev/ublkbN per export where the kernel has ublk (config "ublk": "auto" | "off")
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
   // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
@@ -120,6 +139,8 @@ class Daemon {
   Result<std::vector<card::Lun*>> LunsArg(const nlohmann::json& req, card::Card& c);
   Result<nlohmann::json> LunStatus(card::Card& c, card::Lun& l, bool all);
   Result<nlohmann::json> SureErase(card::Card& c, uint32_t controller);
+  Result<nlohmann::json> PowerCmd(const nlohmann::json& req);
+  nlohmann::json PowerJson(card::Card& c);
 
   DaemonConfig cfg_;
   std::vector<std::unique_ptr<card::Card>> cards_;

@@ -61,6 +61,7 @@ ReserveStatus Ftl::reserve_status() const {
   r.percent = im.reserve_percent;
   r.sectors = im.reserve_sectors;
   r.full_sectors = im.reserve_full_sectors;
+  r.usable_sectors = im.surviving_sectors;
   r.warning = im.reserve_percent <= kReserveWarnPercent;
   return r;
 }
@@ -281,8 +282,9 @@ uint64_t Ftl::WriteRoom() {
     room_cache_ = PhysicalUserSectors();
     room_at_ = now;
   }
-  // Bad blocks or dead dies left less than the capacity (reduced-write): what survives.
-  if (impl_->surviving_sectors < map_.sectors()) return std::min(impl_->surviving_sectors, room_cache_);
+  // Bad blocks or dead dies left less than the capacity (reduced-write): what survives
+  // beyond the groomer's own reserve (the spare the format set aside is gone).
+  if (impl_->surviving_sectors < map_.sectors()) return impl_->surviving_sectors;
   return room_cache_;
 }
 

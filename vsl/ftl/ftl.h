@@ -89,6 +89,7 @@ struct ReserveStatus {
   double percent = 100.0;     // spare left of what the format set aside (100 when formatted)
   uint64_t sectors = 0;       // spare room left beyond the capacity
   uint64_t full_sectors = 0;  // what the format set aside
+  uint64_t usable_sectors = 0;  // user data the surviving flash holds (capacity + spare left)
   bool warning = false;       // percent <= kReserveWarnPercent
 };
 

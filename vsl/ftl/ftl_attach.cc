@@ -659,6 +659,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
           // durable and covered again.
           raw->impl_->ReprotectPages([raw, shared_done, t0]() {
             std::unique_ptr<Ftl> owner2(raw);
+            raw->impl_->UpdateMode();  // health and reserve space as found
             raw->impl_->serving = true;
             raw->attach_.attach_ns = raw->clock_.Now() - t0;
             (*shared_done)(std::move(owner2));

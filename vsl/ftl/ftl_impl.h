@@ -1957,20 +1957,22 @@ struct Ftl::Impl {
       if (v == nullptr) return;
       ++f.stats_.wear_moves;
     } else {
-      v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_);
       // Grooming must free more than it writes. A victim's room once freed is what it
-      // offers when formed again (without failed dies: less than it held if it still
-      // spans one); its live data and the trim records it carries take room again. On a
-      // pipe over-full after die failures a victim that gains nothing would only churn.
-      // (Trim pages count only then: most records need not be carried, and a pipe
-      // with all its dies has stale room elsewhere.)
-      if (v != nullptr && groom_waiters.empty()) {
+      // offers when formed again (without failed dies or blocks gone bad since it was
+      // opened: less than it held); its live data and the trim records it carries take
+      // room again. On a pipe over-full after die failures a victim that gains nothing
+      // would only churn, so the best victim that gains is taken. (Trim pages count only
+      // then: most records need not be carried, and a pipe with all its dies has stale
+      // room elsewhere.)
+      const bool gain_check = groom_waiters.empty();
+      const bool any_failed = AliveDies() != D();
+      v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_, [&](const Leb& c) {
+        if (!gain_check) return true;
         uint32_t g = 0;
-        for (uint32_t d = 0; d < D(); ++d) g += v->good[d] && !die_failed[d];
-        const bool any_failed = AliveDies() != D();
-        const uint64_t refills = v->valid + (any_failed ? uint64_t{v->trim_pages.size()} * S() : 0);
-        if (refills >= LebDataSectors(g)) v = nullptr;
-      }
+        for (uint32_t d = 0; d < D(); ++d) g += c.good[d] && !die_failed[d];
+        const uint64_t refills = c.valid + (any_failed ? uint64_t{c.trim_pages.size()} * S() : 0);
+        return refills < LebDataSectors(g);
+      });
     }
     if (v == nullptr) {
       if (need) Post([this] { FailStuckWrites(); });

@@ -73,12 +73,15 @@ void LebTable::Recount() {
   }
 }
 
-Leb* LebTable::PickVictim(VictimPolicy policy, uint64_t now_seq) {
+Leb* LebTable::PickVictim(VictimPolicy policy, uint64_t now_seq, const std::function<bool(const Leb&)>& ok) {
   if (policy == VictimPolicy::kGreedy) {
     for (auto& b : buckets_) {
       Leb* best = nullptr;
       for (Leb& l : b) {
-        if (l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 && (best == nullptr || l.valid < best->valid)) best = &l;
+        if (l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 && (!ok || ok(l)) &&
+            (best == nullptr || l.valid < best->valid)) {
+          best = &l;
+        }
       }
       if (best) return best;
     }
@@ -90,7 +93,7 @@ Leb* LebTable::PickVictim(VictimPolicy policy, uint64_t now_seq) {
   double best_score = -1;
   for (auto& b : buckets_) {
     for (Leb& l : b) {
-      if (l.inflight != 0 || l.capacity == 0 || l.gc_skip || l.atomic_pins != 0) continue;
+      if (l.inflight != 0 || l.capacity == 0 || l.gc_skip || l.atomic_pins != 0 || (ok && !ok(l))) continue;
       const double u = static_cast<double>(l.valid) / l.capacity;
       const double age = static_cast<double>(now_seq - std::min(now_seq, l.close_seq)) + 1;
       const double score = (1 - u) * age / (1 + u);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -101,7 +102,8 @@ class LebTable {
   // The free LEB with the lowest erase count (wear levelling), or null.
   Leb* PickFree();
   // The closed LEB to groom next, or null. `now_seq` ages LEBs for cost-benefit.
-  Leb* PickVictim(VictimPolicy policy, uint64_t now_seq);
+  // `ok` (if given) rules candidates out (e.g. a victim that would free nothing).
+  Leb* PickVictim(VictimPolicy policy, uint64_t now_seq, const std::function<bool(const Leb&)>& ok = nullptr);
 
  private:
   uint32_t BucketOf(uint32_t valid) const {

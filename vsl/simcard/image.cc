@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "vsl/core/crc.h"
+#include "vsl/core/log.h"
 #include "vsl/nand/flash.h"
 
 namespace vsl::simcard {
@@ -285,6 +286,21 @@ Result<std::unique_ptr<ControllerImage>> ControllerImage::Map(int fd, const std:
   img->map_bytes_ = map_bytes;
   img->header_ = reinterpret_cast<const ImageHeader*>(img->map_);
   img->state_ = reinterpret_cast<ImageState*>(img->map_ + format::kStateOffset);
+  img->lifetime_ = reinterpret_cast<format::LifetimeRecord*>(img->map_ + format::kLifetimeOffset);
+  {
+    format::LifetimeRecord& lr = *img->lifetime_;
+    const uint32_t want = lr.crc;
+    lr.crc = 0;
+    const uint32_t got = Crc32c(&lr, sizeof(lr));
+    lr.crc = want;
+    if (lr.magic != format::kLifetimeMagic || got != want) {
+      // Counters are not data: a damaged record starts again from zero, said aloud.
+      if (lr.magic != 0) Logger("simcard")->warn("card image {}: lifetime counters damaged; counting from zero", path);
+      std::memset(&lr, 0, sizeof(lr));
+      lr.magic = format::kLifetimeMagic;
+      img->SealLifetime();
+    }
+  }
   img->die_table_ = reinterpret_cast<format::DieRecord*>(img->map_ + h.die_table_offset);
   img->block_table_ = reinterpret_cast<format::BlockRecord*>(img->map_ + h.block_table_offset);
   img->page_table_ = img->map_ + h.page_table_offset;
@@ -333,6 +349,11 @@ void ControllerImage::EraseBlockPages(uint32_t d, uint32_t b) {
   // because erased pages are served from the page state, never from the slot.
   (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(start),
                     static_cast<off_t>(len));
+}
+
+void ControllerImage::SealLifetime() {
+  lifetime_->crc = 0;
+  lifetime_->crc = Crc32c(lifetime_, sizeof(*lifetime_));
 }
 
 Status ControllerImage::SyncState() {

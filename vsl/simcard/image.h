@@ -69,6 +69,10 @@ class ControllerImage {
   void EraseBlockPages(uint32_t d, uint32_t b);
 
   format::ImageState& state() { return *state_; }
+  // The lifetime counters (zeroed when absent or damaged; see image_format.h). Update
+  // them, then SealLifetime (recomputes the CRC).
+  format::LifetimeRecord& lifetime() { return *lifetime_; }
+  void SealLifetime();
   // Recomputes the state record's CRC and flushes metadata to the file (msync).
   Status SyncState();
   // Flushes all mapped metadata (msync); page data is already in the file.
@@ -92,6 +96,7 @@ class ControllerImage {
   uint64_t map_bytes_ = 0;
   const format::ImageHeader* header_ = nullptr;
   format::ImageState* state_ = nullptr;
+  format::LifetimeRecord* lifetime_ = nullptr;
   format::DieRecord* die_table_ = nullptr;
   format::BlockRecord* block_table_ = nullptr;
   uint8_t* page_table_ = nullptr;

@@ -27,7 +27,7 @@ namespace vsl::simcard::format {
 
 inline constexpr char kMagic[8] = {'O', 'V', 'S', 'L', 'C', 'A', 'R', 'D'};
 inline constexpr uint16_t kVersionMajor = 1;
-inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint16_t kVersionMinor = 1;  // 1: LifetimeRecord in the state block
 inline constexpr uint64_t kHeaderOffset = 0;
 inline constexpr uint64_t kStateOffset = 4096;
 inline constexpr uint64_t kTablesOffset = 8192;
@@ -91,6 +91,27 @@ struct ImageState {
   uint32_t crc;                  // CRC32C of this record with this field zero
 };
 static_assert(sizeof(ImageState) == 72, "ImageState size is part of the format");
+
+// The controller's lifetime counters (its SMART log), in the state block at
+// kLifetimeOffset (minor version 1; zero in older images, which count from zero). Kept
+// current while the card runs (the image is mapped) and synced with the state record.
+// NAND counters are the controller's own; host bytes are what the VSL reports of its
+// logical I/O; temperatures in milli-degrees C.
+inline constexpr uint64_t kLifetimeMagic = 0x4546494c4c53564fULL;  // "OVSLLIFE"
+inline constexpr uint64_t kLifetimeOffset = kStateOffset + 1024;
+struct LifetimeRecord {
+  uint64_t magic;
+  uint64_t host_read_bytes, host_write_bytes;
+  uint64_t nand_read_bytes, nand_program_bytes, erases;
+  uint64_t uncorrectable_reads, program_fails, erase_fails;
+  uint64_t powered_ns;
+  int64_t max_temp_mc;
+  uint64_t thermal_shutdowns;
+  uint64_t reserved[4];
+  uint32_t pad;
+  uint32_t crc;  // CRC32C of this record with this field zero
+};
+static_assert(sizeof(LifetimeRecord) == 136, "LifetimeRecord size is part of the format");
 
 enum DieFlags : uint32_t {
   kDieFailed = 1u << 0,  // the die no longer answers (persists: a dead die stays dead)

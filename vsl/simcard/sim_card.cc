@@ -153,6 +153,11 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
       if (plp.present) card->pipes_.back()->SetJournal(card->journals_[index].get());
     }
   }
+  card->life_ = std::make_unique<LifeBase[]>(card->geometry_.controllers);
+  for (uint32_t c = 0; c < card->geometry_.controllers; ++c) {
+    card->life_[c].at_open = card->images_[c]->lifetime();
+    card->life_[c].opened_at = card->ControllerNow(c);
+  }
   card->env_ = opts.environment;
   card->thermal_r_ = card->profile_.power.ThermalResistance(opts.environment.airflow_lfm);
   card->thermal_ = std::make_unique<Thermal[]>(card->geometry_.controllers);
@@ -170,6 +175,63 @@ TimeNs SimCard::ControllerNow(uint32_t c) const {
 double SimCard::StaticWatts(uint32_t c) const {
   if (!powered_) return 0;
   return thermal_[c].low_power ? profile_.power.standby_w : profile_.power.static_w;
+}
+
+Lifetime SimCard::lifetime(uint32_t c) const {
+  const LifeBase& b = life_[c];
+  const format::LifetimeRecord& r = b.at_open;
+  Lifetime l;
+  l.host_read_bytes = r.host_read_bytes + b.host_read;
+  l.host_write_bytes = r.host_write_bytes + b.host_write;
+  l.nand_read_bytes = r.nand_read_bytes;
+  l.nand_program_bytes = r.nand_program_bytes;
+  l.erases = r.erases;
+  l.uncorrectable_reads = r.uncorrectable_reads;
+  l.program_fails = r.program_fails;
+  l.erase_fails = r.erase_fails;
+  for (uint32_t p = 0; p < geometry_.pipes_per_controller; ++p) {
+    const auto& x = pipes_[c * geometry_.pipes_per_controller + p]->life();
+    l.nand_read_bytes += x.nand_read_bytes;
+    l.nand_program_bytes += x.nand_program_bytes;
+    l.erases += x.erases;
+    l.uncorrectable_reads += x.uncorrectable_reads;
+    l.program_fails += x.program_fails;
+    l.erase_fails += x.erase_fails;
+  }
+  const TimeNs now = ControllerNow(c);
+  l.powered_ns = static_cast<DurNs>(r.powered_ns) + (now > b.opened_at ? now - b.opened_at : 0);
+  l.max_temperature_c = std::max(static_cast<double>(r.max_temp_mc), static_cast<double>(b.max_temp_mc.load())) / 1000.0;
+  if (r.max_temp_mc == 0 && b.max_temp_mc.load() == INT64_MIN) l.max_temperature_c = 0;
+  l.thermal_shutdowns = r.thermal_shutdowns + b.thermal_shutdowns;
+  return l;
+}
+
+void SimCard::AccountHostIo(uint32_t c, uint64_t read_bytes, uint64_t write_bytes) {
+  life_[c].host_read += read_bytes;
+  life_[c].host_write += write_bytes;
+}
+
+void SimCard::CountThermalShutdown(uint32_t c) { life_[c].thermal_shutdowns += 1; }
+
+void SimCard::SaveLifetime() {
+  std::lock_guard<std::mutex> l(life_mu_);
+  for (uint32_t c = 0; c < geometry_.controllers; ++c) {
+    const Lifetime now = lifetime(c);
+    format::LifetimeRecord& r = images_[c]->lifetime();
+    r.magic = format::kLifetimeMagic;
+    r.host_read_bytes = now.host_read_bytes;
+    r.host_write_bytes = now.host_write_bytes;
+    r.nand_read_bytes = now.nand_read_bytes;
+    r.nand_program_bytes = now.nand_program_bytes;
+    r.erases = now.erases;
+    r.uncorrectable_reads = now.uncorrectable_reads;
+    r.program_fails = now.program_fails;
+    r.erase_fails = now.erase_fails;
+    r.powered_ns = static_cast<uint64_t>(now.powered_ns);
+    r.max_temp_mc = static_cast<int64_t>(now.max_temperature_c * 1000.0);
+    r.thermal_shutdowns = now.thermal_shutdowns;
+    images_[c]->SealLifetime();
+  }
 }
 
 PowerReading SimCard::ReadPower(uint32_t c) const {
@@ -190,6 +252,10 @@ PowerReading SimCard::ReadPower(uint32_t c) const {
   out.energy_j += out.nand_energy_j;
   out.temperature_c = env_.ambient_c + rise;
   out.low_power = thermal_[c].low_power;
+  const auto mc = static_cast<int64_t>(out.temperature_c * 1000.0);
+  auto& mx = life_[c].max_temp_mc;
+  for (int64_t cur = mx.load(); mc > cur && !mx.compare_exchange_weak(cur, mc);) {
+  }
   return out;
 }
 
@@ -300,6 +366,11 @@ void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
 }
 
 SimCard::~SimCard() {
+  // (With a clock per pipe those clocks' engines may be gone by now: the owner saves the
+  // counters before it stops them, as Card does.)
+  if (!abandoned_ && life_ && single_clock() && pipes_.size() == geometry_.controllers * geometry_.pipes_per_controller) {
+    SaveLifetime();
+  }
   pipes_.clear();
   struct LockCloser {
     int fd;
@@ -425,6 +496,7 @@ void SimCard::PowerCut() {
       plp_state() == nand::PlpState::kHealthy ? profile_.plp.holdup_ns : 0;
   Logger("simcard")->info("power cut at t={}ns holdup_budget={}ns", clock_.Now(), budget);
   for (auto& p : pipes_) p->PowerCut(budget);
+  SaveLifetime();
   powered_ = false;
   SetStaticPowerAll();
   for (auto& img : images_) (void)img->Sync();

@@ -27,6 +27,7 @@
 #include "vsl/core/status.h"
 #include "vsl/nand/flash.h"
 #include "vsl/simcard/image.h"
+#include "vsl/simcard/image_format.h"
 #include "vsl/simcard/profile.h"
 
 namespace vsl::simcard {
@@ -113,6 +114,16 @@ struct PowerReading {
   bool low_power = false;
 };
 
+// A controller's lifetime counters (its record in the image plus what this session added).
+struct Lifetime {
+  uint64_t host_read_bytes = 0, host_write_bytes = 0;
+  uint64_t nand_read_bytes = 0, nand_program_bytes = 0, erases = 0;
+  uint64_t uncorrectable_reads = 0, program_fails = 0, erase_fails = 0;
+  DurNs powered_ns = 0;
+  double max_temperature_c = 0;
+  uint64_t thermal_shutdowns = 0;
+};
+
 class SimPipe;
 class PlpJournal;
 class HeatSource;
@@ -170,6 +181,16 @@ class SimCard {
   // The controller's low-power state (the host's choice in a thermal shutdown): static
   // power drops to standby_w.
   void SetLowPower(uint32_t controller, bool on);
+
+  // --- Lifetime counters (image_format.h LifetimeRecord); any thread ---
+  Lifetime lifetime(uint32_t controller) const;
+  // The host's logical I/O through this controller, for its record.
+  void AccountHostIo(uint32_t controller, uint64_t read_bytes, uint64_t write_bytes);
+  void CountThermalShutdown(uint32_t controller);
+  // Writes the counters into the image's record (done at power cuts, and at close for a
+  // card on one clock; a card with a clock per pipe is saved by its owner before those
+  // clocks stop).
+  void SaveLifetime();
 
   // --- Controller configuration ---
   // The pipe mode register of `controller` (image_format.h ImageState::pipe_mode), kept
@@ -244,6 +265,15 @@ class SimCard {
   Environment env_;
   std::atomic<double> thermal_r_{1.0};
   double StaticWatts(uint32_t controller) const;
+  // Per controller: the record as loaded at open, and this session's host-side additions.
+  struct LifeBase {
+    format::LifetimeRecord at_open{};
+    std::atomic<uint64_t> host_read{0}, host_write{0}, thermal_shutdowns{0};
+    std::atomic<int64_t> max_temp_mc{INT64_MIN};
+    TimeNs opened_at = 0;
+  };
+  std::unique_ptr<LifeBase[]> life_;
+  mutable std::mutex life_mu_;  // SaveLifetime
   TimeNs ControllerNow(uint32_t controller) const;
   void SetStaticPowerAll();  // after powered_ changed
   std::atomic<bool> powered_{true};

@@ -104,9 +104,9 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
   }
   if (static_cast<AllHook*>(op)->is_linked()) all_.erase(OpList::s_iterator_to(*op));
   switch (status) {
-    case FlashStatus::kUncorrectable: ++stats_.uncorrectable_reads; break;
-    case FlashStatus::kProgramFail: ++stats_.program_fails; break;
-    case FlashStatus::kEraseFail: ++stats_.erase_fails; break;
+    case FlashStatus::kUncorrectable: ++stats_.uncorrectable_reads; life_.uncorrectable_reads += 1; break;
+    case FlashStatus::kProgramFail: ++stats_.program_fails; life_.program_fails += 1; break;
+    case FlashStatus::kEraseFail: ++stats_.erase_fails; life_.erase_fails += 1; break;
     case FlashStatus::kDieTimeout: ++stats_.die_timeouts; break;
     case FlashStatus::kAborted: ++stats_.aborted; break;
     default: break;
@@ -501,6 +501,7 @@ void SimPipe::ReadFinish(Op* op, uint64_t serial) {
   const uint64_t host_bytes = uint64_t{op->sector_count} * g_.ecc_codeword_bytes +
                               (op->meta != nullptr ? g_.meta_bytes_per_page() : 0);
   stats_.bytes_read += host_bytes;
+  life_.nand_read_bytes += host_bytes;
   const TimeNs link = card_.TakeLink(controller_, Now(), host_bytes);
   clock_->At(link, [this, op, serial, st, corrected] {
     if (op->serial == serial) Complete(op, st, corrected);
@@ -604,6 +605,7 @@ FlashStatus SimPipe::ApplyProgram(Op* op) {
   }
   image().set_page_state(idie, p.block, p.page, PageState::kProgrammed);
   stats_.bytes_programmed += g_.page_data_bytes;
+  life_.nand_program_bytes += g_.page_data_bytes;
   return FlashStatus::kOk;
 }
 
@@ -614,6 +616,7 @@ FlashStatus SimPipe::ApplyErase(uint32_t die, uint32_t block) {
     return FlashStatus::kEraseFail;
   }
   ++stats_.erases;
+  life_.erases += 1;
   ++rec.erase_count;
   const bool injected = inject_erase_fail_.erase(Key({die, block, 0})) > 0;
   if (injected || die_rng_[die].Bernoulli(rel_.FailProbability(rec.erase_count))) {

@@ -2,6 +2,7 @@
 // Owned by its clock's thread (the card's, or its own); see sim_card.h for the model.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -86,6 +87,13 @@ class SimPipe final : public nand::FlashPipe {
     inject_erase_fail_.insert(Key({die, block, 0}));
   }
   uint32_t image_die(uint32_t die) const { return first_die_ + die; }
+  // Counters since the card opened that go into the controller's lifetime record (read
+  // from any thread).
+  struct LifeCounters {
+    std::atomic<uint64_t> nand_read_bytes{0}, nand_program_bytes{0}, erases{0};
+    std::atomic<uint64_t> uncorrectable_reads{0}, program_fails{0}, erase_fails{0};
+  };
+  const LifeCounters& life() const { return life_; }
   // The heat of this pipe's NAND work (read by the card's sensors from any thread).
   HeatSource& heat() { return heat_; }
   TimeNs now() const { return clock_->Now(); }
@@ -171,6 +179,7 @@ class SimPipe final : public nand::FlashPipe {
   std::vector<Op*> stage_;             // per stage slot: the landed image, or null
   PipeStats stats_;
   HeatSource heat_;
+  LifeCounters life_;
   // Charges `joules` of NAND work now (an impulse into this pipe's heat source).
   void Spend(double joules);
 };
