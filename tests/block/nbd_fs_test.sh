@@ -77,7 +77,7 @@ umount "$T/mnt"
 detach_block
 
 echo "== fio crc32c verify on another LUN in blocks from one sector up"
-fio --name=v --ioengine=nbd --uri="$(uri lun2)" --rw=randwrite --bsrange="$SECTOR"-64k --size=32m --iodepth=16 \
-  --verify=crc32c --verify_fatal=1 --output="$T/fio.out" >/dev/null 2>&1 || { cat "$T/fio.out"; fail "fio verify"; }
+(cd "$T" && exec fio --name=v --ioengine=nbd --uri="$(uri lun2)" --rw=randwrite --bsrange="$SECTOR"-64k --size=32m --iodepth=16 \
+  --verify=crc32c --verify_fatal=1 --output="$T/fio.out" >/dev/null 2>&1) || { cat "$T/fio.out"; fail "fio verify"; }
 stop
 echo "PASS: $nfiles files intact on a $SECTOR-byte-sector LUN"

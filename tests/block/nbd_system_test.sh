@@ -160,7 +160,7 @@ verify_fatal=1
 do_verify=1
 FIO
 for i in 0 1 2 3; do printf '[lun%s]\nuri=%s\n' "$i" "$(uri lun$i)" >>"$T/verify.fio"; done
-fio --output-format=json --output="$T/fio.json" "$T/verify.fio" >"$T/fio.err" 2>&1 || { cat "$T/fio.err"; fail "fio verify"; }
+(cd "$T" && fio --output-format=json --output="$T/fio.json" "$T/verify.fio" >"$T/fio.err" 2>&1) || { cat "$T/fio.err"; fail "fio verify"; }
 python3 - "$T/fio.json" <<'PY' || fail "fio results"
 import json, sys
 j = json.load(open(sys.argv[1]))

@@ -132,6 +132,13 @@ TEST(HealthTest, ReserveExhaustionWalksTheStatesAndLosesNothing) {
   verify("read-only");
   std::printf("%u rounds, %llu writes refused; %zu sectors checked\n", round,
               static_cast<unsigned long long>(refused), model.size());
+  // Lifetime counters: the host's writes reach the controller's record (reported while
+  // the card is busy and at detach) and survive a restart with it.
+  const uint64_t host_written = uint64_t{sb} * (static_cast<uint64_t>(version) * span - refused);
+  const simcard::Lifetime before = card->sim().lifetime(0);
+  EXPECT_GT(before.host_write_bytes, 0u);
+  EXPECT_GE(before.nand_program_bytes, before.host_write_bytes);
+  EXPECT_GT(before.erase_fails, 0u);
   // And across a restart: the state is found again from flash.
   card.reset();
   auto again = OpenAttached(tmp.Sub("card"), clock, o, false);
@@ -141,6 +148,12 @@ TEST(HealthTest, ReserveExhaustionWalksTheStatesAndLosesNothing) {
   f = lun->ftl();
   EXPECT_EQ(f->health_mode(), HealthMode::kReadOnly);
   verify("after a restart");
+  const simcard::Lifetime after = card->sim().lifetime(0);
+  EXPECT_GE(after.host_write_bytes, host_written);
+  EXPECT_GE(after.host_write_bytes, before.host_write_bytes);
+  EXPECT_GE(after.nand_program_bytes, before.nand_program_bytes);
+  EXPECT_EQ(after.erase_fails, before.erase_fails);
+  EXPECT_GE(after.host_read_bytes, before.host_read_bytes);
 }
 
 }  // namespace

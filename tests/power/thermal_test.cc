@@ -94,6 +94,8 @@ TEST_F(ThermalTest, WritesThrottleAt78) {
   EXPECT_GT(hot.MaxTempC(), 78.0);
   EXPECT_LT(std::max(hot.MaxTempC(), tail.MaxTempC()), 80.5) << "held near the threshold";
   EXPECT_LT(tail.WriteMBps(), cool.WriteMBps() * 0.8);
+  // The write rate a lifetime prediction extrapolates (the NAND's, over the last hour).
+  EXPECT_GT(card_->power_status().nand_write_bps, 1e9);
   EXPECT_GT(tail.WriteMBps(), 0.0);
   // Cooler air: the throttle lets go.
   card_->sim().SetEnvironment({30.0, 300.0});

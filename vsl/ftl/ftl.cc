@@ -284,7 +284,7 @@ uint64_t Ftl::WriteRoom() {
   }
   // Bad blocks or dead dies left less than the capacity (reduced-write): what survives
   // beyond the groomer's own reserve (the spare the format set aside is gone).
-  if (impl_->surviving_sectors < map_.sectors()) return impl_->surviving_sectors;
+  if (!sparse_ && impl_->surviving_sectors < map_.sectors()) return impl_->surviving_sectors;
   return room_cache_;
 }
 

@@ -797,9 +797,10 @@ struct Ftl::Impl {
                           : std::min(100.0, 100.0 * static_cast<double>(reserve_sectors) /
                                                 static_cast<double>(reserve_full_sectors));
     const bool reserve_low = reserve_full_sectors != 0 && reserve_percent <= kReducedWritePercent;
+    // A sparse space promises only the physical room (its address space is far larger).
     const HealthMode m = f.map_.mapped() > usable ? HealthMode::kReadOnly
-                         : (f.map_.sectors() > usable || (!f.sparse_ && reserve_low)) ? HealthMode::kReducedWrite
-                                                     : HealthMode::kNormal;
+                         : (capacity > usable || reserve_low) ? HealthMode::kReducedWrite
+                                                              : HealthMode::kNormal;
     surviving_sectors = usable;
     if (m != mode) {
       mode = m;
