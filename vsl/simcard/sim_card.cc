@@ -153,6 +153,10 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
       if (plp.present) card->pipes_.back()->SetJournal(card->journals_[index].get());
     }
   }
+  for (uint32_t c = 0; c < card->geometry_.controllers; ++c) {
+    const uint32_t lead = c * card->geometry_.pipes_per_controller;
+    card->ctrl_clocks_.push_back(opts.pipe_clocks.empty() ? &clock : opts.pipe_clocks[lead]);
+  }
   card->life_ = std::make_unique<LifeBase[]>(card->geometry_.controllers);
   for (uint32_t c = 0; c < card->geometry_.controllers; ++c) {
     card->life_[c].at_open = card->images_[c]->lifetime();
@@ -169,7 +173,9 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
 }
 
 TimeNs SimCard::ControllerNow(uint32_t c) const {
-  return pipes_[c * geometry_.pipes_per_controller]->now();
+  // The clock the controller's first pipe was opened on, never the pipes' current ones
+  // (a pipe may be rebound while a sensor is read on another thread).
+  return ctrl_clocks_[c]->Now();
 }
 
 double SimCard::StaticWatts(uint32_t c) const {
@@ -245,7 +251,7 @@ PowerReading SimCard::ReadPower(uint32_t c) const {
   out.energy_j = st.energy_j;
   for (uint32_t p = 0; p < geometry_.pipes_per_controller; ++p) {
     SimPipe& sp = *pipes_[c * geometry_.pipes_per_controller + p];
-    const auto pr = sp.heat().Read(sp.now(), r, cap);
+    const auto pr = sp.heat().Read(out.at, r, cap);
     rise += pr.rise_c;
     out.nand_energy_j += pr.energy_j;
   }
@@ -270,7 +276,9 @@ void SimCard::SetEnvironment(const Environment& env) {
   const double r = thermal_r_.load();
   const double cap = profile_.power.heat_capacity_j_per_c;
   for (uint32_t c = 0; c < geometry_.controllers; ++c) thermal_[c].src.Advance(ControllerNow(c), r, cap);
-  for (auto& p : pipes_) p->heat().Advance(p->now(), r, cap);
+  for (uint32_t i = 0; i < pipes_.size(); ++i) {
+    pipes_[i]->heat().Advance(ControllerNow(i / geometry_.pipes_per_controller), r, cap);
+  }
   env_ = env;
   thermal_r_ = profile_.power.ThermalResistance(env.airflow_lfm);
 }

@@ -275,6 +275,7 @@ class SimCard {
   std::unique_ptr<LifeBase[]> life_;
   mutable std::mutex life_mu_;  // SaveLifetime
   TimeNs ControllerNow(uint32_t controller) const;
+  std::vector<Clock*> ctrl_clocks_;  // per controller, fixed at Open (sensor time base)
   void SetStaticPowerAll();  // after powered_ changed
   std::atomic<bool> powered_{true};
 };

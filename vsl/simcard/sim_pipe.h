@@ -96,7 +96,6 @@ class SimPipe final : public nand::FlashPipe {
   const LifeCounters& life() const { return life_; }
   // The heat of this pipe's NAND work (read by the card's sensors from any thread).
   HeatSource& heat() { return heat_; }
-  TimeNs now() const { return clock_->Now(); }
 
  private:
   struct Die {
