@@ -154,7 +154,6 @@ class GovernedPipe final : public nand::FlashPipe {
   // 1 = none. Engine thread.
   void SetWriteShare(double share) { write_share_ = share; }
   double write_share() const { return write_share_; }
-  uint64_t held() const { return reads_.size() + writes_.size(); }
 
   const nand::PipeTopology& topology() const override { return inner_.topology(); }
   nand::PlpState plp_state() const override { return inner_.plp_state(); }

@@ -378,9 +378,7 @@ json CardHealth(card::Card& c, const json& luns, const json& power) {
                            g.blocks_per_lun * g.pages_per_block * g.page_data_bytes;
   const double rated_pb = rel.endurance_cycles * raw_bytes / kRatedWaf / 1e15;
   simcard::Lifetime sum;
-  double pe_used = 0, pe_mean = 0;
   uint64_t unsafe = 0, cycles = 0;
-  bool plp_ok = true;
   for (uint32_t k = 0; k < c.controllers(); ++k) {
     const auto l = c.sim().lifetime(k);
     sum.host_read_bytes += l.host_read_bytes;
@@ -397,7 +395,6 @@ json CardHealth(card::Card& c, const json& luns, const json& power) {
     cycles = std::max<uint64_t>(cycles, st.power_on_count);
   }
   // Wear from the block tables (the pipes' engines own them).
-  const uint32_t ppc = g.pipes_per_controller;
   uint64_t pe_sum = 0, blocks = 0;
   for (uint32_t p = 0; p < c.sim().pipe_count(); ++p) {
     c.RunOnPipe(p, [&c, &pe_sum, &blocks, p] {
@@ -406,10 +403,9 @@ json CardHealth(card::Card& c, const json& luns, const json& power) {
       blocks += d.blocks - d.factory_bad_blocks - d.grown_bad_blocks;
     });
   }
-  (void)ppc;
-  pe_mean = blocks ? static_cast<double>(pe_sum) / static_cast<double>(blocks) : 0;
-  pe_used = 100.0 * pe_mean / rel.endurance_cycles;
-  plp_ok = c.sim().plp_state() == nand::PlpState::kHealthy;
+  const double pe_mean = blocks ? static_cast<double>(pe_sum) / static_cast<double>(blocks) : 0;
+  const double pe_used = 100.0 * pe_mean / rel.endurance_cycles;
+  const bool plp_ok = c.sim().plp_state() == nand::PlpState::kHealthy;
   const double rate = power.contains("nand_write_bps") ? power["nand_write_bps"].get<double>() : 0;
   const double left_bytes = std::max(0.0, (rel.endurance_cycles - pe_mean)) * raw_bytes;
   json prediction = nullptr;
