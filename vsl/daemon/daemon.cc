@@ -380,16 +380,7 @@ json CardHealth(card::Card& c, const json& luns, const json& power) {
   simcard::Lifetime sum;
   uint64_t unsafe = 0, cycles = 0;
   for (uint32_t k = 0; k < c.controllers(); ++k) {
-    const auto l = c.sim().lifetime(k);
-    sum.host_read_bytes += l.host_read_bytes;
-    sum.host_write_bytes += l.host_write_bytes;
-    sum.nand_read_bytes += l.nand_read_bytes;
-    sum.nand_program_bytes += l.nand_program_bytes;
-    sum.erases += l.erases;
-    sum.uncorrectable_reads += l.uncorrectable_reads;
-    sum.program_fails += l.program_fails;
-    sum.erase_fails += l.erase_fails;
-    sum.powered_ns = std::max(sum.powered_ns, l.powered_ns);
+    sum += c.sim().lifetime(k);
     const auto& st = c.sim().image(k).state();
     unsafe = std::max<uint64_t>(unsafe, st.unsafe_power_offs);
     cycles = std::max<uint64_t>(cycles, st.power_on_count);

@@ -122,6 +122,21 @@ struct Lifetime {
   DurNs powered_ns = 0;
   double max_temperature_c = 0;
   uint64_t thermal_shutdowns = 0;
+  // A card's totals over its controllers (powered time and temperature: the largest).
+  Lifetime& operator+=(const Lifetime& o) {
+    host_read_bytes += o.host_read_bytes;
+    host_write_bytes += o.host_write_bytes;
+    nand_read_bytes += o.nand_read_bytes;
+    nand_program_bytes += o.nand_program_bytes;
+    erases += o.erases;
+    uncorrectable_reads += o.uncorrectable_reads;
+    program_fails += o.program_fails;
+    erase_fails += o.erase_fails;
+    powered_ns = powered_ns > o.powered_ns ? powered_ns : o.powered_ns;
+    max_temperature_c = max_temperature_c > o.max_temperature_c ? max_temperature_c : o.max_temperature_c;
+    thermal_shutdowns += o.thermal_shutdowns;
+    return *this;
+  }
 };
 
 class SimPipe;
