@@ -48,7 +48,7 @@ def main():
         ips = b.get("items_per_second", 0.0)
         ratio = ips / base["items_per_second"] if base.get("items_per_second") else 0.0
         extra = {k: v for k, v in b.items()
-                 if k in ("sim_MBps", "virt_per_wall", "failures")}
+                 if k in ("sim_MBps", "virt_per_wall", "failures", "bytes_per_second")}
         if extra.get("failures", 0):
             bad = True
         extra_s = ", ".join(f"{k}={v:.4g}" for k, v in extra.items())

@@ -1,5 +1,5 @@
 // Internals of the BCH codec shared by bch.cc (the C++ API) and bch_kernels.cc (the HLS
-// top functions): GF(2^13) tables, the generator polynomial, the 8-bit parallel LFSR and
+// top functions): GF(2^13) tables, the generator polynomial, the 32-bit parallel LFSR and
 // the decoder, as templates on t. Not part of the API. Loops are labelled and carry their
 // HLS pragmas; g++ builds these files with -Wno-unknown-pragmas for that reason alone.
 // The tables are constexpr, so an HLS build sees them as ROM contents.
@@ -90,27 +90,31 @@ struct Code {
   static constexpr BinPoly kGen = MakeGenerator(T);
   static_assert(kGen.degree == R, "g(x) has degree 13t for GF(2^13)");
 
-  // kLfsr[v] = v(x) * x^R mod g(x): one step of the 8-bit parallel LFSR, as words.
+  // The parallel LFSR takes kLanes bytes (32 bits) per cycle: lane j's table holds
+  // v(x) * x^(R + 8j) mod g(x), so the four lookups of a step are independent and XOR
+  // together. Lane 0 alone is the 8-bit step (for a message's last 0-3 bytes).
+  static constexpr int kLanes = 4;
   struct Table {
-    uint64_t e[256][kWords];
+    uint64_t e[kLanes][256][kWords];
   };
   static constexpr Table MakeTable() {
     Table tab{};
-    for (int v = 0; v < 256; ++v) {
-      uint64_t rem[4] = {0, 0, 0, 0};
-      for (int b = 7; b >= 0; --b) {
-        const bool top = (rem[(R - 1) / 64] >> ((R - 1) % 64)) & 1u;
-        const bool fb = top ^ (((v >> b) & 1) != 0);
-        for (int w = 3; w >= 1; --w) rem[w] = (rem[w] << 1) | (rem[w - 1] >> 63);
-        rem[0] <<= 1;
-        if (R % 64 != 0) rem[(R - 1) / 64] &= (uint64_t{1} << (R % 64)) - 1;
-        if (fb) {
-          for (int i = 0; i < R; ++i) {
-            if (kGen.bit(i)) rem[i / 64] ^= uint64_t{1} << (i % 64);
+    for (int lane = 0; lane < kLanes; ++lane) {
+      for (int v = 0; v < 256; ++v) {
+        uint64_t rem[4] = {0, 0, 0, 0};
+        for (int b = 7 + 8 * lane; b >= 0; --b) {  // v's bits, then 8 * lane zero bits
+          const bool top = (rem[(R - 1) / 64] >> ((R - 1) % 64)) & 1u;
+          const bool in = b >= 8 * lane && ((v >> (b - 8 * lane)) & 1) != 0;
+          for (int w = 3; w >= 1; --w) rem[w] = (rem[w] << 1) | (rem[w - 1] >> 63);
+          rem[0] <<= 1;
+          if (R % 64 != 0) rem[(R - 1) / 64] &= (uint64_t{1} << (R % 64)) - 1;
+          if (top != in) {
+            for (int w = 0; w < 4; ++w) rem[w] ^= kGen.w[w];  // g(x) - x^R: drop bit R
+            rem[R / 64] ^= uint64_t{1} << (R % 64);
           }
         }
+        for (int w = 0; w < kWords; ++w) tab.e[lane][v][w] = rem[w];
       }
-      for (int w = 0; w < kWords; ++w) tab.e[v][w] = rem[w];
     }
     return tab;
   }
@@ -118,33 +122,57 @@ struct Code {
 
   using State = ap_uint<R>;
 
-  static State Entry(unsigned idx) {
-    State e;
-  entry_words:
-    for (int w = 0; w < kWords; ++w) {
-#pragma HLS UNROLL
-      const int hi = (64 * w + 63 < R) ? 64 * w + 63 : R - 1;
-      e.range(hi, 64 * w) = kLfsr.e[idx][w];
+  // The same tables as ap_uint<R> values (the ROMs the LFSR reads each cycle).
+  struct StateTable {
+    State e[kLanes][256];
+  };
+  static constexpr StateTable MakeStateTable() {
+    StateTable tab{};
+    for (int lane = 0; lane < kLanes; ++lane) {
+      for (int v = 0; v < 256; ++v) {
+        for (int w = 0; w < kWords; ++w) {
+          const int hi = (64 * w + 63 < R) ? 64 * w + 63 : R - 1;
+          tab.e[lane][v].range(hi, 64 * w) = kLfsr.e[lane][v][w];
+        }
+      }
     }
-    return e;
+    return tab;
   }
+  static constexpr StateTable kLfsrState = MakeStateTable();
 
-  // The parallel LFSR over msg: s <- s * x^8 + byte * x^R mod g, 8 bits per cycle.
+  // The LFSR over msg: s <- s * x^(8n) + bytes * x^R mod g(x), 32 bits per cycle.
   static State Run(const uint8_t* msg, int len) {
     State s = 0;
-  lfsr_bytes:
-    for (int i = 0; i < len; ++i) {
+    int i = 0;
+  lfsr_words:
+    for (; i + kLanes <= len; i += kLanes) {
 #pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT min=512 max=1010
+#pragma HLS LOOP_TRIPCOUNT min=128 max=252
+      Step4(s, msg + i);
+    }
+  lfsr_tail:
+    for (; i < len; ++i) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT min=0 max=3
       Step(s, msg[i]);
     }
     return s;
+  }
+  static void Step4(State& s, const uint8_t* bytes) {
+#pragma HLS INLINE
+    const uint64_t top = s.range(R - 1, R - 32);
+    const unsigned u0 = static_cast<unsigned>((top >> 24) & 0xFF) ^ bytes[0];
+    const unsigned u1 = static_cast<unsigned>((top >> 16) & 0xFF) ^ bytes[1];
+    const unsigned u2 = static_cast<unsigned>((top >> 8) & 0xFF) ^ bytes[2];
+    const unsigned u3 = static_cast<unsigned>(top & 0xFF) ^ bytes[3];
+    s <<= 32;
+    s ^= kLfsrState.e[3][u0] ^ kLfsrState.e[2][u1] ^ kLfsrState.e[1][u2] ^ kLfsrState.e[0][u3];
   }
   static void Step(State& s, unsigned byte) {
 #pragma HLS INLINE
     const unsigned idx = static_cast<unsigned>(s.range(R - 1, R - 8)) ^ byte;
     s <<= 8;
-    s ^= Entry(idx);
+    s ^= kLfsrState.e[0][idx];
   }
 
   static void StoreParity(const State& s, uint8_t* parity) {

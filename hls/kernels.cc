@@ -31,10 +31,12 @@ encode_words:
   for (unsigned i = 0; i < words; ++i) {
 #pragma HLS LOOP_TRIPCOUNT min=64 max=126
     const Word w = in.read();
-  encode_word_bytes:
-    for (int b = 0; b < 8; ++b) {
+  encode_word_halves:
+    for (int h = 0; h < 2; ++h) {
 #pragma HLS PIPELINE II=1
-      C::Step(s, static_cast<unsigned>(w.range(8 * b + 7, 8 * b)));
+      uint8_t b[4];
+      for (int k = 0; k < 4; ++k) b[k] = static_cast<uint8_t>(w.range(32 * h + 8 * k + 7, 32 * h + 8 * k));
+      C::Step4(s, b);
     }
   }
   uint8_t p[BchParityBytes(T)];
