@@ -28,6 +28,7 @@ class FtlFixture : public ::testing::Test {
     OpenCard();
   }
   void OpenCard() {
+    TallyCard();
     auto c = simcard::SimCard::Open(tmp_.Sub("card"), clock_, card_opts_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     card_ = std::move(c).value();
@@ -74,6 +75,7 @@ class FtlFixture : public ::testing::Test {
   void PowerCycle() {
     card_->PowerCut();
     clock_.RunUntilIdle();
+    TallyCard();
     ftl_.reset();
     card_.reset();
     OpenCard();
@@ -87,8 +89,22 @@ class FtlFixture : public ::testing::Test {
     return v;
   }
 
+  // Adds the card's ECC counters (since it opened) to ecc_totals_: call it once per card
+  // instance, just before the card goes (PowerCycle and OpenCard do).
+  void TallyCard() {
+    if (!card_) return;
+    for (uint32_t p = 0; p < card_->pipe_count(); ++p) {
+      const auto& st = card_->stats(p);
+      ecc_totals_.ecc_codewords_decoded += st.ecc_codewords_decoded;
+      ecc_totals_.corrected_bits += st.corrected_bits;
+      ecc_totals_.uncorrectable_reads += st.uncorrectable_reads;
+      ecc_totals_.miscorrected_reads += st.miscorrected_reads;
+    }
+  }
+
   TempDir tmp_;
   VirtualClock clock_{1};
+  simcard::PipeStats ecc_totals_;  // ECC counters of every card instance so far (TallyCard)
   simcard::SimCardOptions card_opts_;
   std::unique_ptr<simcard::SimCard> card_;
   std::unique_ptr<ftl::Ftl> ftl_;

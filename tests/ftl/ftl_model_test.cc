@@ -229,6 +229,18 @@ class FtlModelTest : public FtlFixture {
       rel.fail_wear = 0;
       card_opts_.reliability = rel;
     }
+    // VSL_ECC=bit-exact runs the card's real BCH codec on every read (hls/), and
+    // VSL_RBER=<rate> sets its raw bit error rate (e.g. 1e-4: corrections on most reads).
+    if (const char* e = std::getenv("VSL_ECC")) {
+      auto mode = simcard::ParseEccMode(e);
+      ASSERT_TRUE(mode.ok()) << mode.status().ToString();
+      card_opts_.ecc = *mode;
+    }
+    if (const char* r = std::getenv("VSL_RBER")) {
+      simcard::Reliability rel = card_opts_.reliability.value_or(simcard::FindProfile("test-small")->reliability);
+      rel.rber_base = std::atof(r);
+      card_opts_.reliability = rel;
+    }
     MakeCard();
     if (die_fails) {
       fo.sector_bytes = 4096;
@@ -238,6 +250,7 @@ class FtlModelTest : public FtlFixture {
     ASSERT_TRUE(Format(fo).ok());
     ftl::FtlOptions oo;
     oo.victim_policy = rng.Bernoulli(0.5) ? ftl::VictimPolicy::kGreedy : ftl::VictimPolicy::kCostBenefit;
+    if (const char* rr = std::getenv("VSL_READ_RETRIES")) oo.read_retries = static_cast<uint32_t>(std::atoi(rr));
     ASSERT_TRUE(Attach(oo).ok());
     const uint64_t n = ftl_->sectors();
     // Hot range: a share of the device, so overwrites and grooming both happen.
@@ -306,6 +319,7 @@ class FtlModelTest : public FtlFixture {
         if (SeedFailed()) return;
         ASSERT_TRUE(Shutdown().ok()) << "seed " << seed << " round " << r;
         ftl_.reset();
+        TallyCard();
         card_.reset();
         OpenCard();
         ASSERT_TRUE(Attach(oo).ok());
@@ -353,6 +367,7 @@ TEST_P(FtlModelShard, RandomWorkloadsWithPowerCutsNeverLoseAcknowledgedData) {
     unnamed_seed_ = false;
     unanswered_ = 0;
     ftl_.reset();
+    TallyCard();
     card_.reset();
     std::filesystem::remove_all(tmp_.Sub("card"));
     RunSeed(static_cast<uint64_t>(s));
@@ -378,6 +393,16 @@ TEST_P(FtlModelShard, RandomWorkloadsWithPowerCutsNeverLoseAcknowledgedData) {
               "reads older there; failing seeds:%s\n",
               shard, ran, doubles, static_cast<unsigned long long>(lost), unnamed_seeds,
               static_cast<unsigned long long>(stale), failed_list.empty() ? " none" : failed_list.c_str());
+  if (card_opts_.ecc == simcard::EccMode::kBitExact) {
+    TallyCard();
+    std::printf("shard %d: bit-exact ECC: %llu codewords decoded, %llu bits corrected, %llu uncorrectable reads, "
+                "%llu miscorrected\n",
+                shard, static_cast<unsigned long long>(ecc_totals_.ecc_codewords_decoded),
+                static_cast<unsigned long long>(ecc_totals_.corrected_bits),
+                static_cast<unsigned long long>(ecc_totals_.uncorrectable_reads),
+                static_cast<unsigned long long>(ecc_totals_.miscorrected_reads));
+    EXPECT_GT(ecc_totals_.ecc_codewords_decoded, 0u);
+  }
   EXPECT_TRUE(failed_seeds.empty()) << "failing seeds:" << failed_list;
   EXPECT_GT(acked, static_cast<uint64_t>(ran) * 100);
   EXPECT_GT(checked, static_cast<uint64_t>(ran) * 100);

@@ -71,6 +71,13 @@ rc3=$?
 set -e
 [ $rc -ne 0 ] || fail "second vsld on the socket started"
 [ $rc3 -eq 2 ] && grep -q "in use by another process" "$T/err3" || fail "second vsld on the card: exit $rc3 $(cat "$T/err3")"
+# A bad --sim-ecc is a usage error; the running card reports its ECC mode.
+set +e
+"$VSLD" --card "$T/card" --socket "$T/other.sock" --sim-ecc exactish 2>"$T/err4"
+rc4=$?
+set -e
+[ $rc4 -eq 2 ] && grep -q "statistical' or 'bit-exact" "$T/err4" || fail "bad --sim-ecc: exit $rc4 $(cat "$T/err4")"
+json_check "j['cards'][0]['ecc_mode']=='statistical'"
 
 json_check "len(luns)==4 and all(s=='unformatted' for s in st.values())"
 ctl status | grep -q "lun0: unformatted" || fail "human status"
@@ -217,12 +224,15 @@ for _ in $(seq 1 200); do [ -S "$SOCK" ] && ctl --json status >/dev/null 2>&1 &&
 json_check "j['cards'][0]['power']['limit_w']==55 and j['cards'][0]['power']['override']['on']"
 stop
 cat > "$T/power.json" <<CFG
-{"cards": ["$T/card"], "socket": "$SOCK", "power": {"cards": {"$serial": {"override_w": 55}}}}
+{"cards": ["$T/card"], "socket": "$SOCK", "sim_ecc": "bit-exact", "power": {"cards": {"$serial": {"override_w": 55}}}}
 CFG
 "$VSLD" --config "$T/power.json" --log-level info >>"$T/vsld.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 200); do [ -S "$SOCK" ] && ctl --json status >/dev/null 2>&1 && break; sleep 0.05; done
 json_check "j['cards'][0]['power']['limit_w']==24.75"
+# Served bit-exact (the BCH codec on every read) from the config, LUNs attached from
+# pages written in statistical mode.
+json_check "j['cards'][0]['ecc_mode']=='bit-exact' and all(s=='online' for s in st.values())"
 grep -q "power configuration refused, staying at the 24.75 W slot limit" "$T/vsld.log" || fail "config refusal logged"
 stop
 grep -q "stopped cleanly" "$T/vsld.log" || fail "clean stop log"

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   uint32_t volume_kib = 0;
   app.add_option("--volume-chunk-kib", volume_kib, "a card volume striped over every LUN in chunks of N KiB (0: none)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
+  std::string sim_ecc;
+  app.add_option("--sim-ecc", sim_ecc, "simulated cards' ECC: statistical (default) or bit-exact (the BCH codec on every read)");
   std::string nbd_socket, nbd_socket_mode, nbd_tcp, tls_mode, tls_cert, tls_key, tls_ca, tls_psk;
   bool nbd_read_only = false, nbd_write_through = false;
   app.add_option("--nbd-socket", nbd_socket, "NBD Unix socket (default: <control socket>-nbd.sock; 'none' for none)");
@@ -85,6 +87,14 @@ int main(int argc, char** argv) {
     cfg.socket_mode = static_cast<uint32_t>(m);
   }
   if (no_attach) cfg.attach = false;
+  if (!sim_ecc.empty()) {
+    auto m = vsl::simcard::ParseEccMode(sim_ecc);
+    if (!m.ok()) {
+      std::fprintf(stderr, "vsld: --sim-ecc: %s\n", m.status().ToString().c_str());
+      return 2;
+    }
+    cfg.sim_ecc = *m;
+  }
   if (volume_kib != 0) cfg.volume_chunk_kib = volume_kib;
   try {
     if (!nbd_socket.empty()) cfg.nbd.socket = nbd_socket;

@@ -3,7 +3,8 @@
 //   vslflash profiles                        list the built-in card profiles
 //   vslflash create DIR --profile P          make a new card (sparse images) in DIR
 //   vslflash info DIR [--json]               identity, geometry and health, no I/O
-//   vslflash exercise DIR [--timing M]       attach, scan, write and verify every die
+//   vslflash exercise DIR [--timing M] [--ecc statistical|bit-exact]
+//                                            attach, scan, write and verify every die
 //
 // Exit codes: 0 success; 1 the card failed verification; 2 bad usage or input (unknown
 // profile, missing or damaged card); 3 an internal error.
@@ -40,6 +41,7 @@ struct Args {
   uint32_t pages = 32;
   bool json = false;
   bool no_scan = false;
+  std::string ecc = "statistical";
 };
 
 int Fail(const Status& s) {
@@ -161,6 +163,9 @@ int CmdExercise(const Args& a) {
   std::function<bool(std::function<bool()>)> drive;
   simcard::SimCardOptions so;
   so.seed = a.seed;
+  auto ecc = simcard::ParseEccMode(a.ecc);
+  if (!ecc.ok()) return Fail(ecc.status());
+  so.ecc = *ecc;
   if (a.timing == "virtual" || a.timing == "null") {
     auto vc = std::make_unique<VirtualClock>(a.seed);
     VirtualClock* v = vc.get();
@@ -215,6 +220,7 @@ int CmdExercise(const Args& a) {
   if (a.json) {
     json j;
     j["timing"] = a.timing;
+    j["ecc"] = a.ecc;
     j["elapsed_ns"] = rep.elapsed_ns;
     j["pipes_discovered"] = rep.pipes.size();
     j["bad_blocks"] = {{"found_by_scan", rep.bad_blocks_found}, {"marked", rep.bad_blocks_truth}};
@@ -309,6 +315,8 @@ int main(int argc, char** argv) {
       sub->add_option("--pages", args.pages, "Pages per die")->capture_default_str();
       sub->add_option("--seed", args.seed, "Seed for data and bit errors");
       sub->add_flag("--no-scan", args.no_scan, "Skip the bad-block scan");
+      sub->add_option("--ecc", args.ecc, "statistical | bit-exact (the controller's BCH codec on every read)")
+          ->capture_default_str();
     }
     if (std::string(c.name) == "info" || std::string(c.name) == "exercise") {
       sub->add_flag("--json", args.json, "Machine-readable output");

@@ -125,6 +125,10 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
         c.socket_mode = OctalMode(v.get<std::string>());
       } else if (k == "attach") {
         c.attach = v.get<bool>();
+      } else if (k == "sim_ecc") {
+        auto m = simcard::ParseEccMode(v.get<std::string>());
+        if (!m.ok()) return m.status().WithContext(fmt::format("config file {}", path));
+        c.sim_ecc = *m;
       } else if (k == "volume_chunk_kib") {
         c.volume_chunk_kib = v.get<uint32_t>();
       } else if (k == "ublk") {
@@ -225,6 +229,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& cfg) {
   for (const std::string& dir : cfg.cards) {
     card::CardOptions o;
     o.sim.environment = cfg.power.environment;
+    o.sim.ecc = cfg.sim_ecc;
     o.power.slot_limit_w = cfg.power.slot_limit_w;
     o.power.slot_capability_w = cfg.power.slot_capability_w;
     auto c = card::Card::Open(dir, o);
@@ -347,7 +352,9 @@ Result<json> Daemon::LunStatus(card::Card& c, card::Lun& l, bool all) {
       j["stats"] = {{"gc_write_sectors", st.gc_write_sectors}, {"victims", st.victims},
                     {"lebs_erased", st.lebs_erased}, {"program_failures", st.program_failures},
                     {"erase_failures", st.erase_failures}, {"read_errors", st.read_errors},
-                    {"parity_pages", st.parity_pages}, {"rebuilt_pages", st.rebuilt_pages}};
+                    {"parity_pages", st.parity_pages}, {"rebuilt_pages", st.rebuilt_pages},
+                    {"read_retries", f->read_retry_stats().retries},
+                    {"reads_recovered_by_retry", f->read_retry_stats().recovered}};
     }
     d(vsl::Status::Ok());
   }));
@@ -454,6 +461,7 @@ Result<json> Daemon::StatusCmd(const json& req) {
                {"model", id.model},
                {"profile", id.profile},
                {"firmware_version", c.sim().firmware_version(0)},
+               {"ecc_mode", simcard::EccModeName(c.sim().ecc_mode())},
                {"beacon", bool(beacon_[i])}};
     const json pj = PowerJson(c);
     cj["temperature_c"] = pj["temperature_c"];

@@ -100,6 +100,9 @@ struct DaemonConfig {
   SdkConfig sdk;
   PowerConfig power;
   bool ublk = true;  // /dev/ublkbN per export where the kernel has ublk (config "ublk": "auto" | "off")
+  // How the simulated cards decide read errors (config "sim_ecc": "statistical" | "bit-exact";
+  // docs/simcard.md): bit-exact runs the controller's BCH codec on every page.
+  simcard::EccMode sim_ecc = simcard::EccMode::kStatistical;
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
   // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
   // otherwise be silently ignored).

@@ -19,7 +19,8 @@ namespace vsl::ftl {
 
 Ftl::Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand::Geometry& g,
          uint64_t sectors, uint32_t sector_bytes)
-    : pipe_(pipe),
+    : retry_(std::make_unique<nand::ReadRetryPipe>(pipe, opts.read_retries)),
+      pipe_(*retry_),
       clock_(clock),
       opts_(opts),
       geo_(g),

@@ -39,6 +39,7 @@
 #include "vsl/ftl/map.h"
 #include "vsl/nand/discover.h"
 #include "vsl/nand/flash.h"
+#include "vsl/nand/read_retry.h"
 
 namespace vsl::ftl {
 
@@ -136,6 +137,9 @@ struct FtlOptions {
   // least-erased LEB holding data, that LEB's (cold) data is moved so the young block
   // returns to the free pool. 0 disables it.
   uint32_t wl_max_spread = 64;
+  // Read-retry: times a read the controller reports uncorrectable is issued again before
+  // the failure counts (docs/ftl.md). 0 disables it.
+  uint32_t read_retries = nand::ReadRetryPipe::kDefaultRetries;
 };
 
 // One operation of an atomic batch (Ftl::WriteAtomic).
@@ -241,6 +245,8 @@ class Ftl {
                                                         std::size_t max_runs,
                                                         uint64_t* next = nullptr) const;
   const FtlStats& stats() const { return stats_; }
+  // Reads issued again after an uncorrectable result, and how they ended.
+  const nand::ReadRetryPipe::Stats& read_retry_stats() const { return retry_->stats(); }
   const AttachInfo& attach_info() const { return attach_; }
   uint64_t mapped_sectors() const { return map_.mapped(); }
   bool sparse() const { return sparse_; }
@@ -323,6 +329,9 @@ class Ftl {
   TimeNs room_at_ = 0;
   bool room_valid_ = false;
 
+  // Every read of the FTL goes through read-retry (vsl/nand/read_retry.h): an
+  // uncorrectable page is read again before it counts as lost or torn.
+  std::unique_ptr<nand::ReadRetryPipe> retry_;
   nand::FlashPipe& pipe_;
   Clock& clock_;
   FtlOptions opts_;

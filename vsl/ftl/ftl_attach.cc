@@ -505,7 +505,7 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
           opts.sparse ? opts.sparse_sectors : prov->PhysicalUserSectors();
       if (user == 0) return (*shared_done)(Status::NoSpace("no room for user data"));
       // Rebuild with the real capacity, keeping the bad-block table.
-      auto real = std::unique_ptr<Ftl>(new Ftl(prov->pipe_, prov->clock_, FtlOptions{}, g, user,
+      auto real = std::unique_ptr<Ftl>(new Ftl(prov->retry_->inner(), prov->clock_, FtlOptions{}, g, user,
                                                opts.sector_bytes));
       real->reserve_ppm_ = prov->reserve_ppm_;
       real->epoch_ = prov->epoch_;
@@ -564,9 +564,11 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       uint32_t best_leb = 0;
       int remaining = 0;
       std::vector<uint32_t> silent;
+      std::unique_ptr<nand::ReadRetryPipe> retry;  // the metadata reads retry like the FTL's
     };
     auto st = std::make_shared<State>();
     st->silent = silent;
+    st->retry = std::make_unique<nand::ReadRetryPipe>(pipe, opts.read_retries);
     st->remaining = static_cast<int>(kMetaLebs);
     auto decide = [&pipe, &clock, opts, shared_done, t0, st, g]() {
       if (--st->remaining != 0) return;
@@ -700,7 +702,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       }
     };
     for (uint32_t leb = 0; leb < kMetaLebs; ++leb) {
-      ReadMetaLeb(pipe, g, leb, silent, [st, decide, leb](std::optional<MetaRead> m, uint32_t spp) mutable {
+      ReadMetaLeb(*st->retry, g, leb, silent, [st, decide, leb](std::optional<MetaRead> m, uint32_t spp) mutable {
         st->recs[leb] = m;
         if (m && (!st->best || m->seq > st->best->seq)) {
           st->best = std::move(m);

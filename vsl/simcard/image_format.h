@@ -27,7 +27,7 @@ namespace vsl::simcard::format {
 
 inline constexpr char kMagic[8] = {'O', 'V', 'S', 'L', 'C', 'A', 'R', 'D'};
 inline constexpr uint16_t kVersionMajor = 1;
-inline constexpr uint16_t kVersionMinor = 1;  // 1: LifetimeRecord in the state block
+inline constexpr uint16_t kVersionMinor = 2;  // 1: LifetimeRecord in the state block; 2: kBlockParity
 inline constexpr uint64_t kHeaderOffset = 0;
 inline constexpr uint64_t kStateOffset = 4096;
 inline constexpr uint64_t kTablesOffset = 8192;
@@ -127,6 +127,12 @@ static_assert(sizeof(DieRecord) == 32, "DieRecord size is part of the format");
 enum BlockFlags : uint8_t {
   kBlockFactoryBad = 1u << 0,  // marked bad at manufacture (marker in spare byte 0)
   kBlockGrownBad = 1u << 1,    // a program or erase failed; every later one fails too
+  // (minor 2) Every page programmed since the block's last erase carries its BCH parity in
+  // the spare area (written in bit-exact ECC mode). Without it a bit-exact read computes
+  // the parity from the stored data, as the controller would have written it. Readers of
+  // minor 0-1 ignore the bit (they never read parity); a program by such a reader leaves
+  // it set over a page without parity, which a later bit-exact read reports uncorrectable.
+  kBlockParity = 1u << 2,
 };
 
 struct BlockRecord {

@@ -2,6 +2,7 @@
 
 #include "vsl/simcard/plp_journal.h"
 #include "vsl/core/check.h"
+#include "vsl/simcard/ecc.h"
 #include "vsl/simcard/firmware.h"
 
 #include <fcntl.h>
@@ -66,6 +67,16 @@ struct SimCard::Thermal {
   std::atomic<bool> low_power{false};
 };
 
+const char* EccModeName(EccMode m) {
+  return m == EccMode::kBitExact ? "bit-exact" : "statistical";
+}
+
+Result<EccMode> ParseEccMode(const std::string& s) {
+  if (s == "statistical") return EccMode::kStatistical;
+  if (s == "bit-exact") return EccMode::kBitExact;
+  return Status::InvalidArgument(fmt::format("ECC mode '{}': expected 'statistical' or 'bit-exact'", s));
+}
+
 Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& clock,
                                                const SimCardOptions& opts) {
   if (!fs::is_directory(dir)) {
@@ -96,6 +107,7 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   if (opts.plp) card->profile_.plp = *opts.plp;
   if (opts.reliability) card->profile_.reliability = *opts.reliability;
   if (opts.power) card->profile_.power = *opts.power;
+  if (opts.ecc == EccMode::kBitExact) VSL_RETURN_IF_ERROR(CheckBitExactGeometry(card->geometry_));
   card->images_.push_back(std::move(first));
   for (uint32_t c = 1; c < card->geometry_.controllers; ++c) {
     VSL_ASSIGN_OR_RETURN(auto img, ControllerImage::Open(ImagePath(dir, c)));
@@ -312,6 +324,8 @@ void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
   if (recs.empty()) return;
   std::sort(recs.begin(), recs.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
   uint32_t programs = 0, erases = 0, skipped = 0;
+  const uint32_t slot_bytes = g.page_data_bytes + g.page_spare_bytes;
+  std::vector<uint8_t> slot;
   for (uint32_t die = 0; die < g.dies_per_pipe(); ++die) {
     const uint32_t idie = p * g.dies_per_pipe() + die;
     std::vector<const PlpJournal::Record*> todo;
@@ -348,6 +362,7 @@ void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
         if (rec.erase_count < r->erase_count_after) rec.erase_count = r->erase_count_after;
         rec.reads_since_erase = 0;
         rec.next_page = 0;
+        rec.flags &= static_cast<uint8_t>(~format::kBlockParity);
         img.EraseBlockPages(idie, r->block);
         ++erases;
         continue;
@@ -358,11 +373,17 @@ void SimCard::FinishJournal(uint32_t c, uint32_t p, PlpJournal& j) {
       // moved past it, the page not yet marked) is applied again; any other gap is not
       // a place this page can go.
       const bool interrupted = r->page + 1 == rec.next_page && st == format::PageState::kErased;
-      if ((r->page != rec.next_page && !interrupted) || !img.WriteSlot(idie, r->block, r->page, r->data).ok()) {
+      // The record holds the slot as accepted, with parity if the process that accepted
+      // it ran bit-exact; this one encodes again (the same bytes) or marks it without.
+      const bool parity = opts_.ecc == EccMode::kBitExact;
+      slot.assign(r->data, r->data + slot_bytes);
+      if (parity) EncodeSlot(geometry_, slot.data());
+      if ((r->page != rec.next_page && !interrupted) || !img.WriteSlot(idie, r->block, r->page, slot.data()).ok()) {
         ++skipped;
         continue;
       }
       img.set_page_state(idie, r->block, r->page, format::PageState::kProgrammed);
+      NoteProgrammed(rec, r->page, parity);
       rec.next_page = static_cast<uint16_t>(r->page + 1);
       ++programs;
     }

@@ -32,8 +32,25 @@
 
 namespace vsl::simcard {
 
+// How the card decides what a read returns when the NAND has flipped bits.
+enum class EccMode : uint8_t {
+  // Per codeword read, Binomial(bits, rber) raw errors are drawn; up to t are counted as
+  // corrected, more make the read uncorrectable with those bits flipped in the data. No
+  // codec runs: fast, and the default.
+  kStatistical,
+  // The controller's codec (hls/bch.h) for real: programs store BCH parity in the spare
+  // area, each read flips Binomial(bits, rber) distinct raw bits of the stored codewords
+  // (data, metadata and parity) and runs the decoder; corrected counts, erased-page
+  // detection, uncorrectable results and (rare) miscorrections come from it. Needs a
+  // geometry the codec supports (t = 4, 8 or 16, parity bytes = ceil(13t / 8)).
+  kBitExact,
+};
+const char* EccModeName(EccMode m);
+Result<EccMode> ParseEccMode(const std::string& s);  // "statistical" | "bit-exact"
+
 struct SimCardOptions {
   bool null_timing = false;
+  EccMode ecc = EccMode::kStatistical;
   uint64_t seed = 1;  // draws bit errors, wear failures and torn-page outcomes
   // Replaces the profile's power-loss protection (hold-up budget, buffer size), e.g. to
   // model a card with smaller capacitors.
@@ -69,6 +86,10 @@ struct PipeStats {
   uint64_t admission_waits = 0;  // programs that waited for write-buffer room
   uint64_t stages = 0;           // parity images that landed in a stage slot
   uint64_t stages_flushed = 0;   // of those, programmed by a power-cut flush
+  // Bit-exact ECC only: codewords decoded, and reads the decoder passed with wrong data (a
+  // miscorrection: more than t raw errors landing within t of another codeword). Ground
+  // truth the card knows and a real controller does not; the host's CRCs must catch them.
+  uint64_t ecc_codewords_decoded = 0, miscorrected_reads = 0;
   uint64_t rule_violations() const { return violation_not_erased + violation_out_of_order; }
 };
 
@@ -164,6 +185,7 @@ class SimCard {
   const Profile& profile() const { return profile_; }
   const nand::Geometry& geometry() const { return geometry_; }
   const Timing& timing() const { return timing_; }
+  EccMode ecc_mode() const { return opts_.ecc; }
   uint32_t pipe_count() const { return static_cast<uint32_t>(pipes_.size()); }
   // Pipe `index` = controller * pipes_per_controller + pipe-in-controller.
   nand::FlashPipe& pipe(uint32_t index);

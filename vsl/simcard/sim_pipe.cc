@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "hls/bch.h"
 #include "vsl/core/log.h"
 #include "vsl/nand/onfi.h"
+#include "vsl/simcard/ecc.h"
 
 namespace vsl::simcard {
 
@@ -80,6 +82,7 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->journal = -1;
   op->qseq = 0;
   op->fence = false;
+  op->parity = false;
   op->submit_ns = Now();
   op->bus_start_ns = op->array_end_ns = 0;
   op->flush_cost_ns = op->flush_xfer_ns = 0;
@@ -286,6 +289,10 @@ bool SimPipe::TryAdmit(Op* op) {
       std::memset(s + g_.page_data_bytes, 0xFF, meta);
     }
     std::memset(s + g_.page_data_bytes + meta, 0, g_.page_spare_bytes - meta);
+    // The controller's ECC encoder runs as the page enters its buffer, so the protected
+    // copy (and the PLP journal's) is what reaches the array.
+    op->parity = card_.opts_.ecc == EccMode::kBitExact;
+    if (op->parity) EncodeSlot(g_, s);
     op->src_data = op->src_meta = nullptr;
     op->data_ready = true;
     const bool staged = op->stage_slot >= 0;
@@ -604,6 +611,7 @@ FlashStatus SimPipe::ApplyProgram(Op* op) {
     return FlashStatus::kProgramFail;
   }
   image().set_page_state(idie, p.block, p.page, PageState::kProgrammed);
+  NoteProgrammed(rec, p.page, op->parity);
   stats_.bytes_programmed += g_.page_data_bytes;
   life_.nand_program_bytes += g_.page_data_bytes;
   return FlashStatus::kOk;
@@ -625,6 +633,7 @@ FlashStatus SimPipe::ApplyErase(uint32_t die, uint32_t block) {
   }
   rec.reads_since_erase = 0;
   rec.next_page = 0;
+  rec.flags &= static_cast<uint8_t>(~format::kBlockParity);
   image().EraseBlockPages(idie, block);
   return FlashStatus::kOk;
 }
@@ -665,6 +674,7 @@ FlashStatus SimPipe::DoRead(Op* op, uint32_t* corrected) {
   ++rec.reads_since_erase;
   switch (state) {
     case PageState::kErased:
+      if (card_.opts_.ecc == EccMode::kBitExact) return ReadBitExact(op, state, rec, corrected);
       if (op->data) std::memset(op->data, 0xFF, data_len);
       if (op->meta) std::memset(op->meta, 0xFF, meta_bytes);
       return FlashStatus::kOk;
@@ -681,6 +691,7 @@ FlashStatus SimPipe::DoRead(Op* op, uint32_t* corrected) {
       if (op->meta) rng.Fill(op->meta, meta_bytes);
       return FlashStatus::kUncorrectable;
   }
+  if (card_.opts_.ecc == EccMode::kBitExact) return ReadBitExact(op, state, rec, corrected);
   Status s = Status::Ok();
   if (op->data) s = image().ReadSlotRange(idie, p.block, p.page, data_off, data_len, op->data);
   if (s.ok() && op->meta) {
@@ -717,6 +728,78 @@ FlashStatus SimPipe::DoRead(Op* op, uint32_t* corrected) {
       }
     }
   }
+  return st;
+}
+
+FlashStatus SimPipe::ReadBitExact(Op* op, PageState state, const format::BlockRecord& rec, uint32_t* corrected) {
+  const nand::Ppa& p = op->ppa;
+  const uint32_t idie = image_die(p.die);
+  const uint32_t cw = g_.ecc_codeword_bytes;
+  const uint32_t slot_bytes = g_.page_data_bytes + g_.page_spare_bytes;
+  if (raw_.size() != slot_bytes) raw_.resize(slot_bytes);
+  uint8_t* raw = raw_.data();
+  // The page as the array holds it: erased cells read as ones; a programmed page as
+  // written, with its parity (computed now from the data if the block was programmed
+  // in statistical mode: what the controller would have stored).
+  if (state == PageState::kErased) {
+    std::memset(raw, 0xFF, slot_bytes);
+  } else {
+    if (Status s = image().ReadSlot(idie, p.block, p.page, raw); !s.ok()) {
+      Logger("simcard")->error("card image read failed: {}", s.ToString());
+      return FlashStatus::kUncorrectable;
+    }
+    if (!(rec.flags & format::kBlockParity)) EncodeSlot(g_, raw);
+  }
+  // Each codeword sensed sees Binomial(bits, rber) raw errors at distinct positions of its
+  // message and parity; the decoder then corrects, flags or (rarely) miscorrects.
+  const double rber = rel_.Rber(rec.erase_count, rec.reads_since_erase);
+  const uint32_t last = g_.codewords_per_page() - 1;
+  const bool need_last = op->meta != nullptr && op->first_sector + op->sector_count <= last;
+  Rng& rng = die_rng_[p.die];
+  FlashStatus st = FlashStatus::kOk;
+  bool miscorrected = false;
+  std::vector<uint32_t> pos;
+  std::vector<uint8_t> truth;
+  for (uint32_t i = 0; i < op->sector_count + (need_last ? 1 : 0); ++i) {
+    const uint32_t cwi = i < op->sector_count ? op->first_sector + i : last;
+    const CodewordSpan span = Codeword(g_, cwi);
+    uint8_t* msg = raw + span.msg_offset;
+    uint8_t* parity = raw + span.parity_offset;
+    const uint32_t msg_bits = 8 * span.msg_bytes;
+    const uint32_t bits = msg_bits + 8 * g_.ecc_parity_bytes;
+    const uint64_t k = std::min<uint64_t>(rng.Binomial(bits, rber), bits);
+    if (k > g_.ecc_t) {  // beyond the code: keep the truth to recognise a miscorrection
+      truth.assign(msg, msg + span.msg_bytes);
+      truth.insert(truth.end(), parity, parity + g_.ecc_parity_bytes);
+    }
+    pos.clear();
+    while (pos.size() < k) {
+      const auto b = static_cast<uint32_t>(rng.Below(bits));
+      if (std::find(pos.begin(), pos.end(), b) != pos.end()) continue;
+      pos.push_back(b);
+      uint8_t* byte = b < msg_bits ? msg + b / 8 : parity + (b - msg_bits) / 8;
+      *byte ^= static_cast<uint8_t>(0x80u >> (b % 8));
+    }
+    const vslhls::BchResult r =
+        vslhls::BchDecode(static_cast<int>(g_.ecc_t), msg, static_cast<int>(span.msg_bytes), parity);
+    ++stats_.ecc_codewords_decoded;
+    if (r.status == vslhls::BchStatus::kUncorrectable) {
+      st = FlashStatus::kUncorrectable;
+      continue;
+    }
+    *corrected += r.bits;
+    if (k > g_.ecc_t && (std::memcmp(truth.data(), msg, span.msg_bytes) != 0 ||
+                         std::memcmp(truth.data() + span.msg_bytes, parity, g_.ecc_parity_bytes) != 0)) {
+      miscorrected = true;
+    }
+  }
+  if (miscorrected) {
+    ++stats_.miscorrected_reads;
+    Logger("simcard")->warn("ECC miscorrection (model ground truth): pipe={} die={} block={} page={} passed with wrong data",
+                            topology_.pipe, p.die, p.block, p.page);
+  }
+  if (op->data) std::memcpy(op->data, raw + uint64_t{op->first_sector} * cw, uint64_t{op->sector_count} * cw);
+  if (op->meta) std::memcpy(op->meta, raw + g_.page_data_bytes, g_.meta_bytes_per_page());
   return st;
 }
 

@@ -44,6 +44,7 @@ struct Op : QueueHook, AllHook {
   int32_t journal = -1;     // its PlpJournal record while the controller holds it
   uint64_t qseq = 0;        // queue order (journal replay order)
   bool fence = false;       // admitted only after every earlier program (ProgramRequest::fence)
+  bool parity = false;      // `slot` carries its ECC parity (bit-exact mode)
   TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
   DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
   nand::FlashCallback accepted, done;
@@ -143,6 +144,9 @@ class SimPipe final : public nand::FlashPipe {
   void ApplyTornProgram(const nand::Ppa& ppa);
   void ApplyTornErase(uint32_t die, uint32_t block);
   nand::FlashStatus DoRead(Op* op, uint32_t* corrected);
+  // DoRead of a programmed or erased page with the real codec (EccMode::kBitExact).
+  nand::FlashStatus ReadBitExact(Op* op, format::PageState state, const format::BlockRecord& rec,
+                                 uint32_t* corrected);
   void AbortDie(uint32_t die);
   bool DieFailed(uint32_t die) const;
   TimeNs Now() const { return clock_->Now(); }
@@ -175,6 +179,7 @@ class SimPipe final : public nand::FlashPipe {
   uint64_t stage_bytes_ = 0;           // of which staged images
   std::set<std::tuple<uint32_t, uint32_t, uint32_t>> inject_program_fail_, inject_erase_fail_;
   std::vector<uint8_t> scratch_;       // one slot
+  std::vector<uint8_t> raw_;           // one slot: a page as the array gives it (bit-exact reads)
   std::vector<Op*> stage_;             // per stage slot: the landed image, or null
   PipeStats stats_;
   HeatSource heat_;
