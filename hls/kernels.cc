@@ -112,16 +112,29 @@ store_frame_parity:
   }
 }
 
+// The decoder stage: its own output frame, so each frame has one producer and one
+// consumer (the DATAFLOW rule).
+template <int T>
+void DecodeFrame(const Frame& in, Frame& out, unsigned words, ap_uint<32>* result) {
+copy_frame:
+  for (unsigned i = 0; i < 8 * words; ++i) {
+#pragma HLS PIPELINE II=1
+    out.msg[i] = in.msg[i];
+  }
+  for (int j = 0; j < BchParityBytes(T); ++j) out.parity[j] = in.parity[j];
+  const BchResult r = detail::Code<T>::Decode(out.msg, static_cast<int>(8 * words), out.parity);
+  *result = (static_cast<unsigned>(r.status) << kTopStatusShift) | r.bits;
+}
+
 template <int T>
 void DecodeCodeword(Word* data, ap_uint<8>* parity, ap_uint<32>* result, unsigned words) {
 #pragma HLS DATAFLOW
   WordStream msg("decode.msg");
-  Frame f;
+  Frame received, corrected;
   LoadWords(data, words, msg);
-  LoadFrame<T>(msg, parity, words, f);
-  const BchResult r = detail::Code<T>::Decode(f.msg, static_cast<int>(8 * words), f.parity);
-  StoreFrame(f, BchParityBytes(T), words, data, parity);
-  *result = (static_cast<unsigned>(r.status) << kTopStatusShift) | r.bits;
+  LoadFrame<T>(msg, parity, words, received);
+  DecodeFrame<T>(received, corrected, words, result);
+  StoreFrame(corrected, BchParityBytes(T), words, data, parity);
 }
 
 template <int T>
