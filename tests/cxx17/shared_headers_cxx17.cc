@@ -12,6 +12,7 @@
 #include "vsl/nand/flash.h"
 #include "vsl/nand/geometry.h"
 #include "vsl/nand/onfi.h"
+#include "vsl/hw/regmap.h"
 #include "vsl/nand/read_retry.h"
 
 static_assert(__cplusplus == 201703L, "this file must be compiled as C++17");
@@ -26,6 +27,8 @@ int main() {
   uint8_t parity[vslhls::BchParityBytes(8)] = {};
   const bool encoded = vslhls::BchEncode(8, msg, 8, parity);
   const ap_uint<13> x = 0x1FFF;
+  static_assert(vsl::hw::regs::chan::At(1, vsl::hw::regs::chan::kTiming0) == 0x1040, "CHAN 1 TIMING0");
+  static_assert(vsl::hw::regs::ctrl::kId == 0x10 && vsl::hw::regs::ctrl::kIdReset == 0x4F56534C, "ID");
   return f() == 1 && vsl::Crc16Onfi(page.data(), 254) != 0 && encoded &&
                  vslhls::Crc32cUpdate(msg, 8) == vsl::Crc32c(msg, 8) && x.to_uint() == 0x1FFF
              ? 0

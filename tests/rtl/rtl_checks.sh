@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# RTL checks that need only the tools: lint and generic synthesis.
+#   rtl_checks.sh lint             verilator --lint-only -Wall over every RTL source
+#   rtl_checks.sh synth TOP OUT    yosys generic synthesis of TOP; cell counts to OUT
+# Exits 77 (skip) with the reason when the tool is missing.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+# Packages first, then modules.
+SOURCES=(
+  "$ROOT/rtl/gen/vsl_regmap_pkg.sv"
+  "$ROOT/rtl/onfi/vsl_onfi_pkg.sv"
+  "$ROOT/rtl/onfi/vsl_onfi_phy.sv"
+)
+case "${1:-}" in
+  lint)
+    command -v verilator >/dev/null || { echo "verilator not installed (scripts/setup installs it)"; exit 77; }
+    for top in vsl_onfi_phy; do
+      verilator --lint-only -Wall "${SOURCES[@]}" --top-module "$top"
+      echo "lint clean: $top"
+    done
+    ;;
+  synth)
+    command -v yosys >/dev/null || { echo "yosys not installed (scripts/setup installs it)"; exit 77; }
+    top="$2"
+    out="$3"
+    log="$(mktemp)"
+    trap 'rm -f "$log"' EXIT
+    # yosys reads the packages and modules it needs; the regmap package has no logic.
+    yosys -l "$log" -q -p "read_verilog -sv ${SOURCES[*]:1}; synth -top $top; check -assert; tee -o $out stat" >/dev/null
+    grep -q "Number of cells" "$out" || { echo "no statistics from yosys"; cat "$log"; exit 1; }
+    cat "$out"
+    ;;
+  *)
+    echo "usage: rtl_checks.sh lint | synth TOP OUT" >&2
+    exit 2
+    ;;
+esac
