@@ -110,7 +110,11 @@ module vsl_onfi_phy #(
   assign op_ready   = (state == S_IDLE);
   assign busy       = (state != S_IDLE);
   assign rb_sampled = rb_qq;
-  assign din_ready  = (state == S_WE_HIGH) && (kind == vsl_onfi_pkg::OP_DIN) && (phase == 8'd1) && (remaining != 16'd0);
+  // A data-in byte moves when din_valid && din_ready at a clock edge: the first as the
+  // op is accepted, the others as each WE# high phase ends.
+  assign din_ready  = ((state == S_IDLE) && op_valid && (op_kind == vsl_onfi_pkg::OP_DIN) && (op_count != 16'd0)) ||
+                      ((state == S_WE_HIGH) && (kind == vsl_onfi_pkg::OP_DIN) && (phase == 8'd1) &&
+                       (remaining != 16'd0));
   assign wp_n       = 1'b1;
   assign samp_max   = {1'b0, at_least_1(t_rp)} + {1'b0, at_least_1(t_reh)};
   assign samp_load  = ({1'b0, at_least_1(t_sample)} > samp_max) ? samp_max[7:0] : at_least_1(t_sample);

@@ -1,25 +1,60 @@
 #include "testbench/onfi/onfi_target.h"
 
+#include <algorithm>
+
 namespace vsl::tb {
 
 namespace {
-constexpr uint8_t kStatusReady = 0x60;  // RDY | ARDY
+constexpr uint8_t kStatusFail = 0x01, kStatusArdy = 0x20, kStatusRdy = 0x40, kStatusWp = 0x80;
+
+uint32_t BitsFor(uint32_t n) {
+  uint32_t b = 0;
+  while ((1u << b) < n) ++b;
+  return b;
+}
 }  // namespace
 
-OnfiTarget::OnfiTarget(sc_module_name name, const OnfiTiming& t, std::vector<uint8_t> param_page,
-                       std::vector<uint8_t> id)
-    : sc_module(name), t_(t), param_page_(std::move(param_page)), id_(std::move(id)) {
+uint32_t OnfiShape::page_bits() const { return BitsFor(pages_per_block); }
+uint32_t OnfiShape::block_bits() const { return BitsFor(blocks); }
+
+OnfiTarget::OnfiTarget(sc_module_name name, const OnfiTiming& t, const OnfiShape& shape,
+                       std::vector<uint8_t> param_page, std::vector<uint8_t> id)
+    : sc_module(name),
+      t_(t),
+      shape_(shape),
+      param_page_(std::move(param_page)),
+      id_(std::move(id)),
+      luns_(shape.luns),
+      next_page_(uint64_t{shape.luns} * shape.blocks, 0) {
+  for (auto& l : luns_) l.page_reg.assign(shape_.page_bytes, 0xFF);
   SC_METHOD(OnPins);
   sensitive << ce_n << cle << ale << we_n << re_n << dq_o << dq_oe;
   dont_initialize();
   SC_THREAD(DriveThread);
-  SC_THREAD(BusyThread);
+  SC_METHOD(UpdateRb);  // the one driver of R/B# (the LUN threads signal it)
+  sensitive << rb_ev_;
+  for (uint32_t i = 0; i < shape_.luns; ++i) {
+    sc_spawn([this, i] { LunThread(i); });
+  }
 }
 
 int OnfiTarget::total_violations() const {
   int n = 0;
   for (const auto& [k, v] : violations_) n += v;
   return n;
+}
+
+uint32_t OnfiTarget::RowLun(uint32_t row) const {
+  return (row >> (shape_.page_bits() + shape_.block_bits())) % shape_.luns;
+}
+uint32_t OnfiTarget::RowBlock(uint32_t row) const {
+  return (row >> shape_.page_bits()) & ((1u << shape_.block_bits()) - 1);
+}
+uint32_t OnfiTarget::RowPage(uint32_t row) const { return row & ((1u << shape_.page_bits()) - 1); }
+
+uint8_t OnfiTarget::Status(uint32_t lun) const {
+  const Lun& l = luns_[lun];
+  return static_cast<uint8_t>(kStatusWp | (l.busy ? 0 : (kStatusRdy | kStatusArdy)) | l.status_fail);
 }
 
 void OnfiTarget::Check(const char* what, sc_time since, double min_ns) {
@@ -33,7 +68,7 @@ void OnfiTarget::OnPins() {
   const sc_time now = sc_time_stamp();
   const bool we = we_n.read(), re = re_n.read(), c = cle.read(), a = ale.read();
   const uint32_t dq = dq_o.read();
-  if (ce_n.read()) {  // not selected: only track edges
+  if (ce_n.read()) {  // not selected: only track levels
     prev_we_ = we, prev_re_ = re, prev_cle_ = c, prev_ale_ = a, prev_dq_ = dq;
     return;
   }
@@ -41,11 +76,11 @@ void OnfiTarget::OnPins() {
   // Holds: CLE, ALE and DQ must not change within tCLH / tALH / tDH of WE# rising.
   if (c != prev_cle_) {
     if (!c) Check("tCLH", we_rise_, t_.tCLH);
-    (c ? cle_rise_ : cle_fall_) = now;
+    if (c) cle_rise_ = now;
   }
   if (a != prev_ale_) {
     if (!a) Check("tALH", we_rise_, t_.tALH);
-    (a ? ale_rise_ : ale_fall_) = now;
+    if (a) ale_rise_ = now;
   }
   if (dq != prev_dq_ && dq_oe.read()) {
     if (we) Check("tDH", we_rise_, t_.tDH);
@@ -75,6 +110,7 @@ void OnfiTarget::OnPins() {
       } else if (!a && !c) {
         if (addr_pending_adl_) Check("tADL", last_addr_rise_, t_.tADL);
         addr_pending_adl_ = false;
+        DataIn(byte);
       }
     }
   }
@@ -83,17 +119,34 @@ void OnfiTarget::OnPins() {
       Check("tREH", re_rise_, t_.tREH);
       Check("tRC", re_fall_, t_.tRC);
       if (after_cmd_or_addr_) Check("tWHR", we_rise_, t_.tWHR);
-      if (after_ready_) Check("tRR", rb_rise_, t_.tRR);
+      // tRR: from R/B# rising to the first data out (a status read may come any time).
+      if (after_ready_ && out_ != Out::kStatus) Check("tRR", rb_rise_, t_.tRR);
       after_cmd_or_addr_ = false;
-      after_ready_ = false;
+      if (out_ != Out::kStatus) after_ready_ = false;
       re_fall_ = now;
-      if (busy_) {
-        ++violations_["RE# while busy"];
-      } else {
-        next_byte_ = out_pos_ < out_.size() ? out_[out_pos_] : 0x00;
-        ++out_pos_;
-        drive_ev_.notify(sc_time(t_.tREA, SC_NS));
+      switch (out_) {
+        case Out::kStatus:
+          next_byte_ = Status(sel_);
+          break;
+        case Out::kId:
+        case Out::kParam:
+          if (out_ == Out::kParam && luns_[sel_].busy) ++violations_["data out of a busy LUN"];
+          next_byte_ = fixed_pos_ < fixed_.size() ? fixed_[fixed_pos_] : 0x00;
+          ++fixed_pos_;
+          break;
+        case Out::kData: {
+          Lun& l = luns_[sel_];
+          if (l.busy) ++violations_["data out of a busy LUN"];
+          next_byte_ = l.column < l.page_reg.size() ? l.page_reg[l.column] : 0x00;
+          ++l.column;
+          break;
+        }
+        case Out::kNone:
+          ++violations_["RE# with nothing to output"];
+          next_byte_ = 0x00;
+          break;
       }
+      drive_ev_.notify(sc_time(t_.tREA, SC_NS));
     } else {
       Check("tRP", re_fall_, t_.tRP);
       re_rise_ = now;
@@ -104,66 +157,201 @@ void OnfiTarget::OnPins() {
 
 void OnfiTarget::Command(uint8_t c) {
   commands.push_back(c);
-  cur_cmd_ = c;
-  out_.clear();
-  out_pos_ = 0;
+  // A command after R/B# rose starts a flow with its own turnaround (tWHR): tRR is for
+  // data out straight after waiting on R/B#.
+  after_ready_ = false;
   switch (c) {
-    case 0xFF:  // RESET
-      busy_for_ = t_rst;
-      stick_ = false;
-      busy_ev_.notify(sc_time(t_.tWB / 2, SC_NS));
+    case 0xFF:  // RESET: every LUN
+      for (uint32_t i = 0; i < shape_.luns; ++i) {
+        luns_[i].stick = false;
+        luns_[i].status_fail = 0;
+        StartBusy(i, t_rst);
+      }
+      out_ = Out::kNone;
       break;
     case 0x70:  // READ STATUS
-      out_.assign(1, busy_ ? 0x00 : kStatusReady);
+      out_ = Out::kStatus;
+      break;
+    case 0x00:  // READ (first cycle), or back to data output after a status read
+      addr_.clear();
+      out_ = Out::kData;
+      break;
+    case 0x30: {  // READ (second cycle): the LUN reads its page into its register
+      if (addr_.size() < 5) {
+        ++violations_["READ with fewer than 5 address cycles"];
+        break;
+      }
+      const uint32_t col = addr_[0] | (uint32_t{addr_[1]} << 8);
+      const uint32_t row = addr_[2] | (uint32_t{addr_[3]} << 8) | (uint32_t{addr_[4]} << 16);
+      sel_ = RowLun(row);
+      Lun& l = luns_[sel_];
+      if (l.busy) {
+        ++violations_["command to a busy LUN"];
+        break;
+      }
+      const uint64_t key = (uint64_t{sel_} << 40) | (uint64_t{RowBlock(row)} << 20) | RowPage(row);
+      auto it = pages_.find(key);
+      l.page_reg = it != pages_.end() ? it->second : std::vector<uint8_t>(shape_.page_bytes, 0xFF);
+      l.column = col;
+      l.status_fail = 0;
+      ++reads;
+      StartBusy(sel_, t_r);
+      out_ = Out::kData;
+      break;
+    }
+    case 0x05:  // CHANGE READ COLUMN
+      addr_.clear();
+      break;
+    case 0xE0:
+      if (addr_.size() >= 2) luns_[sel_].column = addr_[0] | (uint32_t{addr_[1]} << 8);
+      out_ = Out::kData;
+      break;
+    case 0x80:  // PROGRAM (first cycle)
+      addr_.clear();
+      prog_buf_.assign(shape_.page_bytes, 0xFF);
+      out_ = Out::kNone;
+      break;
+    case 0x10: {  // PROGRAM (confirm)
+      if (addr_.size() < 5) {
+        ++violations_["PROGRAM with fewer than 5 address cycles"];
+        break;
+      }
+      const uint32_t row = addr_[2] | (uint32_t{addr_[3]} << 8) | (uint32_t{addr_[4]} << 16);
+      const uint32_t lun = RowLun(row), block = RowBlock(row), page = RowPage(row);
+      sel_ = lun;
+      Lun& l = luns_[lun];
+      if (l.busy) {
+        ++violations_["command to a busy LUN"];
+        break;
+      }
+      uint32_t& next = next_page_[uint64_t{lun} * shape_.blocks + block];
+      l.status_fail = 0;
+      if (page != next) {
+        l.status_fail = kStatusFail;  // not erased, or out of order: the die refuses
+      } else {
+        pages_[(uint64_t{lun} << 40) | (uint64_t{block} << 20) | page] = prog_buf_;
+        ++next;
+      }
+      ++programs;
+      StartBusy(lun, t_prog);
+      break;
+    }
+    case 0x60:  // ERASE (first cycle)
+      addr_.clear();
+      out_ = Out::kNone;
+      break;
+    case 0xD0: {  // ERASE (confirm)
+      if (addr_.size() < 3) {
+        ++violations_["ERASE with fewer than 3 address cycles"];
+        break;
+      }
+      const uint32_t row = addr_[0] | (uint32_t{addr_[1]} << 8) | (uint32_t{addr_[2]} << 16);
+      const uint32_t lun = RowLun(row), block = RowBlock(row);
+      sel_ = lun;
+      if (luns_[lun].busy) {
+        ++violations_["command to a busy LUN"];
+        break;
+      }
+      for (uint32_t p = 0; p < shape_.pages_per_block; ++p) {
+        pages_.erase((uint64_t{lun} << 40) | (uint64_t{block} << 20) | p);
+      }
+      next_page_[uint64_t{lun} * shape_.blocks + block] = 0;
+      luns_[lun].status_fail = 0;
+      ++erases;
+      StartBusy(lun, t_bers);
+      break;
+    }
+    case 0x78:  // READ STATUS ENHANCED: the row follows
+    case 0x90:  // READ ID: the address follows
+    case 0xEC:  // READ PARAMETER PAGE: the address follows
+      addr_.clear();
+      out_ = Out::kNone;
+      break;
+    default:
+      ++violations_["unknown command"];
+      break;
+  }
+  if (c != 0xFF) cmd_ = c;
+}
+
+void OnfiTarget::Address(uint8_t a) {
+  addr_.push_back(a);
+  switch (cmd_) {
+    case 0x90:  // READ ID
+      fixed_ = a == 0x20 ? std::vector<uint8_t>{'O', 'N', 'F', 'I'} : id_;
+      fixed_pos_ = 0;
+      out_ = Out::kId;
+      break;
+    case 0xEC:  // READ PARAMETER PAGE: LUN 0 busy tR, then the copies
+      fixed_ = param_page_;
+      fixed_pos_ = 0;
+      sel_ = 0;
+      luns_[0].stick = stuck;
+      StartBusy(0, t_r);
+      out_ = Out::kParam;
+      break;
+    case 0x80:
+      if (addr_.size() == 2) prog_col_ = addr_[0] | (uint32_t{addr_[1]} << 8);
+      break;
+    case 0x78:
+      if (addr_.size() == 3) {
+        const uint32_t row = addr_[0] | (uint32_t{addr_[1]} << 8) | (uint32_t{addr_[2]} << 16);
+        sel_ = RowLun(row);
+        out_ = Out::kStatus;
+      }
       break;
     default:
       break;
   }
 }
 
-void OnfiTarget::Address(uint8_t a) {
-  switch (cur_cmd_) {
-    case 0x90:  // READ ID
-      if (a == 0x20) {
-        out_ = {'O', 'N', 'F', 'I'};
-      } else {
-        out_ = id_;
-      }
-      out_pos_ = 0;
-      break;
-    case 0xEC:  // READ PARAMETER PAGE: busy tR, then the copies
-      out_ = param_page_;
-      out_pos_ = 0;
-      busy_for_ = t_r;
-      stick_ = stuck;
-      busy_ev_.notify(sc_time(t_.tWB / 2, SC_NS));
-      break;
-    default:
-      break;
+void OnfiTarget::DataIn(uint8_t b) {
+  if (cmd_ != 0x80) {
+    ++violations_["data in outside PROGRAM"];
+    return;
   }
+  // Bytes land at consecutive columns from the addressed one.
+  if (prog_col_ < prog_buf_.size()) prog_buf_[prog_col_] = b;
+  ++prog_col_;
+}
+
+void OnfiTarget::StartBusy(uint32_t lun, sc_time t) {
+  Lun& l = luns_[lun];
+  l.busy = true;
+  l.busy_for = t;
+  l.done.notify(sc_time(t_.tWB / 2, SC_NS));  // R/B# falls within tWB
+}
+
+void OnfiTarget::LunThread(uint32_t lun) {
+  Lun& l = luns_[lun];
+  for (;;) {
+    wait(l.done);
+    rb_ev_.notify(SC_ZERO_TIME);
+    if (l.stick) {
+      for (;;) wait(sc_time(1, SC_SEC));  // never ready again
+    }
+    wait(l.busy_for);
+    l.busy = false;
+    rb_ev_.notify(SC_ZERO_TIME);
+    // tRR runs from the selected LUN becoming ready (R/B# rising, for a lone LUN) to its
+    // first data out.
+    if (lun == sel_) {
+      rb_rise_ = sc_time_stamp();
+      after_ready_ = true;
+    }
+  }
+}
+
+void OnfiTarget::UpdateRb() {
+  bool any = false;
+  for (const auto& l : luns_) any = any || l.busy;
+  rb_n.write(!any);
 }
 
 void OnfiTarget::DriveThread() {
   for (;;) {
     wait(drive_ev_);
     dq_i.write(next_byte_);
-  }
-}
-
-void OnfiTarget::BusyThread() {
-  rb_n.write(true);
-  for (;;) {
-    wait(busy_ev_);
-    busy_ = true;
-    rb_n.write(false);
-    if (stick_) {
-      wait();  // never again: no static sensitivity
-    }
-    wait(busy_for_);
-    busy_ = false;
-    rb_n.write(true);
-    rb_rise_ = sc_time_stamp();
-    after_ready_ = true;
   }
 }
 

@@ -1,14 +1,23 @@
-// OnfiTarget: a pin-level ONFI target (one CE#) in SystemC, with an ONFI timing checker.
+// OnfiTarget: a pin-level ONFI target (one CE#, several LUNs) in SystemC, with an ONFI
+// timing checker.
 //
 // Pins as the controller sees them: CE#, CLE, ALE, WE#, RE#, DQ out/in with the
-// controller's output enable, R/B#. Commands latch on WE# rising edges; data goes out
-// tREA after each RE# falling edge and is held until tREA after the next one. Supported so
-// far: RESET (FFh), READ ID (90h, addresses 00h and 20h), READ PARAMETER PAGE (ECh),
-// READ STATUS (70h). One LUN; busy times are parameters.
+// controller's output enable, R/B# (the wired-AND of the LUNs: low while any is busy).
+// Commands and addresses latch on WE# rising edges; each data byte goes out tREA after
+// RE# falls and is held until tREA after the next fall. Address: two column cycles, then
+// three row cycles, row = {LUN, block, page} with the page in the low bits.
+// Commands: RESET (FFh), READ ID (90h at 00h and 20h), READ PARAMETER PAGE (ECh),
+// READ STATUS (70h: the selected LUN), READ STATUS ENHANCED (78h + row: that LUN's status,
+// and it becomes the selected LUN for data out), READ (00h + 5 + 30h; 00h alone returns
+// to data output after a status read), CHANGE READ COLUMN (05h + 2 + E0h), PROGRAM
+// (80h + 5 + data + 10h), ERASE (60h + 3 + D0h). Each LUN runs on its own: operations
+// on several LUNs overlap (multi-LUN interleaving). Pages live in memory; an erased page
+// reads 0xFF; programming a page twice or out of order fails (status FAIL).
 //
 // The checker measures every setup, hold, pulse and cycle time the ONFI SDR table
 // constrains (tWP, tWH, tWC, tCLS, tALS, tDS, tCLH, tALH, tDH, tRP, tREH, tRC, tWHR, tADL,
-// tRR) against the mode it was given, and counts each violation by name.
+// tRR) against the mode it was given, and protocol errors (data out of a busy LUN, WE#
+// and RE# low together), counting each by name.
 // C++17 (testbench).
 #pragma once
 
@@ -23,53 +32,85 @@
 
 namespace vsl::tb {
 
+struct OnfiShape {
+  uint32_t luns = 4;
+  uint32_t blocks = 16;          // per LUN
+  uint32_t pages_per_block = 64;
+  uint32_t page_bytes = 512 + 16;  // data + spare
+  uint32_t page_bits() const;      // row bits of the page number
+  uint32_t block_bits() const;
+};
+
 SC_MODULE(OnfiTarget) {
   sc_in<bool> ce_n, cle, ale, we_n, re_n, dq_oe;
   sc_in<uint32_t> dq_o;  // from the controller (8 bits)
   sc_out<uint32_t> dq_i; // to the controller
   sc_out<bool> rb_n;
 
-  OnfiTarget(sc_module_name name, const OnfiTiming& t, std::vector<uint8_t> param_page, std::vector<uint8_t> id);
+  OnfiTarget(sc_module_name name, const OnfiTiming& t, const OnfiShape& shape, std::vector<uint8_t> param_page,
+             std::vector<uint8_t> id);
   SC_HAS_PROCESS(OnfiTarget);
 
-  // Busy time of RESET and of READ PARAMETER PAGE (tR); `stuck` keeps R/B# low for ever
-  // after READ PARAMETER PAGE (a LUN that never becomes ready).
-  sc_time t_rst{5, SC_US}, t_r{25, SC_US};
+  // Array times; `stuck` keeps a LUN busy for ever after its next READ PARAMETER PAGE
+  // (a LUN that never becomes ready).
+  sc_time t_rst{5, SC_US}, t_r{25, SC_US}, t_prog{200, SC_US}, t_bers{1500, SC_US};
   bool stuck = false;
 
   const std::map<std::string, int>& violations() const { return violations_; }
   int total_violations() const;
   std::vector<uint8_t> commands;  // every command byte latched, in order
+  uint64_t reads = 0, programs = 0, erases = 0;
 
  private:
-  void OnWe();
-  void OnRe();
+  struct Lun {
+    bool busy = false;
+    uint8_t status_fail = 0;
+    std::vector<uint8_t> page_reg;  // the page register (read result or program data)
+    uint32_t column = 0;
+    sc_event done;
+    sc_time busy_for;
+    bool stick = false;
+  };
   void OnPins();
   void DriveThread();
-  void BusyThread();
+  void LunThread(uint32_t lun);
   void Check(const char* what, sc_time since, double min_ns);
   void Command(uint8_t c);
   void Address(uint8_t a);
+  void DataIn(uint8_t b);
+  void StartBusy(uint32_t lun, sc_time t);
+  void UpdateRb();
+  uint8_t Status(uint32_t lun) const;
+  uint32_t RowLun(uint32_t row) const;
+  uint32_t RowBlock(uint32_t row) const;
+  uint32_t RowPage(uint32_t row) const;
 
   OnfiTiming t_;
+  OnfiShape shape_;
   std::vector<uint8_t> param_page_, id_;
   std::map<std::string, int> violations_;
+  std::vector<Lun> luns_;
+  std::map<uint64_t, std::vector<uint8_t>> pages_;  // (lun, block, page) -> bytes
+  std::vector<uint32_t> next_page_;                 // per (lun, block): pages programmed
   // Last edge times.
-  sc_time we_fall_, we_rise_, re_fall_, re_rise_, cle_rise_, cle_fall_, ale_rise_, ale_fall_, dq_change_, rb_rise_;
+  sc_time we_fall_, we_rise_, re_fall_, re_rise_, cle_rise_, ale_rise_, dq_change_, rb_rise_;
   sc_time last_addr_rise_;
   bool addr_pending_adl_ = false;  // data-in expected after an address cycle (tADL)
   bool after_cmd_or_addr_ = false; // next RE# falling must respect tWHR
   bool after_ready_ = false;       // next RE# falling must respect tRR
   bool prev_we_ = true, prev_re_ = true, prev_cle_ = false, prev_ale_ = false;
   uint32_t prev_dq_ = 0;
-  // Output state.
-  std::vector<uint8_t> out_;
-  size_t out_pos_ = 0;
-  uint8_t cur_cmd_ = 0;
-  bool busy_ = false;
-  sc_event drive_ev_, busy_ev_;
-  sc_time busy_for_;
-  bool stick_ = false;  // this busy period never ends
+  // Command state.
+  uint8_t cmd_ = 0;
+  std::vector<uint8_t> addr_;
+  uint32_t sel_ = 0;  // the selected LUN (data out, READ STATUS)
+  enum class Out { kNone, kStatus, kId, kParam, kData } out_ = Out::kNone;
+  std::vector<uint8_t> fixed_;  // ID / parameter page bytes
+  size_t fixed_pos_ = 0;
+  uint32_t prog_lun_ = 0;
+  std::vector<uint8_t> prog_buf_;
+  uint32_t prog_col_ = 0;
+  sc_event drive_ev_, rb_ev_;
   uint8_t next_byte_ = 0;
 };
 
