@@ -195,6 +195,7 @@ void OnfiTarget::Command(uint8_t c) {
       l.column = col;
       l.status_fail = 0;
       ++reads;
+      if (static_cast<int>(sel_) == stuck_read_lun) l.stick = true;
       StartBusy(sel_, t_r);
       out_ = Out::kData;
       break;
@@ -261,6 +262,13 @@ void OnfiTarget::Command(uint8_t c) {
       StartBusy(lun, t_bers);
       break;
     }
+    case 0xEF:  // SET FEATURES: address, then four parameter bytes
+      addr_.clear();
+      prog_buf_.assign(4, 0);
+      prog_col_ = 0;
+      out_ = Out::kNone;
+      break;
+    case 0xEE:  // GET FEATURES: the address follows
     case 0x78:  // READ STATUS ENHANCED: the row follows
     case 0x90:  // READ ID: the address follows
     case 0xEC:  // READ PARAMETER PAGE: the address follows
@@ -293,6 +301,18 @@ void OnfiTarget::Address(uint8_t a) {
     case 0x80:
       if (addr_.size() == 2) prog_col_ = addr_[0] | (uint32_t{addr_[1]} << 8);
       break;
+    case 0xEF:
+      feat_addr_ = a;
+      break;
+    case 0xEE: {  // GET FEATURES: busy tFEAT, then P1..P4
+      auto it = features_.find(a);
+      fixed_ = it != features_.end() ? it->second : std::vector<uint8_t>(4, 0);
+      fixed_pos_ = 0;
+      sel_ = 0;
+      StartBusy(0, t_feat);
+      out_ = Out::kParam;
+      break;
+    }
     case 0x78:
       if (addr_.size() == 3) {
         const uint32_t row = addr_[0] | (uint32_t{addr_[1]} << 8) | (uint32_t{addr_[2]} << 16);
@@ -306,6 +326,15 @@ void OnfiTarget::Address(uint8_t a) {
 }
 
 void OnfiTarget::DataIn(uint8_t b) {
+  if (cmd_ == 0xEF) {  // SET FEATURES: busy tFEAT after P4
+    if (prog_col_ < 4) prog_buf_[prog_col_] = b;
+    if (++prog_col_ == 4) {
+      features_[feat_addr_] = prog_buf_;
+      sel_ = 0;
+      StartBusy(0, t_feat);
+    }
+    return;
+  }
   if (cmd_ != 0x80) {
     ++violations_["data in outside PROGRAM"];
     return;

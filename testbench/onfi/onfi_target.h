@@ -10,7 +10,8 @@
 // READ STATUS (70h: the selected LUN), READ STATUS ENHANCED (78h + row: that LUN's status,
 // and it becomes the selected LUN for data out), READ (00h + 5 + 30h; 00h alone returns
 // to data output after a status read), CHANGE READ COLUMN (05h + 2 + E0h), PROGRAM
-// (80h + 5 + data + 10h), ERASE (60h + 3 + D0h). Each LUN runs on its own: operations
+// (80h + 5 + data + 10h), ERASE (60h + 3 + D0h), SET FEATURES (EFh + address + 4 bytes)
+// and GET FEATURES (EEh + address, 4 bytes out). Each LUN runs on its own: operations
 // on several LUNs overlap (multi-LUN interleaving). Pages live in memory; an erased page
 // reads 0xFF; programming a page twice or out of order fails (status FAIL).
 //
@@ -53,8 +54,9 @@ SC_MODULE(OnfiTarget) {
 
   // Array times; `stuck` keeps a LUN busy for ever after its next READ PARAMETER PAGE
   // (a LUN that never becomes ready).
-  sc_time t_rst{5, SC_US}, t_r{25, SC_US}, t_prog{200, SC_US}, t_bers{1500, SC_US};
+  sc_time t_rst{5, SC_US}, t_r{25, SC_US}, t_prog{200, SC_US}, t_bers{1500, SC_US}, t_feat{1, SC_US};
   bool stuck = false;
+  int stuck_read_lun = -1;  // this LUN never becomes ready after its next READ
 
   const std::map<std::string, int>& violations() const { return violations_; }
   int total_violations() const;
@@ -105,11 +107,13 @@ SC_MODULE(OnfiTarget) {
   std::vector<uint8_t> addr_;
   uint32_t sel_ = 0;  // the selected LUN (data out, READ STATUS)
   enum class Out { kNone, kStatus, kId, kParam, kData } out_ = Out::kNone;
+  uint8_t feat_addr_ = 0;
   std::vector<uint8_t> fixed_;  // ID / parameter page bytes
   size_t fixed_pos_ = 0;
   uint32_t prog_lun_ = 0;
   std::vector<uint8_t> prog_buf_;
   uint32_t prog_col_ = 0;
+  std::map<uint8_t, std::vector<uint8_t>> features_;  // feature address -> P1..P4
   sc_event drive_ev_, rb_ev_;
   uint8_t next_byte_ = 0;
 };

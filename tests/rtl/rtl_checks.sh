@@ -10,11 +10,13 @@ SOURCES=(
   "$ROOT/rtl/gen/vsl_regmap_pkg.sv"
   "$ROOT/rtl/onfi/vsl_onfi_pkg.sv"
   "$ROOT/rtl/onfi/vsl_onfi_phy.sv"
+  "$ROOT/rtl/onfi/vsl_onfi_seq.sv"
+  "$ROOT/rtl/onfi/vsl_onfi_channel.sv"
 )
 case "${1:-}" in
   lint)
     command -v verilator >/dev/null || { echo "verilator not installed (scripts/setup installs it)"; exit 77; }
-    for top in vsl_onfi_phy; do
+    for top in vsl_onfi_phy vsl_onfi_seq vsl_onfi_channel; do
       verilator --lint-only -Wall "${SOURCES[@]}" --top-module "$top"
       echo "lint clean: $top"
     done
