@@ -330,6 +330,8 @@ void OnfiTarget::DataIn(uint8_t b) {
     if (prog_col_ < 4) prog_buf_[prog_col_] = b;
     if (++prog_col_ == 4) {
       features_[feat_addr_] = prog_buf_;
+      // Feature 01h is the timing mode: the checker holds the bus to it from now on.
+      if (feat_addr_ == 0x01 && (prog_buf_[0] & 0x0F) <= 5) t_ = OnfiMode(prog_buf_[0] & 0x0F);
       sel_ = 0;
       StartBusy(0, t_feat);
     }

@@ -16,8 +16,9 @@
 // reads 0xFF; programming a page twice or out of order fails (status FAIL).
 //
 // The checker measures every setup, hold, pulse and cycle time the ONFI SDR table
-// constrains (tWP, tWH, tWC, tCLS, tALS, tDS, tCLH, tALH, tDH, tRP, tREH, tRC, tWHR, tADL,
-// tRR) against the mode it was given, and protocol errors (data out of a busy LUN, WE#
+// constrains, in the timing mode given at construction or set since by SET FEATURES 01h
+// (a simplification: a real die returns to mode 0 on RESET; this one keeps its mode), (tWP, tWH, tWC, tCLS, tALS, tDS, tCLH, tALH, tDH, tRP, tREH, tRC, tWHR, tADL,
+// tRR), and protocol errors (data out of a busy LUN, WE#
 // and RE# low together), counting each by name.
 // C++17 (testbench).
 #pragma once

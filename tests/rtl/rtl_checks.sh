@@ -12,11 +12,13 @@ SOURCES=(
   "$ROOT/rtl/onfi/vsl_onfi_phy.sv"
   "$ROOT/rtl/onfi/vsl_onfi_seq.sv"
   "$ROOT/rtl/onfi/vsl_onfi_channel.sv"
+  "$ROOT/rtl/ctrl/vsl_axil_regs.sv"
+  "$ROOT/rtl/ctrl/vsl_ctrl_top.sv"
 )
 case "${1:-}" in
   lint)
     command -v verilator >/dev/null || { echo "verilator not installed (scripts/setup installs it)"; exit 77; }
-    for top in vsl_onfi_phy vsl_onfi_seq vsl_onfi_channel; do
+    for top in vsl_onfi_phy vsl_onfi_seq vsl_onfi_channel vsl_axil_regs vsl_ctrl_top; do
       verilator --lint-only -Wall "${SOURCES[@]}" --top-module "$top"
       echo "lint clean: $top"
     done
@@ -27,8 +29,7 @@ case "${1:-}" in
     out="$3"
     log="$(mktemp)"
     trap 'rm -f "$log"' EXIT
-    # yosys reads the packages and modules it needs; the regmap package has no logic.
-    yosys -l "$log" -q -p "read_verilog -sv ${SOURCES[*]:1}; synth -top $top; check -assert; tee -o $out stat" >/dev/null
+    yosys -l "$log" -q -p "read_verilog -sv ${SOURCES[*]}; synth -top $top; check -assert; tee -o $out stat" >/dev/null
     grep -q "Number of cells" "$out" || { echo "no statistics from yosys"; cat "$log"; exit 1; }
     cat "$out"
     ;;

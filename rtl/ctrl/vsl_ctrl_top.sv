@@ -1,0 +1,82 @@
+// vsl_ctrl_top: what exists of the controller so far, for co-simulation: the AXI4-Lite
+// register block over one ONFI channel (sequencer and pin engine), its timing from the
+// CHAN 0 registers. The request port stands where the pipes' descriptor engine will.
+module vsl_ctrl_top (
+    input  logic        clk,
+    input  logic        rst_n,
+    // AXI4-Lite slave (registers)
+    input  logic [15:0] s_awaddr,
+    input  logic        s_awvalid,
+    output logic        s_awready,
+    input  logic [31:0] s_wdata,
+    input  logic [3:0]  s_wstrb,
+    input  logic        s_wvalid,
+    output logic        s_wready,
+    output logic [1:0]  s_bresp,
+    output logic        s_bvalid,
+    input  logic        s_bready,
+    input  logic [15:0] s_araddr,
+    input  logic        s_arvalid,
+    output logic        s_arready,
+    output logic [31:0] s_rdata,
+    output logic [1:0]  s_rresp,
+    output logic        s_rvalid,
+    input  logic        s_rready,
+    output logic        irq,  // the Alveo wrapper names it `interrupt`
+    // channel requests (the pipes' place)
+    input  logic        req_valid,
+    output logic        req_ready,
+    input  logic [3:0]  req_op,
+    input  logic [23:0] req_row,
+    input  logic [15:0] req_col,
+    input  logic [15:0] req_len,
+    output logic        resp_valid,
+    output logic [7:0]  resp_status,
+    output logic        resp_timeout,
+    input  logic [7:0]  din_data,
+    input  logic        din_valid,
+    output logic        din_ready,
+    output logic [7:0]  dout_data,
+    output logic        dout_valid,
+    // ONFI pins
+    output logic        ce_n,
+    output logic        cle,
+    output logic        ale,
+    output logic        we_n,
+    output logic        re_n,
+    output logic        wp_n,
+    output logic [7:0]  dq_o,
+    output logic        dq_oe,
+    input  logic [7:0]  dq_i,
+    input  logic        rb_n
+);
+  logic [31:0] timing0, timing1, timing2, rb_timeout;
+  logic        ap_start, soft_reset, busy, timeout_evt;
+  logic        chan_rst_n;
+
+  // SOFT_RESET resets the channel (its registers keep their values).
+  assign chan_rst_n  = rst_n && !soft_reset;
+  assign timeout_evt = resp_valid && resp_timeout;
+
+  vsl_axil_regs #(.NUM_CHAN(1), .LUNS_PER_CHANNEL(4), .ECC_T(8)) regs (
+      .clk, .rst_n,
+      .s_awaddr, .s_awvalid, .s_awready, .s_wdata, .s_wstrb, .s_wvalid, .s_wready,
+      .s_bresp, .s_bvalid, .s_bready, .s_araddr, .s_arvalid, .s_arready,
+      .s_rdata, .s_rresp, .s_rvalid, .s_rready,
+      .ap_start, .idle(!busy), .soft_reset, .irq,
+      .irq_events({timeout_evt, 2'b00}),
+      .chan_timing0(timing0), .chan_timing1(timing1), .chan_timing2(timing2), .chan_rb_timeout(rb_timeout),
+      .chan_busy(busy), .chan_timeout_evt(timeout_evt), .chan_rb(rb_n)
+  );
+
+  vsl_onfi_channel chan (
+      .clk, .rst_n(chan_rst_n), .timing0, .timing1, .timing2, .rb_timeout,
+      .req_valid, .req_ready, .req_op, .req_row, .req_col, .req_len,
+      .resp_valid, .resp_status, .resp_timeout,
+      .din_data, .din_valid, .din_ready, .dout_data, .dout_valid, .busy,
+      .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i, .rb_n
+  );
+
+  logic unused;
+  assign unused = ap_start;
+endmodule
