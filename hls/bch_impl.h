@@ -86,7 +86,6 @@ template <int T>
 struct Code {
   static constexpr int R = BchParityBits(T);
   static constexpr int kWords = (R + 63) / 64;
-  static constexpr int kPadBits = 8 * BchParityBytes(T) - R;
   static constexpr BinPoly kGen = MakeGenerator(T);
   static_assert(kGen.degree == R, "g(x) has degree 13t for GF(2^13)");
 

@@ -14,6 +14,22 @@ using Word = ap_uint<64>;
 using WordStream = hls::stream<Word, kTopMaxMessageWords>;
 using ByteStream = hls::stream<ap_uint<8>, kTopMaxParityBytes>;
 
+// The first n (<= 8) bytes of a little-endian 64-bit word, and back.
+void Unpack(const Word& w, unsigned n, uint8_t* b) {
+unpack_bytes:
+  for (unsigned k = 0; k < n; ++k) {
+#pragma HLS UNROLL
+    b[k] = static_cast<uint8_t>(w.range(8 * k + 7, 8 * k));
+  }
+}
+void Pack(const uint8_t* b, unsigned n, Word& w) {
+pack_bytes:
+  for (unsigned k = 0; k < n; ++k) {
+#pragma HLS UNROLL
+    w.range(8 * k + 7, 8 * k) = b[k];
+  }
+}
+
 void LoadWords(const Word* src, unsigned words, WordStream& out) {
 load_words:
   for (unsigned i = 0; i < words; ++i) {
@@ -87,8 +103,7 @@ void LoadFrame(WordStream& in, const ap_uint<8>* parity, unsigned words, Frame& 
 load_frame:
   for (unsigned i = 0; i < words; ++i) {
 #pragma HLS PIPELINE II=8
-    const Word w = in.read();
-    for (int b = 0; b < 8; ++b) f.msg[8 * i + b] = static_cast<uint8_t>(w.range(8 * b + 7, 8 * b));
+    Unpack(in.read(), 8, &f.msg[8 * i]);
   }
 load_frame_parity:
   for (int j = 0; j < BchParityBytes(T); ++j) {
@@ -102,7 +117,7 @@ store_frame:
   for (unsigned i = 0; i < words; ++i) {
 #pragma HLS PIPELINE II=1
     Word w = 0;
-    for (int b = 0; b < 8; ++b) w.range(8 * b + 7, 8 * b) = f.msg[8 * i + b];
+    Pack(&f.msg[8 * i], 8, w);
     data[i] = w;
   }
 store_frame_parity:
@@ -157,6 +172,8 @@ bool ValidLength(unsigned msg_bytes, int t) {
 
 using vslhls::DecodeTop;
 using vslhls::EncodeTop;
+using vslhls::Pack;
+using vslhls::Unpack;
 using vslhls::ValidLength;
 
 // The tops share one body per t; the interface pragmas are per top, as Vitis needs them.
@@ -207,7 +224,7 @@ crc_words:
 #pragma HLS LOOP_TRIPCOUNT min=1 max=512
     uint8_t b[8];
     const unsigned n = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
-    for (unsigned k = 0; k < n; ++k) b[k] = static_cast<uint8_t>(data[i].range(8 * k + 7, 8 * k));
+    Unpack(data[i], n, b);
     crc = vslhls::Crc32cUpdate(b, static_cast<int>(n), crc);
   }
   *crc_out = crc;
@@ -226,9 +243,9 @@ scramble_words:
     uint8_t b[8];
     const unsigned n = bytes - 8 * i < 8 ? bytes - 8 * i : 8;
     ap_uint<64> w = data[i];
-    for (unsigned k = 0; k < n; ++k) b[k] = static_cast<uint8_t>(w.range(8 * k + 7, 8 * k));
+    Unpack(w, n, b);
     s = vslhls::Scramble(b, static_cast<int>(n), s);
-    for (unsigned k = 0; k < n; ++k) w.range(8 * k + 7, 8 * k) = b[k];
+    Pack(b, n, w);
     data[i] = w;
   }
 }

@@ -59,6 +59,28 @@ Word Encoded(int t, std::vector<uint8_t> msg) {
 
 class BchTest : public ::testing::TestWithParam<int> {};
 
+// The codec's GF(2^13) tables against the table-free reference: x^13+x^4+x^3+x+1 is
+// primitive (alpha's powers run through all 8191 nonzero elements before repeating), and
+// the table multiply and logarithm agree with shift-and-add.
+TEST(BchFieldTest, TablesMatchTheReferenceField) {
+  std::vector<bool> seen(8192, false);
+  uint16_t ref = 1;  // alpha^i by the reference's shift-and-add, one step at a time
+  for (int i = 0; i < 8191; ++i, ref = bchref::Mul(ref, 2)) {
+    const uint16_t a = vslhls::GfExp(i);
+    ASSERT_NE(a, 0);
+    ASSERT_FALSE(seen[a]) << "alpha^" << i << " repeats: not primitive";
+    seen[a] = true;
+    ASSERT_EQ(a, ref);
+    ASSERT_EQ(vslhls::GfLog(a), i);
+  }
+  EXPECT_EQ(vslhls::GfExp(8191), 1);
+  Rng rng(3);
+  for (int k = 0; k < 20000; ++k) {
+    const auto a = static_cast<uint16_t>(rng.Below(8192)), b = static_cast<uint16_t>(rng.Below(8192));
+    ASSERT_EQ(vslhls::GfMul(a, b), bchref::Mul(a, b)) << a << " * " << b;
+  }
+}
+
 TEST_P(BchTest, GeneratorHasTheDesignedRootsAndDegree) {
   const int t = GetParam();
   const auto ref = bchref::Generator(t);
