@@ -20,6 +20,7 @@
 
 #include "Vvsl_ctrl_top.h"
 #include "testbench/onfi/onfi_target.h"
+#include "testbench/onfi/tb_common.h"
 #include "testbench/onfi/onfi_timing.h"
 #include "vsl/hw/regmap.h"
 #include "vsl/nand/onfi.h"
@@ -30,7 +31,7 @@ namespace {
 namespace regs = vsl::hw::regs;
 constexpr uint32_t kOkay = 0, kSlverr = 2;
 
-SC_MODULE(HostBus) {
+struct HostBus : sc_module, TbChecks {
   sc_in<bool> clk;
   sc_out<bool> rst_n;
   sc_out<uint32_t> awaddr, wdata, wstrb, araddr;
@@ -45,7 +46,6 @@ SC_MODULE(HostBus) {
 
   OnfiTarget* target = nullptr;
   std::vector<uint8_t> param_page, id, received;
-  int failures = 0;
   bool done = false;
 
   SC_CTOR(HostBus) {
@@ -57,12 +57,6 @@ SC_MODULE(HostBus) {
   }
   void Collect() {
     if (dout_valid.read()) received.push_back(static_cast<uint8_t>(dout_data.read()));
-  }
-  void Expect(bool ok, const std::string& what) {
-    if (!ok) {
-      ++failures;
-      std::printf("FAIL: %s\n", what.c_str());
-    }
   }
   uint32_t Write(uint32_t addr, uint32_t value, uint32_t strb = 0xF) {
     awaddr.write(addr), wdata.write(value), wstrb.write(strb);
@@ -185,13 +179,8 @@ SC_MODULE(HostBus) {
 
 int sc_main(int, char**) {
   using namespace vsl::tb;
-  vsl::nand::onfi::ParameterPage pp;
-  pp.manufacturer = "OPENVSL";
-  pp.model = "TB-LUN";
-  const auto one = vsl::nand::onfi::Encode(pp);
-  std::vector<uint8_t> page;
-  for (int copy = 0; copy < 3; ++copy) page.insert(page.end(), one.begin(), one.end());
-  const std::vector<uint8_t> id = {0x2C, 0xA1, 0x00, 0x15, 0x00};
+  const std::vector<uint8_t> page = TestParamPages();
+  const std::vector<uint8_t> id = TestJedecId();
 
   sc_clock clk("clk", sc_time(5, SC_NS));
   sc_signal<bool> rst_n, awvalid, awready, wvalid, wready, bvalid, bready, arvalid, arready, rvalid, rready, irq;

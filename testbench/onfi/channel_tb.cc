@@ -21,6 +21,7 @@
 
 #include "Vvsl_onfi_channel.h"
 #include "testbench/onfi/onfi_target.h"
+#include "testbench/onfi/tb_common.h"
 #include "testbench/onfi/onfi_timing.h"
 #include "vsl/nand/onfi.h"
 
@@ -29,7 +30,7 @@ namespace {
 
 enum Req : uint32_t { kReset = 0, kReadId, kReadParam, kRead, kProgram, kErase, kStatus, kSetFeat, kGetFeat };
 
-SC_MODULE(Host) {
+struct Host : sc_module, TbChecks {
   sc_in<bool> clk;
   sc_out<bool> rst_n, req_valid, din_valid;
   sc_out<uint32_t> req_op, req_row, req_col, req_len, din_data;
@@ -40,7 +41,6 @@ SC_MODULE(Host) {
   std::vector<uint8_t> param_page, id;
   int stuck_lun = -1;
   OnfiTarget* target = nullptr;  // to make a LUN hang on cue
-  int failures = 0;
   bool done = false;
   uint64_t requests = 0;
   std::vector<uint8_t> received, din_buf;
@@ -63,12 +63,6 @@ SC_MODULE(Host) {
     din_valid.write(more);
     din_data.write(more ? din_buf[din_idx] : 0);
   }
-  void Expect(bool ok, const std::string& what) {
-    if (!ok) {
-      ++failures;
-      std::printf("FAIL: %s\n", what.c_str());
-    }
-  }
   uint32_t Row(uint32_t lun, uint32_t block, uint32_t page) const {
     return (lun << (shape.page_bits() + shape.block_bits())) | (block << shape.page_bits()) | page;
   }
@@ -89,11 +83,7 @@ SC_MODULE(Host) {
     din_buf.clear();
     return received;
   }
-  std::vector<uint8_t> PageData(uint32_t lun, uint32_t page) const {
-    std::vector<uint8_t> d(shape.page_bytes);
-    for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint8_t>((lun * 97 + page * 13 + i * 5) ^ (i >> 7));
-    return d;
-  }
+  std::vector<uint8_t> PageData(uint32_t lun, uint32_t page) const { return TestPageData(lun, page, shape.page_bytes); }
   void Run() {
     rst_n.write(false);
     req_valid.write(false);
@@ -148,13 +138,8 @@ SC_MODULE(Host) {
 int Run(int mode_n, double clock_ns, int stuck_lun) {
   const OnfiTiming mode = OnfiMode(mode_n);
   const TimingRegs r = RegsFor(mode, clock_ns);
-  nand::onfi::ParameterPage pp;
-  pp.manufacturer = "OPENVSL";
-  pp.model = "TB-LUN";
-  const auto one = nand::onfi::Encode(pp);
-  std::vector<uint8_t> page;
-  for (int copy = 0; copy < 3; ++copy) page.insert(page.end(), one.begin(), one.end());
-  const std::vector<uint8_t> id = {0x2C, 0xA1, 0x00, 0x15, 0x00};
+  const std::vector<uint8_t> page = TestParamPages();
+  const std::vector<uint8_t> id = TestJedecId();
 
   sc_clock clk("clk", sc_time(clock_ns, SC_NS));
   sc_signal<bool> rst_n, req_valid, req_ready, resp_valid, resp_timeout, din_valid, din_ready, dout_valid, busy;

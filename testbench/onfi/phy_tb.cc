@@ -25,6 +25,7 @@
 
 #include "Vvsl_onfi_phy.h"
 #include "testbench/onfi/onfi_target.h"
+#include "testbench/onfi/tb_common.h"
 #include "testbench/onfi/onfi_timing.h"
 #include "vsl/nand/onfi.h"
 
@@ -43,7 +44,7 @@ struct Options {
 
 constexpr uint32_t kPagesPerLun = 8;  // pages read per LUN in the interleaving measurement
 
-SC_MODULE(Driver) {
+struct Driver : sc_module, TbChecks {
   sc_in<bool> clk;
   sc_out<bool> rst_n, op_valid, din_valid;
   sc_out<uint32_t> op_kind, op_byte, op_count, din_data;
@@ -55,7 +56,6 @@ SC_MODULE(Driver) {
   sc_time burst_start, burst_end;
   bool done = false;
   bool stuck = false;
-  int failures = 0;
   std::vector<uint8_t> param_page, id;
 
   bool interleave = false;
@@ -102,12 +102,6 @@ SC_MODULE(Driver) {
     Op(kOpDout, 0, n);
     return received;
   }
-  void Expect(bool ok, const char* what) {
-    if (!ok) {
-      ++failures;
-      std::printf("FAIL: %s\n", what);
-    }
-  }
   uint32_t Row(uint32_t lun, uint32_t block, uint32_t page) const {
     return (lun << (shape.page_bits() + shape.block_bits())) | (block << shape.page_bits()) | page;
   }
@@ -127,11 +121,7 @@ SC_MODULE(Driver) {
     auto st = Dout(1);
     return st.empty() ? 0 : st[0];
   }
-  std::vector<uint8_t> PageData(uint32_t lun, uint32_t page) const {
-    std::vector<uint8_t> d(shape.page_bytes);
-    for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<uint8_t>((lun * 131 + page * 31 + i * 7) ^ (i >> 8));
-    return d;
-  }
+  std::vector<uint8_t> PageData(uint32_t lun, uint32_t page) const { return TestPageData(lun, page, shape.page_bytes); }
   void Erase(uint32_t lun, uint32_t block) {
     const uint32_t row = Row(lun, block, 0);
     Op(kOpCmd, 0x60);
@@ -265,14 +255,8 @@ int Run(const Options& o) {
     r.tals = shorter(r.tals);
     r.trp = shorter(r.trp);
   }
-  nand::onfi::ParameterPage pp;
-  pp.manufacturer = "OPENVSL";
-  pp.model = "TB-LUN";
-  pp.jedec_id = 0x2C;
-  const auto one = nand::onfi::Encode(pp);
-  std::vector<uint8_t> page;
-  for (int copy = 0; copy < 3; ++copy) page.insert(page.end(), one.begin(), one.end());
-  const std::vector<uint8_t> id = {0x2C, 0xA1, 0x00, 0x15, 0x00};
+  const std::vector<uint8_t> page = TestParamPages();
+  const std::vector<uint8_t> id = TestJedecId();
 
   sc_clock clk("clk", sc_time(o.clock_ns, SC_NS));
   sc_signal<bool> rst_n, op_valid, op_ready, op_done, done_timeout, din_valid, din_ready, dout_valid, busy, rb_sampled;
