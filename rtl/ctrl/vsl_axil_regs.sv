@@ -1,8 +1,8 @@
 // vsl_axil_regs: the controller's AXI4-Lite register block (docs/register-map.md), built
-// from the generated package. This build implements the CTRL block and NUM_CHAN CHAN
-// blocks; the PIPE blocks are not there yet, and every address outside what exists
-// answers SLVERR (reads return 0), so a host can tell a missing register from a zero; so
-// does a misaligned address (nothing is written).
+// from the generated package: the CTRL block, NUM_PIPES PIPE blocks (pipe p drives
+// channel p) and NUM_CHAN CHAN blocks. Every address outside what the build has answers
+// SLVERR (reads return 0), so a host can tell a missing register from a zero; so does a
+// misaligned address (nothing is written).
 //
 // AXI4-Lite: one outstanding write (AW and W taken together, then B) and one outstanding
 // read; WSTRB honoured byte by byte on read-write registers. ISR bits toggle on a 1
@@ -10,8 +10,10 @@
 // clears the channels' sticky TIMEOUT bits. The interrupt line is GIE & |(IER & ISR).
 module vsl_axil_regs #(
     parameter int unsigned NUM_CHAN = 1,
+    parameter int NUM_PIPES = 0,  // signed: the comparisons with 0 pipes stay meaningful
     parameter int unsigned LUNS_PER_CHANNEL = 4,
-    parameter int unsigned ECC_T = 8
+    parameter int unsigned ECC_T = 8,
+    parameter int NP = (NUM_PIPES > 0) ? NUM_PIPES : 1  // port width only
 ) (
     input  logic                    clk,
     input  logic                    rst_n,
@@ -46,7 +48,23 @@ module vsl_axil_regs #(
     output logic [NUM_CHAN*32-1:0]  chan_rb_timeout,
     input  logic [NUM_CHAN-1:0]     chan_busy,
     input  logic [NUM_CHAN-1:0]     chan_timeout_evt,
-    input  logic [NUM_CHAN-1:0]     chan_rb
+    input  logic [NUM_CHAN-1:0]     chan_rb,
+    // pipes (pipe p in bits [64p +: 64], [32p +: 32], [16p +: 16] or [p])
+    output logic [NP*64-1:0]        pipe_sq_base,
+    output logic [NP*32-1:0]        pipe_sq_size,
+    output logic [NP*32-1:0]        pipe_sq_tail,
+    output logic [NP*64-1:0]        pipe_cq_base,
+    output logic [NP*32-1:0]        pipe_cq_size,
+    output logic [NP*32-1:0]        pipe_cq_head,
+    output logic [NP*32-1:0]        pipe_poll_gap,
+    output logic [NP-1:0]           pipe_enable,
+    output logic [NP*16-1:0]        pipe_lun_reset,  // pulses
+    input  logic [NP*32-1:0]        pipe_sq_head,
+    input  logic [NP*32-1:0]        pipe_cq_tail,
+    input  logic [NP*32-1:0]        pipe_completions,
+    input  logic [NP-1:0]           pipe_running,
+    input  logic [NP-1:0]           pipe_ring_error,
+    input  logic [NP-1:0]           pipe_dma_error
 );
   localparam logic [1:0] RESP_OKAY = 2'b00, RESP_SLVERR = 2'b10;
 
@@ -72,6 +90,15 @@ module vsl_axil_regs #(
     end
   endfunction
 
+  // Which PIPE block an address falls in (NUM_PIPES if none).
+  function automatic int pipe_of(input logic [15:0] a);
+    pipe_of = NUM_PIPES;
+    for (int p = 0; p < NUM_PIPES; p++) begin
+      if (a >= vsl_regmap_pkg::VSL_PIPE_BASE + 16'(p) * vsl_regmap_pkg::VSL_PIPE_STRIDE &&
+          a < vsl_regmap_pkg::VSL_PIPE_BASE + 16'(p + 1) * vsl_regmap_pkg::VSL_PIPE_STRIDE) pipe_of = p;
+    end
+  endfunction
+
   // ---- reads ----
   logic        rd_fire;
   logic [15:0] ra, roff;
@@ -83,6 +110,10 @@ module vsl_axil_regs #(
   assign ra        = {s_araddr[15:2], 2'b00};
   assign rc        = chan_of(ra);
   assign roff      = ra - (vsl_regmap_pkg::VSL_CHAN_BASE + 16'(rc) * vsl_regmap_pkg::VSL_CHAN_STRIDE);
+  int          rp;
+  logic [15:0] rpoff;
+  assign rp    = pipe_of(ra);
+  assign rpoff = ra - (vsl_regmap_pkg::VSL_PIPE_BASE + 16'(rp) * vsl_regmap_pkg::VSL_PIPE_STRIDE);
 
   // ---- writes ----
   logic        wr_fire;
@@ -95,6 +126,30 @@ module vsl_axil_regs #(
   assign wa        = {s_awaddr[15:2], 2'b00};
   assign wc        = chan_of(wa);
   assign woff      = wa - (vsl_regmap_pkg::VSL_CHAN_BASE + 16'(wc) * vsl_regmap_pkg::VSL_CHAN_STRIDE);
+  int          wp;
+  logic [15:0] wpoff;
+  assign wp    = pipe_of(wa);
+  assign wpoff = wa - (vsl_regmap_pkg::VSL_PIPE_BASE + 16'(wp) * vsl_regmap_pkg::VSL_PIPE_STRIDE);
+  // The addressed PIPE register's value with the write's bytes merged in.
+  logic [31:0] pw_old, pw_new;
+  always_comb begin
+    pw_old = 32'd0;
+    if (wp < NUM_PIPES) begin
+      case (wpoff)
+        vsl_regmap_pkg::VSL_PIPE_SQ_BASE_LO: pw_old = pipe_sq_base[64*wp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_SQ_BASE_HI: pw_old = pipe_sq_base[64*wp + 32 +: 32];
+        vsl_regmap_pkg::VSL_PIPE_SQ_SIZE:    pw_old = pipe_sq_size[32*wp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_SQ_TAIL:    pw_old = pipe_sq_tail[32*wp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_BASE_LO: pw_old = pipe_cq_base[64*wp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_BASE_HI: pw_old = pipe_cq_base[64*wp + 32 +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_SIZE:    pw_old = pipe_cq_size[32*wp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_HEAD:    pw_old = pipe_cq_head[32*wp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_POLL_GAP:   pw_old = pipe_poll_gap[32*wp +: 32];
+        default: ;
+      endcase
+    end
+    pw_new = merge(pw_old, s_wdata, s_wstrb);
+  end
 
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
@@ -114,8 +169,18 @@ module vsl_axil_regs #(
       chan_rb_timeout <= '0;
       mode_q          <= '0;
       timeout_q       <= '0;
+      pipe_sq_base    <= '0;
+      pipe_sq_size    <= '0;
+      pipe_sq_tail    <= '0;
+      pipe_cq_base    <= '0;
+      pipe_cq_size    <= '0;
+      pipe_cq_head    <= '0;
+      pipe_poll_gap   <= {NP{vsl_regmap_pkg::VSL_PIPE_POLL_GAP_RESET}};
+      pipe_enable     <= '0;
+      pipe_lun_reset  <= '0;
     end else begin
-      soft_reset <= 1'b0;
+      soft_reset     <= 1'b0;
+      pipe_lun_reset <= '0;
       isr_q      <= isr_q | irq_events;
       timeout_q  <= timeout_q | chan_timeout_evt;
       if (s_bvalid && s_bready) s_bvalid <= 1'b0;
@@ -124,6 +189,24 @@ module vsl_axil_regs #(
         s_bresp  <= RESP_OKAY;
         if (s_awaddr[1:0] != 2'b00) begin
           s_bresp <= RESP_SLVERR;  // misaligned: nothing written
+        end else if (wp < NUM_PIPES) begin
+          case (wpoff)
+            vsl_regmap_pkg::VSL_PIPE_SQ_BASE_LO: pipe_sq_base[64*wp +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_SQ_BASE_HI: pipe_sq_base[64*wp + 32 +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_SQ_SIZE: pipe_sq_size[32*wp +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_SQ_TAIL: pipe_sq_tail[32*wp +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_CQ_BASE_LO: pipe_cq_base[64*wp +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_CQ_BASE_HI: pipe_cq_base[64*wp + 32 +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_CQ_SIZE: pipe_cq_size[32*wp +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_CQ_HEAD: pipe_cq_head[32*wp +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_POLL_GAP: pipe_poll_gap[32*wp +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_PIPE_CTRL:
+              if (s_wstrb[0]) pipe_enable <= (pipe_enable & ~(NP'(1) << wp)) | (NP'(s_wdata[0]) << wp);
+            vsl_regmap_pkg::VSL_PIPE_LUN_RESET: pipe_lun_reset[16*wp +: 16] <= s_wdata[15:0];
+            vsl_regmap_pkg::VSL_PIPE_SQ_HEAD, vsl_regmap_pkg::VSL_PIPE_CQ_TAIL, vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS,
+            vsl_regmap_pkg::VSL_PIPE_PIPE_INFO, vsl_regmap_pkg::VSL_PIPE_COMPLETIONS: ;  // read-only
+            default: s_bresp <= RESP_SLVERR;
+          endcase
         end else if (wc < NUM_CHAN) begin
           case (woff)
             vsl_regmap_pkg::VSL_CHAN_TIMING0: chan_timing0[32*wc +: 32] <= merge(chan_timing0[32*wc +: 32], s_wdata, s_wstrb);
@@ -167,6 +250,33 @@ module vsl_axil_regs #(
     rerr  = 1'b0;
     if (s_araddr[1:0] != 2'b00) begin
       rerr = 1'b1;  // misaligned
+    end else if (rp < NUM_PIPES) begin
+      case (rpoff)
+        vsl_regmap_pkg::VSL_PIPE_SQ_BASE_LO:  rdata = pipe_sq_base[64*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_SQ_BASE_HI:  rdata = pipe_sq_base[64*rp + 32 +: 32];
+        vsl_regmap_pkg::VSL_PIPE_SQ_SIZE:     rdata = pipe_sq_size[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_SQ_TAIL:     rdata = pipe_sq_tail[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_SQ_HEAD:     rdata = pipe_sq_head[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_BASE_LO:  rdata = pipe_cq_base[64*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_BASE_HI:  rdata = pipe_cq_base[64*rp + 32 +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_SIZE:     rdata = pipe_cq_size[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_TAIL:     rdata = pipe_cq_tail[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_CQ_HEAD:     rdata = pipe_cq_head[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_PIPE_CTRL:   rdata = {31'd0, pipe_enable[rp]};
+        vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS: begin
+          rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS_RUNNING_LSB]    = pipe_running[rp];
+          rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS_RING_ERROR_LSB] = pipe_ring_error[rp];
+          rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS_DMA_ERROR_LSB]  = pipe_dma_error[rp];
+        end
+        vsl_regmap_pkg::VSL_PIPE_PIPE_INFO: begin
+          rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_INFO_FIRST_CHANNEL_LSB +: 8] = 8'(rp);
+          rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_INFO_CHANNELS_LSB +: 8]      = 8'd1;
+        end
+        vsl_regmap_pkg::VSL_PIPE_COMPLETIONS: rdata = pipe_completions[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_LUN_RESET:   rdata = 32'd0;  // write-only
+        vsl_regmap_pkg::VSL_PIPE_POLL_GAP:    rdata = pipe_poll_gap[32*rp +: 32];
+        default: rerr = 1'b1;
+      endcase
     end else if (rc < NUM_CHAN) begin
       case (roff)
         vsl_regmap_pkg::VSL_CHAN_TIMING0:    rdata = chan_timing0[32*rc +: 32];
@@ -196,8 +306,8 @@ module vsl_axil_regs #(
         vsl_regmap_pkg::VSL_CTRL_ID:      rdata = vsl_regmap_pkg::VSL_CTRL_ID_RESET;
         vsl_regmap_pkg::VSL_CTRL_VERSION: rdata = vsl_regmap_pkg::VSL_CTRL_VERSION_RESET;
         vsl_regmap_pkg::VSL_CTRL_CAPS: begin
-          rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_PIPES_LSB +: 4]             = 4'd0;  // no PIPE blocks in this build
-          rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_CHANNELS_PER_PIPE_LSB +: 4] = 4'(NUM_CHAN);
+          rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_PIPES_LSB +: 4]             = 4'(NUM_PIPES);
+          rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_CHANNELS_PER_PIPE_LSB +: 4] = NUM_PIPES > 0 ? 4'd1 : 4'(NUM_CHAN);
           rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_LUNS_PER_CHANNEL_LSB +: 4]  = 4'(LUNS_PER_CHANNEL);
           rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_ECC_T_LSB +: 5]             = 5'(ECC_T);
         end
@@ -205,7 +315,7 @@ module vsl_axil_regs #(
         vsl_regmap_pkg::VSL_CTRL_SOFT_RESET: rdata = 32'd0;  // write-only
         vsl_regmap_pkg::VSL_CTRL_STATUS: begin
           rdata[vsl_regmap_pkg::VSL_CTRL_STATUS_RUNNING_LSB] = start_q;
-          rdata[vsl_regmap_pkg::VSL_CTRL_STATUS_ERROR_LSB]   = |timeout_q;
+          rdata[vsl_regmap_pkg::VSL_CTRL_STATUS_ERROR_LSB]   = |timeout_q || |(pipe_ring_error | pipe_dma_error);
         end
         default: rerr = 1'b1;
       endcase

@@ -1,6 +1,6 @@
-// vsl_ctrl_top: what exists of the controller so far, for co-simulation: the AXI4-Lite
-// register block over one ONFI channel (sequencer and pin engine), its timing from the
-// CHAN 0 registers. The request port stands where the pipes' descriptor engine will.
+// vsl_ctrl_top: the register block over one bare ONFI channel (sequencer and pin engine,
+// its timing from the CHAN 0 registers) with the channel's request port on the outside:
+// for testing the channel through registers. The controller is vsl_ctrl.
 module vsl_ctrl_top (
     input  logic        clk,
     input  logic        rst_n,
@@ -53,6 +53,11 @@ module vsl_ctrl_top (
   logic [31:0] timing0, timing1, timing2, rb_timeout;
   logic        ap_start, soft_reset, busy, timeout_evt;
   logic        chan_rst_n;
+  // The register block's pipe outputs, unused here.
+  logic [63:0] np_base0, np_base1;
+  logic [31:0] np_w0, np_w1, np_w2, np_w3, np_w4;
+  logic        np_en;
+  logic [15:0] np_lr;
 
   // SOFT_RESET resets the channel (its registers keep their values).
   assign chan_rst_n  = rst_n && !soft_reset;
@@ -66,7 +71,12 @@ module vsl_ctrl_top (
       .ap_start, .idle(!busy), .soft_reset, .irq,
       .irq_events({timeout_evt, 2'b00}),
       .chan_timing0(timing0), .chan_timing1(timing1), .chan_timing2(timing2), .chan_rb_timeout(rb_timeout),
-      .chan_busy(busy), .chan_timeout_evt(timeout_evt), .chan_rb(rb_n)
+      .chan_busy(busy), .chan_timeout_evt(timeout_evt), .chan_rb(rb_n),
+      // no pipes in this top: their registers answer SLVERR
+      .pipe_sq_base(np_base0), .pipe_sq_size(np_w0), .pipe_sq_tail(np_w1), .pipe_cq_base(np_base1),
+      .pipe_cq_size(np_w2), .pipe_cq_head(np_w3), .pipe_poll_gap(np_w4), .pipe_enable(np_en),
+      .pipe_lun_reset(np_lr), .pipe_sq_head(32'd0), .pipe_cq_tail(32'd0),
+      .pipe_completions(32'd0), .pipe_running(1'b0), .pipe_ring_error(1'b0), .pipe_dma_error(1'b0)
   );
 
   vsl_onfi_channel chan (
@@ -78,5 +88,5 @@ module vsl_ctrl_top (
   );
 
   logic unused;
-  assign unused = ap_start;
+  assign unused = ^{ap_start, np_base0, np_base1, np_w0, np_w1, np_w2, np_w3, np_w4, np_en, np_lr};
 endmodule

@@ -96,6 +96,11 @@ package vsl_regmap_pkg;
   localparam int unsigned VSL_PIPE_PIPE_INFO_CHANNELS_LSB = 8;
   localparam int unsigned VSL_PIPE_PIPE_INFO_CHANNELS_WIDTH = 8;
   localparam logic [15:0] VSL_PIPE_COMPLETIONS = 16'h0034;  // ro
+  localparam logic [15:0] VSL_PIPE_LUN_RESET = 16'h0038;  // wo
+  localparam int unsigned VSL_PIPE_LUN_RESET_LUNS_LSB = 0;
+  localparam int unsigned VSL_PIPE_LUN_RESET_LUNS_WIDTH = 16;
+  localparam logic [15:0] VSL_PIPE_POLL_GAP = 16'h003C;  // rw
+  localparam logic [31:0] VSL_PIPE_POLL_GAP_RESET = 32'h00000040;
 
   // CHAN: One per ONFI channel: its SDR timing in controller clock cycles (so the host sets any mode 0-5 for the clock it runs at), ready/busy timeout and status.
   localparam logic [15:0] VSL_CHAN_BASE = 16'h1000;

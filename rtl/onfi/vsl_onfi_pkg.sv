@@ -32,5 +32,6 @@ package vsl_onfi_pkg;
   localparam logic [7:0] CMD_GET_FEATURES      = 8'hEE;
   localparam logic [7:0] CMD_SET_FEATURES      = 8'hEF;
   localparam logic [7:0] CMD_RESET             = 8'hFF;
+  localparam logic [7:0] CMD_RESET_LUN         = 8'hFA;
 endpackage
 /* verilator lint_on UNUSEDPARAM */

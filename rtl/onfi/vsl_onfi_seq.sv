@@ -12,6 +12,16 @@
 //   REQ_STATUS     poll (one 78h read that waits for ready)
 //   REQ_SET_FEAT   EFh, address req_col[7:0], tADL, 4 bytes in, tWB, wait R/B#
 //   REQ_GET_FEAT   EEh, address req_col[7:0], tWB, wait R/B#, tRR, 4 bytes out
+// Split requests, for a scheduler that interleaves LUNs (start an array operation on one
+// LUN, then use the bus for others while it is busy):
+//   REQ_READ_START    00h, col x2, row x3, 30h, tWB                 (no wait)
+//   REQ_PROGRAM_START 80h, col x2, row x3, tADL, req_len bytes in, 10h, tWB (no wait)
+//   REQ_ERASE_START   60h, row x3, D0h, tWB                         (no wait)
+//   REQ_POLL_ONCE     78h, row x3, tWHR, one status byte: answered whatever it says
+//   REQ_READ_OUT      poll (selects the LUN), 05h, col x2, E0h, tWHR (tCCS), req_len bytes
+//                     out: the data of a READ_START whose LUN is ready, from column req_col
+//   REQ_RESET_LUN     FAh, row x3, tWB, poll: resets one LUN (aborts its array operation)
+//                     without touching the others behind the same CE#
 // Data bytes pass straight between the user's streams and the phy; status bytes read
 // while polling are the sequencer's (dout_valid is held off for them). A LUN that stays
 // busy past rb_timeout cycles of polling, or an R/B# wait that times out, ends the
@@ -47,7 +57,9 @@ module vsl_onfi_seq (
 );
   localparam logic [3:0] REQ_RESET = 4'd0, REQ_READ_ID = 4'd1, REQ_READ_PARAM = 4'd2, REQ_READ = 4'd3,
                          REQ_PROGRAM = 4'd4, REQ_ERASE = 4'd5, REQ_STATUS = 4'd6, REQ_SET_FEAT = 4'd7,
-                         REQ_GET_FEAT = 4'd8;
+                         REQ_GET_FEAT = 4'd8, REQ_READ_START = 4'd9, REQ_PROGRAM_START = 4'd10,
+                         REQ_ERASE_START = 4'd11, REQ_POLL_ONCE = 4'd12, REQ_READ_OUT = 4'd13,
+                         REQ_RESET_LUN = 4'd14;
   localparam logic [7:0] STATUS_RDY = 8'h40;
 
   // One micro-step: a phy op, or POLL (the 78h loop) or END.
@@ -101,7 +113,7 @@ module vsl_onfi_seq (
         5'd5: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_DOUT, 8'd0, 1'b1);
         default: cur = DONE;
       endcase
-      REQ_READ: case (sp)
+      REQ_READ, REQ_READ_START: case (sp)
         5'd0: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_READ_1, 1'b0);
         5'd1: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, col_q[7:0], 1'b0);
         5'd2: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, col_q[15:8], 1'b0);
@@ -110,13 +122,13 @@ module vsl_onfi_seq (
         5'd5: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, row_q[23:16], 1'b0);
         5'd6: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_READ_2, 1'b0);
         5'd7: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WB, 1'b0);
-        5'd8: cur = POLL;
+        5'd8: cur = op_q == REQ_READ_START ? DONE : POLL;
         5'd9: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_READ_1, 1'b0);
         5'd10: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WHR, 1'b0);
         5'd11: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_DOUT, 8'd0, 1'b1);
         default: cur = DONE;
       endcase
-      REQ_PROGRAM: case (sp)
+      REQ_PROGRAM, REQ_PROGRAM_START: case (sp)
         5'd0: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_PROGRAM_1, 1'b0);
         5'd1: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, col_q[7:0], 1'b0);
         5'd2: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, col_q[15:8], 1'b0);
@@ -127,20 +139,39 @@ module vsl_onfi_seq (
         5'd7: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_DIN, 8'd0, 1'b1);
         5'd8: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_PROGRAM_2, 1'b0);
         5'd9: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WB, 1'b0);
-        5'd10: cur = POLL;
+        5'd10: cur = op_q == REQ_PROGRAM_START ? DONE : POLL;
         default: cur = DONE;
       endcase
-      REQ_ERASE: case (sp)
+      REQ_ERASE, REQ_ERASE_START: case (sp)
         5'd0: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_ERASE_1, 1'b0);
         5'd1: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, row_q[7:0], 1'b0);
         5'd2: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, row_q[15:8], 1'b0);
         5'd3: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, row_q[23:16], 1'b0);
         5'd4: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_ERASE_2, 1'b0);
         5'd5: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WB, 1'b0);
-        5'd6: cur = POLL;
+        5'd6: cur = op_q == REQ_ERASE_START ? DONE : POLL;
         default: cur = DONE;
       endcase
-      REQ_STATUS: case (sp)
+      REQ_RESET_LUN: case (sp)
+        5'd0: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_RESET_LUN, 1'b0);
+        5'd1: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, row_q[7:0], 1'b0);
+        5'd2: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, row_q[15:8], 1'b0);
+        5'd3: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, row_q[23:16], 1'b0);
+        5'd4: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WB, 1'b0);
+        5'd5: cur = POLL;
+        default: cur = DONE;
+      endcase
+      REQ_READ_OUT: case (sp)
+        5'd0: cur = POLL;
+        5'd1: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_CHANGE_READ_COL_1, 1'b0);
+        5'd2: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, col_q[7:0], 1'b0);
+        5'd3: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, col_q[15:8], 1'b0);
+        5'd4: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_CHANGE_READ_COL_2, 1'b0);
+        5'd5: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WHR, 1'b0);
+        5'd6: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_DOUT, 8'd0, 1'b1);
+        default: cur = DONE;
+      endcase
+      REQ_STATUS, REQ_POLL_ONCE: case (sp)
         5'd0: cur = POLL;
         default: cur = DONE;
       endcase
@@ -243,7 +274,7 @@ module vsl_onfi_seq (
             if (in_poll) begin
               if (pstep == P_READ) begin
                 // The status byte lands with op_done (dout_valid the cycle before).
-                if ((status_q & STATUS_RDY) != 8'd0) begin
+                if ((status_q & STATUS_RDY) != 8'd0 || op_q == REQ_POLL_ONCE) begin
                   in_poll <= 1'b0;
                   pc      <= pc + 5'd1;
                 end else if (rb_timeout != 32'd0 && polled >= rb_timeout) begin

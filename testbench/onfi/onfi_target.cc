@@ -172,6 +172,10 @@ void OnfiTarget::Command(uint8_t c) {
     case 0x70:  // READ STATUS
       out_ = Out::kStatus;
       break;
+    case 0xFA:  // RESET LUN: the row follows
+      addr_.clear();
+      out_ = Out::kNone;
+      break;
     case 0x00:  // READ (first cycle), or back to data output after a status read
       addr_.clear();
       out_ = Out::kData;
@@ -227,10 +231,14 @@ void OnfiTarget::Command(uint8_t c) {
       }
       uint32_t& next = next_page_[uint64_t{lun} * shape_.blocks + block];
       l.status_fail = 0;
-      if (page != next) {
+      if (static_cast<int>(lun) == fail_next_program_lun) {
+        fail_next_program_lun = -1;
+        l.status_fail = kStatusFail;  // an injected program failure
+      } else if (page != next) {
         l.status_fail = kStatusFail;  // not erased, or out of order: the die refuses
       } else {
         pages_[(uint64_t{lun} << 40) | (uint64_t{block} << 20) | page] = prog_buf_;
+        l.prog_key = (uint64_t{lun} << 40) | (uint64_t{block} << 20) | page;
         ++next;
       }
       ++programs;
@@ -313,6 +321,31 @@ void OnfiTarget::Address(uint8_t a) {
       out_ = Out::kParam;
       break;
     }
+    case 0xFA:  // RESET LUN: that LUN alone aborts what it does and resets (tRST)
+      if (addr_.size() == 3) {
+        const uint32_t row = addr_[0] | (uint32_t{addr_[1]} << 8) | (uint32_t{addr_[2]} << 16);
+        const uint32_t lun = RowLun(row);
+        Lun& l = luns_[lun];
+        ++lun_resets;
+        l.status_fail = 0;
+        if (l.busy) {
+          // A program cut short leaves its page half-programmed (torn): the second half
+          // of what was sent reads back wrong.
+          if (l.prog_key != UINT64_MAX) {
+            auto it = pages_.find(l.prog_key);
+            if (it != pages_.end()) {
+              for (size_t i = it->second.size() / 2; i < it->second.size(); ++i) it->second[i] ^= 0x5A;
+            }
+          }
+          l.aborted = true;
+          l.abort.notify(SC_ZERO_TIME);
+        } else {
+          StartBusy(lun, t_rst);
+        }
+        l.prog_key = UINT64_MAX;
+        sel_ = lun;
+      }
+      break;
     case 0x78:
       if (addr_.size() == 3) {
         const uint32_t row = addr_[0] | (uint32_t{addr_[1]} << 8) | (uint32_t{addr_[2]} << 16);
@@ -361,7 +394,12 @@ void OnfiTarget::LunThread(uint32_t lun) {
     if (l.stick) {
       for (;;) wait(sc_time(1, SC_SEC));  // never ready again
     }
-    wait(l.busy_for);
+    wait(l.busy_for, l.abort);
+    if (l.aborted) {  // RESET LUN while busy: the operation stops, the reset takes tRST
+      l.aborted = false;
+      wait(t_rst);
+    }
+    l.prog_key = UINT64_MAX;
     l.busy = false;
     rb_ev_.notify(SC_ZERO_TIME);
     // tRR runs from the selected LUN becoming ready (R/B# rising, for a lone LUN) to its

@@ -6,7 +6,8 @@
 // Commands and addresses latch on WE# rising edges; each data byte goes out tREA after
 // RE# falls and is held until tREA after the next fall. Address: two column cycles, then
 // three row cycles, row = {LUN, block, page} with the page in the low bits.
-// Commands: RESET (FFh), READ ID (90h at 00h and 20h), READ PARAMETER PAGE (ECh),
+// Commands: RESET (FFh), RESET LUN (FAh + row: that LUN alone; a program it cuts short
+// leaves a torn page), READ ID (90h at 00h and 20h), READ PARAMETER PAGE (ECh),
 // READ STATUS (70h: the selected LUN), READ STATUS ENHANCED (78h + row: that LUN's status,
 // and it becomes the selected LUN for data out), READ (00h + 5 + 30h; 00h alone returns
 // to data output after a status read), CHANGE READ COLUMN (05h + 2 + E0h), PROGRAM
@@ -62,7 +63,9 @@ SC_MODULE(OnfiTarget) {
   const std::map<std::string, int>& violations() const { return violations_; }
   int total_violations() const;
   std::vector<uint8_t> commands;  // every command byte latched, in order
-  uint64_t reads = 0, programs = 0, erases = 0;
+  uint64_t reads = 0, programs = 0, erases = 0, lun_resets = 0;
+  // Makes the next PROGRAM on `lun` fail (status FAIL, page unchanged) when set.
+  int fail_next_program_lun = -1;
 
  private:
   struct Lun {
@@ -73,6 +76,9 @@ SC_MODULE(OnfiTarget) {
     sc_event done;
     sc_time busy_for;
     bool stick = false;
+    sc_event abort;          // RESET LUN while busy
+    bool aborted = false;
+    uint64_t prog_key = UINT64_MAX;  // the page a program in progress writes
   };
   void OnPins();
   void DriveThread();

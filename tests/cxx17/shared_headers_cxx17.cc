@@ -12,6 +12,8 @@
 #include "vsl/nand/flash.h"
 #include "vsl/nand/geometry.h"
 #include "vsl/nand/onfi.h"
+#include "vsl/hw/descriptor.h"
+#include "vsl/hw/port.h"
 #include "vsl/hw/regmap.h"
 #include "vsl/nand/read_retry.h"
 

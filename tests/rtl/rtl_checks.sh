@@ -14,12 +14,19 @@ SOURCES=(
   "$ROOT/rtl/onfi/vsl_onfi_channel.sv"
   "$ROOT/rtl/ctrl/vsl_axil_regs.sv"
   "$ROOT/rtl/ctrl/vsl_ctrl_top.sv"
+  "$ROOT/rtl/dma/vsl_axi_dma.sv"
+  "$ROOT/rtl/pipe/vsl_pipe.sv"
+  "$ROOT/rtl/ctrl/vsl_ctrl.sv"
 )
+# The ECC engine: its DPI-C simulation model for lint, a black box for synthesis (the
+# BCH kernel from hls/ takes its place in hardware).
+ECC_SIM="$ROOT/rtl/ecc/vsl_ecc.sv"
+ECC_BB="$ROOT/rtl/ecc/vsl_ecc_blackbox.sv"
 case "${1:-}" in
   lint)
     command -v verilator >/dev/null || { echo "verilator not installed (scripts/setup installs it)"; exit 77; }
-    for top in vsl_onfi_phy vsl_onfi_seq vsl_onfi_channel vsl_axil_regs vsl_ctrl_top; do
-      verilator --lint-only -Wall "${SOURCES[@]}" --top-module "$top"
+    for top in vsl_onfi_phy vsl_onfi_seq vsl_onfi_channel vsl_axil_regs vsl_ctrl_top vsl_axi_dma vsl_ecc vsl_pipe vsl_ctrl; do
+      verilator --lint-only -Wall "${SOURCES[@]}" "$ECC_SIM" --top-module "$top"
       echo "lint clean: $top"
     done
     ;;
@@ -29,7 +36,7 @@ case "${1:-}" in
     out="$3"
     log="$(mktemp)"
     trap 'rm -f "$log"' EXIT
-    yosys -l "$log" -q -p "read_verilog -sv ${SOURCES[*]}; synth -top $top; check -assert; tee -o $out stat" >/dev/null
+    yosys -l "$log" -q -p "read_verilog -sv ${SOURCES[*]} $ECC_BB; synth -top $top -run :fine; opt -fast -full; techmap; opt -fast; abc -fast; opt_clean; check -assert; tee -o $out stat" >/dev/null
     grep -q "Number of cells" "$out" || { echo "no statistics from yosys"; cat "$log"; exit 1; }
     cat "$out"
     ;;

@@ -85,6 +85,10 @@ inline constexpr uint32_t kPipeInfo = 0x30;  // ro
 inline constexpr Field kPipeInfoFirstChannel{0, 8};
 inline constexpr Field kPipeInfoChannels{8, 8};
 inline constexpr uint32_t kCompletions = 0x34;  // ro
+inline constexpr uint32_t kLunReset = 0x38;  // wo
+inline constexpr Field kLunResetLuns{0, 16};
+inline constexpr uint32_t kPollGap = 0x3C;  // rw
+inline constexpr uint32_t kPollGapReset = 0x00000040;
 }  // namespace pipe
 
 // CHAN: One per ONFI channel: its SDR timing in controller clock cycles (so the host sets any mode 0-5 for the clock it runs at), ready/busy timeout and status.

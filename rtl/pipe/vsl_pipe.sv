@@ -1,0 +1,724 @@
+// vsl_pipe: one pipe of the controller, an independent device to the host: its
+// submission and completion rings in device memory, its channel (four LUNs behind one
+// CE#), its page buffer, its ECC engine and its own AXI4 master (DMA context).
+//
+// Host protocol (docs/rtl.md, "Pipes"; the host side is vsl/hw/ctrl_pipe.h):
+// - The host writes 64-byte descriptors into the submission ring (SQ_BASE, SQ_SIZE
+//   entries) and the index after the last one into SQ_TAIL (the doorbell). The pipe
+//   fetches them in ring order (SQ_HEAD) while `run`.
+// - Descriptor, little-endian 64-bit words (vsl_desc_* below):
+//     w0: [7:0] opcode, [31:16] tag, [39:32] LUN;  w1: [23:0] row, [47:32] column,
+//     [63:48] length;  w2: data address;  w3: metadata address;
+//     w4: [15:0] page data bytes, [31:16] metadata bytes, [47:32] spare bytes.
+// - Each command ends with one 16-byte completion at CQ_TAIL (then CQ_TAIL advances and
+//   cq_event pulses): w0: [15:0] tag, [23:16] status code, [31:24] the LUN's last status
+//   byte, [47:32] bits corrected, [55:48] LUN, [63] phase (1 on the first pass round the
+//   ring, flipping at each wrap); w1: the pipe's cycle counter. The host consumes
+//   completions and writes CQ_HEAD; the pipe never overwrites an unconsumed one.
+// - The pipe holds one command per LUN (a slot). A descriptor for a LUN whose slot is
+//   taken waits at the head of the ring, so a host keeps at most one command per LUN in
+//   the ring to let later ones overtake.
+// - Commands on different LUNs overlap: READ, PROGRAM and ERASE start the array
+//   operation and free the bus; busy LUNs are polled with READ STATUS ENHANCED every
+//   poll_gap cycles; a read's data comes out (CHANGE READ COLUMN from column 0, whole
+//   page with spare) when its LUN is ready and the page buffer is free. A PROGRAM's data
+//   and metadata are fetched into the page buffer, the ECC writes the spare, and the page
+//   goes to the LUN. A READ's page is decoded in the buffer and its data and metadata
+//   written to the descriptor's addresses.
+// - A LUN busy longer than rb_timeout cycles ends its command with TIMEOUT (a dead die
+//   is reported, never waited on). lun_reset[l] aborts LUN l's command: a started one by
+//   RESET LUN (FAh) on that LUN alone; it completes ABORTED.
+// - Errors: an unknown opcode, a LUN out of range or sizes the buffer cannot hold (or
+//   not multiples of 8) complete INVALID with nothing done; an AXI error response
+//   completes the command DMA_ERROR and sets dma_error; a ring size that is not a power
+//   of two (or zero) sets ring_error and the pipe does not run.
+// The page buffer is one block RAM of 64-bit words; its last 8 words stage descriptors
+// and completions.
+module vsl_pipe #(
+    parameter int unsigned LUNS = 4,
+    parameter int unsigned BUF_WORDS = 2304,  // 18 KiB: a 16 KiB page, 2 KiB spare, staging
+    parameter int ECC_ID = 0
+) (
+    input  logic        clk,
+    input  logic        rst_n,
+    // registers (PIPE block)
+    input  logic        run,
+    input  logic [63:0] sq_base,
+    input  logic [31:0] sq_size,
+    input  logic [31:0] sq_tail,
+    input  logic [63:0] cq_base,
+    input  logic [31:0] cq_size,
+    input  logic [31:0] cq_head,
+    input  logic [31:0] poll_gap,
+    input  logic [LUNS-1:0] lun_reset,   // pulses
+    output logic [31:0] sq_head,
+    output logic [31:0] cq_tail,
+    output logic [31:0] completions,
+    output logic        running,
+    output logic        ring_error,
+    output logic        dma_error,
+    output logic        idle,
+    output logic        cq_event,        // pulse per completion posted
+    output logic        error_event,     // pulse: a LUN timed out or a DMA failed
+    // its channel's registers (CHAN block)
+    input  logic [31:0] timing0,
+    input  logic [31:0] timing1,
+    input  logic [31:0] timing2,
+    input  logic [31:0] rb_timeout,
+    output logic        chan_busy,
+    // AXI4 master
+    output logic [63:0] m_awaddr,
+    output logic [7:0]  m_awlen,
+    output logic [2:0]  m_awsize,
+    output logic [1:0]  m_awburst,
+    output logic        m_awvalid,
+    input  logic        m_awready,
+    output logic [63:0] m_wdata,
+    output logic [7:0]  m_wstrb,
+    output logic        m_wlast,
+    output logic        m_wvalid,
+    input  logic        m_wready,
+    input  logic [1:0]  m_bresp,
+    input  logic        m_bvalid,
+    output logic        m_bready,
+    output logic [63:0] m_araddr,
+    output logic [7:0]  m_arlen,
+    output logic [2:0]  m_arsize,
+    output logic [1:0]  m_arburst,
+    output logic        m_arvalid,
+    input  logic        m_arready,
+    input  logic [63:0] m_rdata,
+    input  logic [1:0]  m_rresp,
+    input  logic        m_rlast,
+    input  logic        m_rvalid,
+    output logic        m_rready,
+    // ONFI pins
+    output logic        ce_n,
+    output logic        cle,
+    output logic        ale,
+    output logic        we_n,
+    output logic        re_n,
+    output logic        wp_n,
+    output logic [7:0]  dq_o,
+    output logic        dq_oe,
+    input  logic [7:0]  dq_i,
+    input  logic        rb_n
+);
+  localparam int unsigned AW = $clog2(BUF_WORDS);
+  localparam int unsigned LW = (LUNS > 1) ? $clog2(LUNS) : 1;
+  localparam logic [AW-1:0] DESC_W = AW'(BUF_WORDS - 8);  // 5 descriptor words
+  localparam logic [AW-1:0] CPL_W  = AW'(BUF_WORDS - 2);  // 2 completion words
+  localparam logic [15:0] PAGE_MAX = 16'((BUF_WORDS - 8) * 8);
+
+  // Opcodes and completion status codes (vsl/hw/descriptor.h has the same).
+  localparam logic [7:0] OPC_READ = 8'd1, OPC_PROGRAM = 8'd2, OPC_ERASE = 8'd3, OPC_RESET = 8'd4,
+                         OPC_RESET_LUN = 8'd5, OPC_READ_ID = 8'd6, OPC_READ_PARAM = 8'd7,
+                         OPC_GET_FEAT = 8'd8, OPC_SET_FEAT = 8'd9, OPC_STATUS = 8'd10;
+  localparam logic [7:0] ST_OK = 8'd0, ST_UNCORRECTABLE = 8'd1, ST_PROGRAM_FAIL = 8'd2, ST_ERASE_FAIL = 8'd3,
+                         ST_TIMEOUT = 8'd4, ST_ABORTED = 8'd5, ST_INVALID = 8'd6, ST_DMA_ERROR = 8'd7,
+                         ST_FAIL = 8'd8;
+  // Sequencer requests (vsl_onfi_seq).
+  localparam logic [3:0] RQ_RESET = 4'd0, RQ_READ_ID = 4'd1, RQ_READ_PARAM = 4'd2, RQ_STATUS = 4'd6,
+                         RQ_SET_FEAT = 4'd7, RQ_GET_FEAT = 4'd8, RQ_READ_START = 4'd9,
+                         RQ_PROGRAM_START = 4'd10, RQ_ERASE_START = 4'd11, RQ_POLL_ONCE = 4'd12,
+                         RQ_READ_OUT = 4'd13, RQ_RESET_LUN = 4'd14;
+  // Slot states.
+  localparam logic [2:0] SL_FREE = 3'd0, SL_NEW = 3'd1, SL_BUSY = 3'd2, SL_READY = 3'd3, SL_CPL = 3'd4;
+
+  // ---- cycle counter ----
+  logic [63:0] cycles;
+  always_ff @(posedge clk or negedge rst_n) begin
+    if (!rst_n) cycles <= 64'd0;
+    else cycles <= cycles + 64'd1;
+  end
+
+  // ---- page buffer: one write port, one read port with a cycle of latency ----
+  logic [63:0]   pbuf [BUF_WORDS];
+  logic          b_we;
+  logic [AW-1:0] b_waddr, b_raddr;
+  logic [63:0]   b_wdata, b_rdata;
+  logic [7:0]    b_wbe;
+  always_ff @(posedge clk) begin
+    if (b_we) begin
+      for (int i = 0; i < 8; i++) if (b_wbe[i]) pbuf[b_waddr][8*i +: 8] <= b_wdata[8*i +: 8];
+    end
+    b_rdata <= pbuf[b_raddr];
+  end
+
+  // ---- slots: one command per LUN ----
+  // Per-LUN fields, LUN i in slice i (flat vectors: yosys 0.23 has no packed arrays of
+  // vectors).
+  logic [LUNS*3-1:0]  s_state;
+  logic [LUNS*8-1:0]  s_op, s_result, s_nand;
+  logic [LUNS*16-1:0] s_tag, s_col, s_len, s_dbytes, s_mbytes, s_sbytes, s_corr;
+  logic [LUNS*24-1:0] s_row;
+  logic [LUNS*64-1:0] s_daddr, s_maddr;
+  logic [LUNS*32-1:0] s_started, s_polled;
+  logic [LUNS-1:0]       s_abort;  // lun_reset seen, not yet acted on
+
+  // The descriptor fetched and waiting for its LUN's slot.
+  logic        p_valid;
+  logic [63:0] p_w0, p_w1, p_w2, p_w3, p_w4;
+  logic [7:0]  p_lun;
+  assign p_lun = p_w0[39:32];
+
+  // ---- ring state ----
+  logic        phase;
+  logic [31:0] sq_mask, cq_mask;
+  logic        ring_ok, cq_full;
+  assign sq_mask = sq_size - 32'd1;
+  assign cq_mask = cq_size - 32'd1;
+  assign ring_ok = sq_size != 0 && (sq_size & sq_mask) == 0 && cq_size != 0 && (cq_size & cq_mask) == 0 &&
+                   sq_base[5:0] == 6'd0 && cq_base[3:0] == 4'd0;
+  assign cq_full = ((cq_tail + 32'd1) & cq_mask) == (cq_head & cq_mask);
+  assign running    = run && ring_ok;
+  assign ring_error = run && !ring_ok;
+
+  // ---- channel ----
+  logic        rq_valid, rq_ready, rs_valid, rs_timeout;
+  logic [3:0]  rq_op;
+  logic [23:0] rq_row;
+  logic [15:0] rq_col, rq_len;
+  logic [7:0]  rs_status;
+  logic [7:0]  din_data, dout_data;
+  logic        din_valid, din_ready, dout_valid;
+  vsl_onfi_channel chan (
+      .clk, .rst_n, .timing0, .timing1, .timing2, .rb_timeout,
+      .req_valid(rq_valid), .req_ready(rq_ready), .req_op(rq_op), .req_row(rq_row), .req_col(rq_col),
+      .req_len(rq_len), .resp_valid(rs_valid), .resp_status(rs_status), .resp_timeout(rs_timeout),
+      .din_data, .din_valid, .din_ready, .dout_data, .dout_valid, .busy(chan_busy),
+      .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i, .rb_n
+  );
+
+  // ---- DMA ----
+  logic          d_valid, d_ready, d_write, d_done, d_err;
+  logic [63:0]   d_addr;
+  logic [15:0]   d_words;
+  logic [AW-1:0] d_buf, d_raddr, d_waddr;
+  logic          d_we;
+  logic [63:0]   d_wdata;
+  vsl_axi_dma #(.BUF_AW(AW)) dma (
+      .clk, .rst_n, .cmd_valid(d_valid), .cmd_ready(d_ready), .cmd_write(d_write), .cmd_addr(d_addr),
+      .cmd_words(d_words), .cmd_buf(d_buf), .done(d_done), .done_err(d_err),
+      .buf_raddr(d_raddr), .buf_rdata(b_rdata), .buf_we(d_we), .buf_waddr(d_waddr), .buf_wdata(d_wdata),
+      .m_awaddr, .m_awlen, .m_awsize, .m_awburst, .m_awvalid, .m_awready, .m_wdata, .m_wstrb, .m_wlast,
+      .m_wvalid, .m_wready, .m_bresp, .m_bvalid, .m_bready, .m_araddr, .m_arlen, .m_arsize, .m_arburst,
+      .m_arvalid, .m_arready, .m_rdata, .m_rresp, .m_rlast, .m_rvalid, .m_rready
+  );
+
+  // ---- ECC ----
+  logic        e_start, e_decode, e_in_valid, e_in_last, e_fix_valid, e_done, e_unc;
+  logic [63:0] e_in_word;
+  logic [3:0]  e_in_nbytes;
+  logic [15:0] e_fix_addr, e_corr;
+  logic [7:0]  e_fix_data;
+  logic [LW-1:0] cur;  // the LUN being worked on
+  logic [7:0]    cur_lun8;
+  assign cur_lun8 = 8'(cur);
+  vsl_ecc #(.ID(ECC_ID)) ecc (
+      .clk, .rst_n, .start(e_start), .decode(e_decode), .data_bytes(s_dbytes[16*(cur) +: 16]), .meta_bytes(s_mbytes[16*(cur) +: 16]),
+      .spare_bytes(s_sbytes[16*(cur) +: 16]), .in_valid(e_in_valid), .in_word(e_in_word), .in_nbytes(e_in_nbytes),
+      .in_last(e_in_last), .fix_valid(e_fix_valid), .fix_addr(e_fix_addr), .fix_data(e_fix_data),
+      .done(e_done), .corrected(e_corr), .uncorrectable(e_unc)
+  );
+
+  // ---- main state machine ----
+  typedef enum logic [4:0] {
+    M_IDLE, M_SEQ, M_SEQ_WAIT, M_DMA, M_DMA_WAIT,
+    M_FETCH, M_FETCH_RD, M_PROG_META, M_PROG_ENC, M_PROG_ENC_WAIT, M_PROG_ISSUE, M_STARTED,
+    M_POLLED, M_RDOUT_DEC, M_RDOUT_DMA, M_RDOUT_DONE, M_MISC_SEQ, M_MISC_DONE, M_ABORTED,
+    M_CPL0, M_CPL1, M_CPL_DONE
+  } state_e;
+  state_e state, ret;
+
+  // Sequencer call: request registers, its data paths, the answer.
+  logic [3:0]  c_op;
+  logic [23:0] c_row;
+  logic [15:0] c_col, c_len;
+  logic        c_din, c_dout, c_dec;  // stream din from the buffer / dout into it / into the ECC
+  logic [7:0]  r_status;
+  logic        r_timeout;
+  // DMA call.
+  logic        c_dwrite;
+  logic [63:0] c_daddr;
+  logic [15:0] c_dwords;
+  logic [AW-1:0] c_dbuf;
+  logic        r_derr;
+
+  // din: bytes from the buffer, one prefetched.
+  logic [15:0] din_ptr, din_end;
+  logic        din_have, din_rd;
+  logic [2:0]  din_sel;
+  // dout: bytes into the buffer (and the ECC).
+  logic [15:0] dout_ptr;
+  // ECC encode feed.
+  logic [15:0] enc_word, enc_words;
+  logic        enc_rd;
+
+  logic        ecc_done;  // the ECC engine finished since it was last started (its
+                          // done pulse may come before the state machine waits for it)
+  logic [2:0]  fetch_i;  // descriptor word being read out of the buffer
+  logic        fetch_rd;
+
+  // Choice of the next thing to do: each kind of work goes round the LUNs, starting after
+  // the LUN served last (rr), so no LUN starves while others keep the bus busy.
+  logic            f_abort, f_cpl, f_new, f_ready, f_poll;
+  logic [LW-1:0]   i_abort, i_cpl, i_new, i_ready, i_poll, rr, li;
+  always_comb begin
+    f_abort = 1'b0; f_cpl = 1'b0; f_new = 1'b0; f_ready = 1'b0; f_poll = 1'b0;
+    i_abort = '0; i_cpl = '0; i_new = '0; i_ready = '0; i_poll = '0; li = '0;
+    for (int k = LUNS - 1; k >= 0; k--) begin
+      li = LW'((32'(rr) + 1 + 32'(k)) % LUNS);
+      if (s_abort[li] && s_state[3*(li) +: 3] != SL_FREE && s_state[3*(li) +: 3] != SL_CPL) begin
+        f_abort = 1'b1; i_abort = li;
+      end
+      if (s_state[3*(li) +: 3] == SL_CPL) begin f_cpl = 1'b1; i_cpl = li; end
+      if (s_state[3*(li) +: 3] == SL_NEW) begin f_new = 1'b1; i_new = li; end
+      if (s_state[3*(li) +: 3] == SL_READY) begin f_ready = 1'b1; i_ready = li; end
+      if (s_state[3*(li) +: 3] == SL_BUSY && (cycles[31:0] - s_polled[32*(li) +: 32]) >= poll_gap) begin
+        f_poll = 1'b1; i_poll = li;
+      end
+    end
+  end
+
+  logic any_slot;
+  always_comb begin
+    any_slot = 1'b0;
+    for (int i = 0; i < LUNS; i++) if (s_state[3*(i) +: 3] != SL_FREE) any_slot = 1'b1;
+  end
+  assign idle = !any_slot && !p_valid && state == M_IDLE && (sq_head & sq_mask) == (sq_tail & sq_mask);
+
+  // Descriptor checks.
+  logic        p_bad;
+  logic [7:0]  p_opc;
+  logic [15:0] p_db, p_mb, p_sb, p_len;
+  assign p_opc = p_w0[7:0];
+  assign p_db  = p_w4[15:0];
+  assign p_mb  = p_w4[31:16];
+  assign p_sb  = p_w4[47:32];
+  assign p_len = p_w1[63:48];
+  always_comb begin
+    p_bad = 1'b0;
+    if (p_opc == 8'd0 || p_opc > OPC_STATUS) p_bad = 1'b1;
+    if (p_opc == OPC_READ || p_opc == OPC_PROGRAM) begin
+      if (p_db == 16'd0 || p_db[2:0] != 3'd0 || p_mb[2:0] != 3'd0 || p_sb[2:0] != 3'd0 || p_mb > p_sb ||
+          {1'b0, p_db} + {1'b0, p_sb} > {1'b0, PAGE_MAX}) p_bad = 1'b1;
+      if (p_w2[2:0] != 3'd0 || p_w3[2:0] != 3'd0) p_bad = 1'b1;
+    end
+    if ((p_opc == OPC_READ_ID || p_opc == OPC_READ_PARAM || p_opc == OPC_GET_FEAT || p_opc == OPC_SET_FEAT) &&
+        (p_len == 16'd0 || p_len > PAGE_MAX || p_w2[2:0] != 3'd0)) p_bad = 1'b1;
+  end
+
+  // Buffer port muxes (the users never overlap: each belongs to one state).
+  always_comb begin
+    b_we    = 1'b0;
+    b_waddr = d_waddr;
+    b_wdata = d_wdata;
+    b_wbe   = 8'hFF;
+    b_raddr = d_raddr;
+    if (d_we) begin
+      b_we = 1'b1;
+    end else if (c_dout && dout_valid && state == M_SEQ_WAIT) begin
+      b_we    = 1'b1;
+      b_waddr = dout_ptr[AW+2:3];
+      b_wdata = {8{dout_data}};
+      b_wbe   = 8'd1 << dout_ptr[2:0];
+    end else if (e_fix_valid) begin
+      b_we    = 1'b1;
+      b_waddr = e_fix_addr[AW+2:3];
+      b_wdata = {8{e_fix_data}};
+      b_wbe   = 8'd1 << e_fix_addr[2:0];
+    end else if (state == M_CPL0 || state == M_CPL1) begin
+      b_we    = 1'b1;
+      b_waddr = state == M_CPL0 ? CPL_W : CPL_W + 1'b1;
+      b_wdata = state == M_CPL0 ? {phase, 7'd0, cur_lun8, s_corr[16*(cur) +: 16], s_nand[8*(cur) +: 8], s_result[8*(cur) +: 8], s_tag[16*(cur) +: 16]}
+                                : cycles;
+    end
+    if (c_din && state == M_SEQ_WAIT) b_raddr = din_ptr[AW+2:3];
+    else if (state == M_PROG_ENC) b_raddr = enc_word[AW-1:0];
+    else if (state == M_FETCH_RD) b_raddr = DESC_W + AW'(fetch_i);
+  end
+
+  assign din_valid = din_have;
+  assign rq_valid  = (state == M_SEQ);
+  assign rq_op     = c_op;
+  assign rq_row    = c_row;
+  assign rq_col    = c_col;
+  assign rq_len    = c_len;
+  assign d_valid   = (state == M_DMA);
+  assign d_write   = c_dwrite;
+  assign d_addr    = c_daddr;
+  assign d_words   = c_dwords;
+  assign d_buf     = c_dbuf;
+
+  // ECC feeds: encode from the buffer (one word a cycle after its read), decode from dout.
+  always_comb begin
+    e_in_valid  = 1'b0;
+    e_in_word   = 64'd0;
+    e_in_nbytes = 4'd8;
+    e_in_last   = 1'b0;
+    if (state == M_PROG_ENC && enc_rd) begin
+      e_in_valid = 1'b1;
+      e_in_word  = b_rdata;
+      e_in_last  = (enc_word == enc_words);
+    end else if (c_dec && state == M_SEQ_WAIT && dout_valid) begin
+      e_in_valid  = 1'b1;
+      e_in_word   = {56'd0, dout_data};
+      e_in_nbytes = 4'd1;
+      e_in_last   = (dout_ptr == c_len - 16'd1);
+    end
+  end
+
+  function automatic logic [15:0] words_of(input logic [15:0] bytes_);
+    words_of = (bytes_ + 16'd7) >> 3;
+  endfunction
+
+  assign cq_event = (state == M_CPL_DONE);
+
+  always_ff @(posedge clk or negedge rst_n) begin
+    if (!rst_n) begin
+      state <= M_IDLE; ret <= M_IDLE; cur <= '0; rr <= '0;
+      s_state <= '0; s_op <= '0; s_result <= '0; s_nand <= '0; s_tag <= '0; s_col <= '0; s_len <= '0;
+      s_dbytes <= '0; s_mbytes <= '0; s_sbytes <= '0; s_corr <= '0; s_row <= '0; s_daddr <= '0;
+      s_maddr <= '0; s_started <= '0; s_polled <= '0; s_abort <= '0;
+      p_valid <= 1'b0; p_w0 <= '0; p_w1 <= '0; p_w2 <= '0; p_w3 <= '0; p_w4 <= '0;
+      sq_head <= 32'd0; cq_tail <= 32'd0; completions <= 32'd0; phase <= 1'b1; dma_error <= 1'b0;
+      c_op <= RQ_RESET; c_row <= '0; c_col <= '0; c_len <= '0; c_din <= 1'b0; c_dout <= 1'b0; c_dec <= 1'b0;
+      r_status <= 8'd0; r_timeout <= 1'b0;
+      c_dwrite <= 1'b0; c_daddr <= '0; c_dwords <= '0; c_dbuf <= '0; r_derr <= 1'b0;
+      din_ptr <= '0; din_end <= '0; din_have <= 1'b0; din_rd <= 1'b0; din_sel <= '0; din_data <= 8'd0;
+      dout_ptr <= '0; enc_word <= '0; enc_words <= '0; enc_rd <= 1'b0; fetch_i <= '0; fetch_rd <= 1'b0;
+      e_start <= 1'b0; e_decode <= 1'b0; error_event <= 1'b0; ecc_done <= 1'b0;
+    end else begin
+      e_start     <= 1'b0;
+      error_event <= 1'b0;
+      if (e_start) ecc_done <= 1'b0;
+      else if (e_done) ecc_done <= 1'b1;
+      s_abort     <= s_abort | lun_reset;
+
+      // din prefetch: one byte ready ahead of the channel.
+      if (din_valid && din_ready) din_have <= 1'b0;
+      if (din_rd) begin
+        din_data <= b_rdata[8*din_sel +: 8];
+        din_have <= 1'b1;
+        din_rd   <= 1'b0;
+      end else if (c_din && state == M_SEQ_WAIT && !din_have && din_ptr != din_end) begin
+        din_rd  <= 1'b1;
+        din_sel <= din_ptr[2:0];
+        din_ptr <= din_ptr + 16'd1;
+      end
+      if (c_dout && state == M_SEQ_WAIT && dout_valid) dout_ptr <= dout_ptr + 16'd1;
+
+      case (state)
+        M_IDLE: begin
+          if (f_abort) begin
+            cur <= i_abort;
+            s_abort[i_abort] <= 1'b0;
+            if (s_state[3*(i_abort) +: 3] == SL_NEW) begin
+              s_result[8*(i_abort) +: 8] <= ST_ABORTED;
+              s_state[3*(i_abort) +: 3]  <= SL_CPL;
+            end else begin
+              c_op <= RQ_RESET_LUN; c_row <= s_row[24*(i_abort) +: 24]; c_col <= '0; c_len <= '0;
+              c_din <= 1'b0; c_dout <= 1'b0; c_dec <= 1'b0;
+              state <= M_SEQ; ret <= M_ABORTED;
+            end
+          end else if (f_cpl && !cq_full && running) begin
+            cur   <= i_cpl;
+            state <= M_CPL0;
+          end else if (p_valid && p_lun < 8'(LUNS) && s_state[3*(p_lun[LW-1:0]) +: 3] == SL_FREE) begin
+            // The waiting descriptor takes its LUN's slot.
+            s_state[3*(p_lun[LW-1:0]) +: 3]  <= p_bad ? SL_CPL : SL_NEW;
+            s_result[8*(p_lun[LW-1:0]) +: 8] <= p_bad ? ST_INVALID : ST_OK;
+            s_op[8*(p_lun[LW-1:0]) +: 8]     <= p_opc;
+            s_tag[16*(p_lun[LW-1:0]) +: 16]    <= p_w0[31:16];
+            s_row[24*(p_lun[LW-1:0]) +: 24]    <= p_w1[23:0];
+            s_col[16*(p_lun[LW-1:0]) +: 16]    <= p_w1[47:32];
+            s_len[16*(p_lun[LW-1:0]) +: 16]    <= p_len;
+            s_daddr[64*(p_lun[LW-1:0]) +: 64]  <= p_w2;
+            s_maddr[64*(p_lun[LW-1:0]) +: 64]  <= p_w3;
+            s_dbytes[16*(p_lun[LW-1:0]) +: 16] <= p_db;
+            s_mbytes[16*(p_lun[LW-1:0]) +: 16] <= p_mb;
+            s_sbytes[16*(p_lun[LW-1:0]) +: 16] <= p_sb;
+            s_nand[8*(p_lun[LW-1:0]) +: 8]   <= 8'd0;
+            s_corr[16*(p_lun[LW-1:0]) +: 16]   <= 16'd0;
+            s_abort[p_lun[LW-1:0]]  <= 1'b0;
+            p_valid <= 1'b0;
+          end else if (p_valid && p_lun >= 8'(LUNS)) begin
+            // No such LUN: it has no slot, so slot 0 carries the INVALID answer once free.
+            if (s_state[3*(0) +: 3] == SL_FREE) begin
+              s_state[3*(0) +: 3] <= SL_CPL; s_result[8*(0) +: 8] <= ST_INVALID; s_op[8*(0) +: 8] <= p_opc; s_tag[16*(0) +: 16] <= p_w0[31:16];
+              s_nand[8*(0) +: 8] <= 8'd0; s_corr[16*(0) +: 16] <= 16'd0;
+              p_valid <= 1'b0;
+            end
+          end else if (running && !p_valid && (sq_head & sq_mask) != (sq_tail & sq_mask)) begin
+            c_dwrite <= 1'b0;
+            c_daddr  <= sq_base + {26'd0, (sq_head & sq_mask), 6'd0};
+            c_dwords <= 16'd5;
+            c_dbuf   <= DESC_W;
+            state <= M_DMA; ret <= M_FETCH;
+          end else if (f_new) begin
+            cur <= i_new;
+            rr  <= i_new;
+            case (s_op[8*(i_new) +: 8])
+              OPC_READ, OPC_ERASE: begin
+                c_op <= s_op[8*(i_new) +: 8] == OPC_READ ? RQ_READ_START : RQ_ERASE_START;
+                c_row <= s_row[24*(i_new) +: 24]; c_col <= 16'd0; c_len <= 16'd0;
+                c_din <= 1'b0; c_dout <= 1'b0; c_dec <= 1'b0;
+                state <= M_SEQ; ret <= M_STARTED;
+              end
+              OPC_PROGRAM: begin
+                c_dwrite <= 1'b0;
+                c_daddr  <= s_daddr[64*(i_new) +: 64];
+                c_dwords <= words_of(s_dbytes[16*(i_new) +: 16]);
+                c_dbuf   <= '0;
+                state <= M_DMA; ret <= M_PROG_META;
+              end
+              OPC_SET_FEAT: begin
+                c_dwrite <= 1'b0;
+                c_daddr  <= s_daddr[64*(i_new) +: 64];
+                c_dwords <= words_of(s_len[16*(i_new) +: 16]);
+                c_dbuf   <= '0;
+                state <= M_DMA; ret <= M_MISC_SEQ;
+              end
+              default: state <= M_MISC_SEQ;
+            endcase
+          end else if (f_ready) begin
+            // A read whose LUN is ready: the whole page and spare into the buffer, decoded.
+            cur <= i_ready;
+            rr  <= i_ready;
+            c_op <= RQ_READ_OUT; c_row <= s_row[24*(i_ready) +: 24]; c_col <= 16'd0;
+            c_len <= s_dbytes[16*(i_ready) +: 16] + s_sbytes[16*(i_ready) +: 16];
+            c_din <= 1'b0; c_dout <= 1'b1; c_dec <= 1'b1;
+            dout_ptr <= 16'd0;
+            e_start <= 1'b1; e_decode <= 1'b1;
+            state <= M_SEQ; ret <= M_RDOUT_DEC;
+          end else if (f_poll) begin
+            cur <= i_poll;
+            c_op <= RQ_POLL_ONCE; c_row <= s_row[24*(i_poll) +: 24]; c_col <= 16'd0; c_len <= 16'd0;
+            c_din <= 1'b0; c_dout <= 1'b0; c_dec <= 1'b0;
+            state <= M_SEQ; ret <= M_POLLED;
+          end
+        end
+
+        // -- sequencer call --
+        M_SEQ: if (rq_ready) begin
+          state <= M_SEQ_WAIT;
+          if (c_din) begin
+            din_ptr  <= 16'd0;
+            din_end  <= c_len;
+            din_have <= 1'b0;
+            din_rd   <= 1'b0;
+          end
+          if (c_dout) dout_ptr <= 16'd0;
+        end
+        M_SEQ_WAIT: if (rs_valid) begin
+          r_status  <= rs_status;
+          r_timeout <= rs_timeout;
+          c_din  <= 1'b0;
+          c_dout <= 1'b0;
+          c_dec  <= 1'b0;
+          state  <= ret;
+        end
+
+        // -- DMA call --
+        M_DMA: if (d_ready) state <= M_DMA_WAIT;
+        M_DMA_WAIT: if (d_done) begin
+          r_derr <= d_err;
+          if (d_err) begin
+            dma_error   <= 1'b1;
+            error_event <= 1'b1;
+          end
+          state <= ret;
+        end
+
+        // -- fetch: five descriptor words out of the staging area --
+        M_FETCH: begin
+          sq_head  <= (sq_head + 32'd1) & sq_mask;
+          fetch_i  <= 3'd0;
+          fetch_rd <= 1'b0;
+          state    <= r_derr ? M_IDLE : M_FETCH_RD;  // a failed fetch is dropped (DMA_ERROR set)
+        end
+        M_FETCH_RD: begin
+          fetch_rd <= 1'b1;
+          if (fetch_rd) begin
+            case (fetch_i)
+              3'd1: p_w0 <= b_rdata;
+              3'd2: p_w1 <= b_rdata;
+              3'd3: p_w2 <= b_rdata;
+              3'd4: p_w3 <= b_rdata;
+              default: ;
+            endcase
+          end
+          fetch_i <= fetch_i + 3'd1;
+          if (fetch_rd && fetch_i == 3'd5) begin
+            p_w4    <= b_rdata;
+            p_valid <= 1'b1;
+            state   <= M_IDLE;
+          end
+        end
+
+        // -- program: data in, metadata in, encode, the page to the LUN --
+        M_PROG_META: begin
+          if (r_derr) begin
+            s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+          end else if (s_mbytes[16*(cur) +: 16] == 16'd0) begin
+            state <= M_PROG_ENC; enc_word <= 16'd0; enc_rd <= 1'b0; e_start <= 1'b1; e_decode <= 1'b0;
+            enc_words <= words_of(s_dbytes[16*(cur) +: 16]);
+          end else begin
+            c_dwrite <= 1'b0;
+            c_daddr  <= s_maddr[64*(cur) +: 64];
+            c_dwords <= words_of(s_mbytes[16*(cur) +: 16]);
+            c_dbuf   <= AW'(words_of(s_dbytes[16*(cur) +: 16]));
+            e_start <= 1'b1; e_decode <= 1'b0;
+            enc_word <= 16'd0; enc_rd <= 1'b0;
+            enc_words <= words_of(s_dbytes[16*(cur) +: 16]) + words_of(s_mbytes[16*(cur) +: 16]);
+            state <= M_DMA; ret <= M_PROG_ENC;
+          end
+        end
+        M_PROG_ENC: begin
+          if (r_derr) begin
+            s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+          end else begin
+            // enc_word addresses the buffer; its word arrives the next cycle (enc_rd).
+            enc_rd   <= enc_word != enc_words;
+            enc_word <= enc_word + 16'd1;
+            if (enc_rd && enc_word == enc_words) state <= M_PROG_ENC_WAIT;
+          end
+        end
+        M_PROG_ENC_WAIT: if (ecc_done) begin
+          c_op <= RQ_PROGRAM_START; c_row <= s_row[24*(cur) +: 24]; c_col <= 16'd0;
+          c_len <= s_dbytes[16*(cur) +: 16] + s_sbytes[16*(cur) +: 16];
+          c_din <= 1'b1; c_dout <= 1'b0; c_dec <= 1'b0;
+          state <= M_SEQ; ret <= M_STARTED;
+        end
+        M_STARTED: begin
+          s_started[32*(cur) +: 32] <= cycles[31:0];
+          s_polled[32*(cur) +: 32]  <= cycles[31:0];
+          s_state[3*(cur) +: 3]   <= SL_BUSY;
+          state <= M_IDLE;
+        end
+
+        // -- a busy LUN polled once --
+        M_POLLED: begin
+          s_polled[32*(cur) +: 32] <= cycles[31:0];
+          s_nand[8*(cur) +: 8]   <= r_status;
+          if (!r_timeout && r_status[6]) begin
+            if (s_op[8*(cur) +: 8] == OPC_READ) begin
+              s_state[3*(cur) +: 3] <= SL_READY;
+            end else begin
+              s_result[8*(cur) +: 8] <= !r_status[0] ? ST_OK : (s_op[8*(cur) +: 8] == OPC_ERASE ? ST_ERASE_FAIL : ST_PROGRAM_FAIL);
+              s_state[3*(cur) +: 3]  <= SL_CPL;
+            end
+          end else if (r_timeout || (rb_timeout != 32'd0 && cycles[31:0] - s_started[32*(cur) +: 32] >= rb_timeout)) begin
+            s_result[8*(cur) +: 8] <= ST_TIMEOUT;
+            s_state[3*(cur) +: 3]  <= SL_CPL;
+            error_event   <= 1'b1;
+          end
+          state <= M_IDLE;
+        end
+
+        // -- read out: decoded in the buffer, then data and metadata to memory --
+        M_RDOUT_DEC: begin
+          if (r_timeout) begin
+            s_result[8*(cur) +: 8] <= ST_TIMEOUT; s_state[3*(cur) +: 3] <= SL_CPL; error_event <= 1'b1; state <= M_IDLE;
+          end else if (ecc_done) begin
+            s_corr[16*(cur) +: 16]   <= e_corr;
+            s_result[8*(cur) +: 8] <= e_unc ? ST_UNCORRECTABLE : ST_OK;
+            c_dwrite <= 1'b1;
+            c_daddr  <= s_daddr[64*(cur) +: 64];
+            c_dwords <= words_of(s_dbytes[16*(cur) +: 16]);
+            c_dbuf   <= '0;
+            state <= M_DMA; ret <= M_RDOUT_DMA;
+          end
+        end
+        M_RDOUT_DMA: begin
+          if (r_derr) begin
+            s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+          end else if (s_mbytes[16*(cur) +: 16] == 16'd0) begin
+            s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+          end else begin
+            c_dwrite <= 1'b1;
+            c_daddr  <= s_maddr[64*(cur) +: 64];
+            c_dwords <= words_of(s_mbytes[16*(cur) +: 16]);
+            c_dbuf   <= AW'(words_of(s_dbytes[16*(cur) +: 16]));
+            state <= M_DMA; ret <= M_RDOUT_DONE;
+          end
+        end
+        M_RDOUT_DONE: begin
+          if (r_derr) s_result[8*(cur) +: 8] <= ST_DMA_ERROR;
+          s_state[3*(cur) +: 3] <= SL_CPL;
+          state <= M_IDLE;
+        end
+
+        // -- operations that hold the channel to the end (no array time worth sharing) --
+        M_MISC_SEQ: begin
+          if (s_op[8*(cur) +: 8] == OPC_SET_FEAT && r_derr) begin
+            s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+          end else begin
+            c_row <= s_row[24*(cur) +: 24]; c_col <= s_col[16*(cur) +: 16]; c_len <= s_len[16*(cur) +: 16];
+            c_din <= s_op[8*(cur) +: 8] == OPC_SET_FEAT;
+            c_dout <= s_op[8*(cur) +: 8] == OPC_READ_ID || s_op[8*(cur) +: 8] == OPC_READ_PARAM || s_op[8*(cur) +: 8] == OPC_GET_FEAT;
+            c_dec <= 1'b0;
+            case (s_op[8*(cur) +: 8])
+              OPC_RESET:      c_op <= RQ_RESET;
+              OPC_RESET_LUN:  c_op <= RQ_RESET_LUN;
+              OPC_READ_ID:    c_op <= RQ_READ_ID;
+              OPC_READ_PARAM: c_op <= RQ_READ_PARAM;
+              OPC_GET_FEAT:   c_op <= RQ_GET_FEAT;
+              OPC_SET_FEAT:   c_op <= RQ_SET_FEAT;
+              default:        c_op <= RQ_STATUS;
+            endcase
+            state <= M_SEQ; ret <= M_MISC_DONE;
+          end
+        end
+        M_MISC_DONE: begin
+          s_nand[8*(cur) +: 8] <= r_status;
+          if (r_timeout) begin
+            s_result[8*(cur) +: 8] <= ST_TIMEOUT; s_state[3*(cur) +: 3] <= SL_CPL; error_event <= 1'b1; state <= M_IDLE;
+          end else begin
+            s_result[8*(cur) +: 8] <= (s_op[8*(cur) +: 8] == OPC_STATUS || s_op[8*(cur) +: 8] == OPC_RESET_LUN) && r_status[0] ? ST_FAIL : ST_OK;
+            if (s_op[8*(cur) +: 8] == OPC_READ_ID || s_op[8*(cur) +: 8] == OPC_READ_PARAM || s_op[8*(cur) +: 8] == OPC_GET_FEAT) begin
+              c_dwrite <= 1'b1;
+              c_daddr  <= s_daddr[64*(cur) +: 64];
+              c_dwords <= words_of(s_len[16*(cur) +: 16]);
+              c_dbuf   <= '0;
+              state <= M_DMA; ret <= M_RDOUT_DONE;
+            end else begin
+              s_state[3*(cur) +: 3] <= SL_CPL;
+              state <= M_IDLE;
+            end
+          end
+        end
+
+        M_ABORTED: begin
+          s_nand[8*(cur) +: 8]   <= r_status;
+          s_result[8*(cur) +: 8] <= ST_ABORTED;
+          s_state[3*(cur) +: 3]  <= SL_CPL;
+          state <= M_IDLE;
+        end
+
+        // -- completion: two words staged, then written to the ring --
+        M_CPL0: state <= M_CPL1;
+        M_CPL1: begin
+          c_dwrite <= 1'b1;
+          c_daddr  <= cq_base + {28'd0, (cq_tail & cq_mask), 4'd0};
+          c_dwords <= 16'd2;
+          c_dbuf   <= CPL_W;
+          state <= M_DMA; ret <= M_CPL_DONE;
+        end
+        default: begin  // M_CPL_DONE
+          // Even a completion whose write failed frees the slot (DMA_ERROR is set).
+          s_state[3*(cur) +: 3] <= SL_FREE;
+          cq_tail      <= (cq_tail + 32'd1) & cq_mask;
+          if (((cq_tail + 32'd1) & cq_mask) == 32'd0) phase <= !phase;
+          completions  <= completions + 32'd1;
+          state <= M_IDLE;
+        end
+      endcase
+    end
+  end
+
+  logic unused;
+  assign unused = ^{p_w0[63:40], p_w0[15:8], p_w1[31:24], p_w4[63:48], e_fix_addr[15:AW+3],
+                    dout_ptr[15:AW+3], din_ptr[15:AW+3], enc_word[15:AW]};
+endmodule

@@ -1,0 +1,410 @@
+// CosimCard (cosim_card.h): the Verilated controller, its AXI memory, two ONFI targets.
+// C++17 (testbench).
+#include "testbench/cosim/cosim_card.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <systemc.h>
+#include <verilated_vcd_sc.h>
+
+#include "Vvsl_ctrl.h"
+#include "testbench/onfi/onfi_target.h"
+#include "testbench/onfi/onfi_timing.h"
+#include "testbench/onfi/tb_common.h"
+#include "vsl/hw/regmap.h"
+
+namespace vsl::tb {
+namespace {
+
+constexpr uint32_t kPipes = 2;
+constexpr uint64_t kMemBase = 0x4'0000'0000ull;  // above 4 GiB: the masters' 64-bit addresses are used
+
+// The device memory and an AXI4 slave per pipe (INCR bursts of 8-byte beats; one read and
+// one write burst at a time per port; the first read beat `latency` cycles after the
+// address). Bursts touching a failing range answer SLVERR and write nothing.
+SC_MODULE(AxiMem) {
+  sc_in<bool> clk;
+  sc_in<sc_bv<128>> awaddr, wdata, araddr;
+  sc_in<uint32_t> awlen, awvalid, wstrb, wlast, wvalid, bready, arlen, arvalid, rready;
+  sc_out<uint32_t> awready, wready, bresp, bvalid, arready, rresp, rlast, rvalid;
+  sc_out<sc_bv<128>> rdata;
+
+  std::vector<uint8_t> mem;
+  uint64_t base = kMemBase;
+  uint32_t latency = 8;
+  std::vector<std::pair<uint64_t, uint64_t>> failing;
+
+  struct Port {
+    bool r_active = false, w_active = false, b_pending = false;
+    uint64_t r_addr = 0, w_addr = 0;
+    uint32_t r_left = 0, r_wait = 0;
+    bool r_err = false, w_err = false;
+    bool rvalid = false, awready = true, arready = true, wready = false, bvalid = false, rlast = false;
+    uint64_t rdata = 0;
+  } ports[kPipes];
+
+  SC_CTOR(AxiMem) {
+    SC_METHOD(Tick);
+    sensitive << clk.pos();
+    dont_initialize();
+  }
+
+  bool Fails(uint64_t a, uint64_t len) const {
+    for (const auto& [fa, fl] : failing) {
+      if (a < fa + fl && fa < a + len) return true;
+    }
+    return a < base || a + len > base + mem.size();
+  }
+  uint64_t Word(uint64_t a) const {
+    uint64_t v = 0;
+    if (a >= base && a + 8 <= base + mem.size()) std::memcpy(&v, &mem[a - base], 8);
+    return v;
+  }
+
+  static uint64_t Slice64(const sc_bv<128>& v, uint32_t p) {
+    return v.range(64 * p + 63, 64 * p).to_uint64();
+  }
+  static uint32_t Bit(uint32_t v, uint32_t p) { return (v >> p) & 1u; }
+
+  void Tick() {
+    uint32_t o_awready = 0, o_wready = 0, o_bvalid = 0, o_arready = 0, o_rvalid = 0, o_rlast = 0;
+    uint32_t o_bresp = 0, o_rresp = 0;
+    sc_bv<128> o_rdata;
+    for (uint32_t p = 0; p < kPipes; ++p) {
+      Port& s = ports[p];
+      // Read channel: handshakes seen at this edge use the values driven before it.
+      if (s.arready && Bit(arvalid.read(), p)) {
+        s.r_active = true;
+        s.arready = false;
+        s.r_addr = Slice64(araddr.read(), p);
+        s.r_left = ((arlen.read() >> (8 * p)) & 0xFF) + 1;
+        s.r_wait = latency;
+        s.r_err = Fails(s.r_addr, uint64_t{s.r_left} * 8);
+      } else if (s.rvalid && Bit(rready.read(), p)) {
+        s.rvalid = false;
+        s.r_addr += 8;
+        if (--s.r_left == 0) {
+          s.r_active = false;
+          s.arready = true;
+        }
+      }
+      if (s.r_active && !s.rvalid) {
+        if (s.r_wait > 0) {
+          --s.r_wait;
+        } else {
+          s.rvalid = true;
+          s.rdata = s.r_err ? 0 : Word(s.r_addr);
+          s.rlast = s.r_left == 1;
+        }
+      }
+      // Write channel.
+      if (s.awready && Bit(awvalid.read(), p)) {
+        s.w_active = true;
+        s.awready = false;
+        s.wready = true;
+        s.w_addr = Slice64(awaddr.read(), p);
+        s.w_err = Fails(s.w_addr, uint64_t{((awlen.read() >> (8 * p)) & 0xFF) + 1} * 8);
+      } else if (s.wready && Bit(wvalid.read(), p)) {
+        if (!s.w_err) {
+          const uint64_t d = Slice64(wdata.read(), p);
+          const uint32_t strb = (wstrb.read() >> (8 * p)) & 0xFF;
+          for (int b = 0; b < 8; ++b) {
+            if (strb & (1u << b)) mem[s.w_addr - base + b] = static_cast<uint8_t>(d >> (8 * b));
+          }
+        }
+        s.w_addr += 8;
+        if (Bit(wlast.read(), p)) {
+          s.wready = false;
+          s.bvalid = true;
+        }
+      } else if (s.bvalid && Bit(bready.read(), p)) {
+        s.bvalid = false;
+        s.w_active = false;
+        s.awready = true;
+      }
+      o_awready |= uint32_t{s.awready} << p;
+      o_wready |= uint32_t{s.wready} << p;
+      o_bvalid |= uint32_t{s.bvalid} << p;
+      o_bresp |= (s.w_err ? 2u : 0u) << (2 * p);
+      o_arready |= uint32_t{s.arready} << p;
+      o_rvalid |= uint32_t{s.rvalid} << p;
+      o_rlast |= uint32_t{s.rlast} << p;
+      o_rresp |= (s.r_err ? 2u : 0u) << (2 * p);
+      o_rdata.range(64 * p + 63, 64 * p) = s.rdata;
+    }
+    awready.write(o_awready), wready.write(o_wready), bvalid.write(o_bvalid), bresp.write(o_bresp);
+    arready.write(o_arready), rvalid.write(o_rvalid), rlast.write(o_rlast), rresp.write(o_rresp);
+    rdata.write(o_rdata);
+  }
+};
+
+// Splits the controller's pin vectors into each target's pins and merges theirs back.
+SC_MODULE(PinGlue) {
+  sc_in<uint32_t> ce_n, cle, ale, we_n, re_n, dq_o, dq_oe;
+  sc_out<uint32_t> dq_i, rb_n;
+  sc_signal<bool> t_ce_n[kPipes], t_cle[kPipes], t_ale[kPipes], t_we_n[kPipes], t_re_n[kPipes], t_dq_oe[kPipes];
+  sc_signal<uint32_t> t_dq_o[kPipes], t_dq_i[kPipes];
+  sc_signal<bool> t_rb_n[kPipes];
+
+  SC_CTOR(PinGlue) {
+    SC_METHOD(Split);
+    sensitive << ce_n << cle << ale << we_n << re_n << dq_o << dq_oe;
+    SC_METHOD(Merge);
+    for (uint32_t p = 0; p < kPipes; ++p) sensitive << t_dq_i[p] << t_rb_n[p];
+  }
+  void Split() {
+    for (uint32_t p = 0; p < kPipes; ++p) {
+      t_ce_n[p].write((ce_n.read() >> p) & 1u);
+      t_cle[p].write((cle.read() >> p) & 1u);
+      t_ale[p].write((ale.read() >> p) & 1u);
+      t_we_n[p].write((we_n.read() >> p) & 1u);
+      t_re_n[p].write((re_n.read() >> p) & 1u);
+      t_dq_oe[p].write((dq_oe.read() >> p) & 1u);
+      t_dq_o[p].write((dq_o.read() >> (8 * p)) & 0xFFu);
+    }
+  }
+  void Merge() {
+    uint32_t dq = 0, rb = 0;
+    for (uint32_t p = 0; p < kPipes; ++p) {
+      dq |= (t_dq_i[p].read() & 0xFFu) << (8 * p);
+      rb |= uint32_t{t_rb_n[p].read()} << p;
+    }
+    dq_i.write(dq);
+    rb_n.write(rb);
+  }
+};
+
+bool g_created = false;
+
+}  // namespace
+
+struct CosimCard::Impl {
+  CosimOptions o;
+  sc_clock clk;
+  sc_signal<bool> rst_n;
+  // AXI4-Lite
+  sc_signal<uint32_t> s_awaddr, s_wdata, s_wstrb, s_araddr, s_bresp, s_rdata, s_rresp;
+  sc_signal<bool> s_awvalid, s_awready, s_wvalid, s_wready, s_bvalid, s_bready, s_arvalid, s_arready, s_rvalid,
+      s_rready, irq;
+  // AXI4 masters
+  sc_signal<sc_bv<128>> m_awaddr, m_wdata, m_araddr, m_rdata;
+  sc_signal<uint32_t> m_awlen, m_awsize, m_awburst, m_awvalid, m_awready, m_wstrb, m_wlast, m_wvalid, m_wready,
+      m_bresp, m_bvalid, m_bready, m_arlen, m_arsize, m_arburst, m_arvalid, m_arready, m_rresp, m_rlast, m_rvalid,
+      m_rready;
+  // ONFI
+  sc_signal<uint32_t> ce_n, cle, ale, we_n, re_n, wp_n, dq_o, dq_oe, dq_i, rb_n;
+
+  Vvsl_ctrl top{"ctrl"};
+  AxiMem mem{"mem"};
+  PinGlue glue{"glue"};
+  std::vector<std::unique_ptr<OnfiTarget>> targets;
+  VerilatedVcdSc* vcd = nullptr;
+
+  explicit Impl(const CosimOptions& opt) : o(opt), clk("clk", sc_time(opt.clock_ns, SC_NS)) {
+    top.clk(clk);
+    top.rst_n(rst_n);
+    top.s_awaddr(s_awaddr), top.s_awvalid(s_awvalid), top.s_awready(s_awready), top.s_wdata(s_wdata);
+    top.s_wstrb(s_wstrb), top.s_wvalid(s_wvalid), top.s_wready(s_wready), top.s_bresp(s_bresp);
+    top.s_bvalid(s_bvalid), top.s_bready(s_bready), top.s_araddr(s_araddr), top.s_arvalid(s_arvalid);
+    top.s_arready(s_arready), top.s_rdata(s_rdata), top.s_rresp(s_rresp), top.s_rvalid(s_rvalid);
+    top.s_rready(s_rready), top.irq(irq);
+    top.m_awaddr(m_awaddr), top.m_awlen(m_awlen), top.m_awsize(m_awsize), top.m_awburst(m_awburst);
+    top.m_awvalid(m_awvalid), top.m_awready(m_awready), top.m_wdata(m_wdata), top.m_wstrb(m_wstrb);
+    top.m_wlast(m_wlast), top.m_wvalid(m_wvalid), top.m_wready(m_wready), top.m_bresp(m_bresp);
+    top.m_bvalid(m_bvalid), top.m_bready(m_bready), top.m_araddr(m_araddr), top.m_arlen(m_arlen);
+    top.m_arsize(m_arsize), top.m_arburst(m_arburst), top.m_arvalid(m_arvalid), top.m_arready(m_arready);
+    top.m_rdata(m_rdata), top.m_rresp(m_rresp), top.m_rlast(m_rlast), top.m_rvalid(m_rvalid);
+    top.m_rready(m_rready);
+    top.ce_n(ce_n), top.cle(cle), top.ale(ale), top.we_n(we_n), top.re_n(re_n), top.wp_n(wp_n);
+    top.dq_o(dq_o), top.dq_oe(dq_oe), top.dq_i(dq_i), top.rb_n(rb_n);
+
+    mem.clk(clk);
+    mem.awaddr(m_awaddr), mem.wdata(m_wdata), mem.araddr(m_araddr), mem.awlen(m_awlen), mem.awvalid(m_awvalid);
+    mem.wstrb(m_wstrb), mem.wlast(m_wlast), mem.wvalid(m_wvalid), mem.bready(m_bready), mem.arlen(m_arlen);
+    mem.arvalid(m_arvalid), mem.rready(m_rready), mem.awready(m_awready), mem.wready(m_wready);
+    mem.bresp(m_bresp), mem.bvalid(m_bvalid), mem.arready(m_arready), mem.rresp(m_rresp), mem.rlast(m_rlast);
+    mem.rvalid(m_rvalid), mem.rdata(m_rdata);
+    mem.mem.assign(opt.mem_bytes_per_pipe * kPipes, 0);
+    mem.latency = opt.mem_latency_cycles;
+
+    glue.ce_n(ce_n), glue.cle(cle), glue.ale(ale), glue.we_n(we_n), glue.re_n(re_n), glue.dq_o(dq_o);
+    glue.dq_oe(dq_oe), glue.dq_i(dq_i), glue.rb_n(rb_n);
+
+    OnfiShape shape;
+    shape.luns = opt.luns;
+    shape.blocks = opt.blocks;
+    shape.pages_per_block = opt.pages_per_block;
+    shape.page_bytes = opt.page_data_bytes + opt.page_spare_bytes;
+    const auto params = CardParamPages(opt);
+    for (uint32_t p = 0; p < kPipes; ++p) {
+      auto t = std::make_unique<OnfiTarget>(sc_gen_unique_name("target"), OnfiMode(opt.onfi_mode), shape, params,
+                                            TestJedecId());
+      t->t_r = sc_time(opt.t_r_us, SC_US);
+      t->t_prog = sc_time(opt.t_prog_us, SC_US);
+      t->t_bers = sc_time(opt.t_bers_us, SC_US);
+      t->ce_n(glue.t_ce_n[p]), t->cle(glue.t_cle[p]), t->ale(glue.t_ale[p]), t->we_n(glue.t_we_n[p]);
+      t->re_n(glue.t_re_n[p]), t->dq_oe(glue.t_dq_oe[p]), t->dq_o(glue.t_dq_o[p]), t->dq_i(glue.t_dq_i[p]);
+      t->rb_n(glue.t_rb_n[p]);
+      targets.push_back(std::move(t));
+    }
+  }
+
+  // The dies' parameter page: the card's geometry, encoded by the host's own code, three
+  // copies.
+  static std::vector<uint8_t> CardParamPages(const CosimOptions& o) {
+    nand::onfi::ParameterPage pp;
+    pp.manufacturer = "OPENVSL";
+    pp.model = "COSIM-LUN";
+    pp.jedec_id = 0x2C;
+    pp.data_bytes_per_page = o.page_data_bytes;
+    pp.spare_bytes_per_page = static_cast<uint16_t>(o.page_spare_bytes);
+    pp.pages_per_block = o.pages_per_block;
+    pp.blocks_per_lun = o.blocks;
+    pp.luns_per_target = static_cast<uint8_t>(o.luns);
+    pp.ecc_bits = 8;
+    pp.endurance_cycles = 100000;
+    pp.tr_max_us = static_cast<uint16_t>(o.t_r_us);
+    pp.tprog_max_us = static_cast<uint16_t>(o.t_prog_us);
+    pp.tbers_max_us = static_cast<uint16_t>(o.t_bers_us);
+    const auto one = nand::onfi::Encode(pp);
+    std::vector<uint8_t> pages;
+    for (int copy = 0; copy < 3; ++copy) pages.insert(pages.end(), one.begin(), one.end());
+    return pages;
+  }
+
+  void Cycle(int n = 1) { sc_start(sc_time(o.clock_ns * n, SC_NS)); }
+};
+
+CosimCard::CosimCard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CosimCard::~CosimCard() {
+  if (impl_ && impl_->vcd) impl_->vcd->close();
+}
+
+std::unique_ptr<CosimCard> CosimCard::Create(const CosimOptions& o) {
+  if (g_created) return nullptr;
+  g_created = true;
+  auto impl = std::make_unique<Impl>(o);
+  if (!o.trace_vcd.empty()) {
+    Verilated::traceEverOn(true);
+  }
+  Impl& m = *impl;
+  m.rst_n.write(false);
+  m.Cycle(1);  // elaborates
+  if (!o.trace_vcd.empty()) {
+    m.vcd = new VerilatedVcdSc;
+    m.top.trace(m.vcd, 99);
+    m.vcd->open(o.trace_vcd.c_str());
+  }
+  m.Cycle(8);
+  m.rst_n.write(true);
+  m.Cycle(2);
+  std::unique_ptr<CosimCard> card(new CosimCard(std::move(impl)));
+  // Board set-up: each channel's timing for the dies' mode at this clock, and a 20 ms
+  // R/B# timeout (a die busy longer is dead).
+  namespace chan = hw::regs::chan;
+  const TimingRegs r = RegsFor(OnfiMode(o.onfi_mode), o.clock_ns);
+  uint32_t t0 = 0, t1 = 0, t2 = 0;
+  t0 = chan::kTiming0Twp.put(t0, r.twp), t0 = chan::kTiming0Twh.put(t0, r.twh);
+  t0 = chan::kTiming0Trp.put(t0, r.trp), t0 = chan::kTiming0Treh.put(t0, r.treh);
+  t1 = chan::kTiming1Tcls.put(t1, r.tcls), t1 = chan::kTiming1Tals.put(t1, r.tals);
+  t1 = chan::kTiming1Twhr.put(t1, r.twhr), t1 = chan::kTiming1Tadl.put(t1, r.tadl);
+  t2 = chan::kTiming2Twb.put(t2, r.twb), t2 = chan::kTiming2Trr.put(t2, r.trr);
+  t2 = chan::kTiming2Tsample.put(t2, r.tsample);
+  for (uint32_t p = 0; p < kPipes; ++p) {
+    card->Write32(chan::At(p, chan::kTiming0), t0);
+    card->Write32(chan::At(p, chan::kTiming1), t1);
+    card->Write32(chan::At(p, chan::kTiming2), t2);
+    card->Write32(chan::At(p, chan::kRbTimeout), static_cast<uint32_t>(20e6 / o.clock_ns));
+    card->Write32(chan::At(p, chan::kOnfiMode), static_cast<uint32_t>(o.onfi_mode));
+  }
+  return card;
+}
+
+bool CosimCard::Write32(uint32_t offset, uint32_t value) {
+  Impl& m = *impl_;
+  m.s_awaddr.write(offset), m.s_wdata.write(value), m.s_wstrb.write(0xF);
+  m.s_awvalid.write(true), m.s_wvalid.write(true), m.s_bready.write(true);
+  for (int i = 0; i < 64 && !m.s_bvalid.read(); ++i) m.Cycle();
+  m.s_awvalid.write(false), m.s_wvalid.write(false);
+  const bool ok = m.s_bvalid.read() && m.s_bresp.read() == 0;
+  m.Cycle();
+  m.s_bready.write(false);
+  return ok;
+}
+
+bool CosimCard::Read32(uint32_t offset, uint32_t* value) {
+  Impl& m = *impl_;
+  m.s_araddr.write(offset), m.s_arvalid.write(true), m.s_rready.write(true);
+  for (int i = 0; i < 64 && !m.s_rvalid.read(); ++i) m.Cycle();
+  m.s_arvalid.write(false);
+  const bool ok = m.s_rvalid.read() && m.s_rresp.read() == 0;
+  *value = m.s_rdata.read();
+  m.Cycle();
+  m.s_rready.write(false);
+  return ok;
+}
+
+uint64_t CosimCard::mem_base() const { return kMemBase; }
+uint64_t CosimCard::mem_size() const { return impl_->mem.mem.size(); }
+uint64_t CosimCard::region_base(uint32_t pipe) const { return kMemBase + pipe * impl_->o.mem_bytes_per_pipe; }
+uint64_t CosimCard::region_bytes() const { return impl_->o.mem_bytes_per_pipe; }
+
+void CosimCard::WriteMem(uint64_t addr, const void* src, std::size_t len) {
+  auto& mem = impl_->mem.mem;
+  if (addr < kMemBase || addr + len > kMemBase + mem.size()) {
+    std::fprintf(stderr, "CosimCard::WriteMem outside device memory: %#llx + %zu\n",
+                 static_cast<unsigned long long>(addr), len);
+    std::abort();
+  }
+  std::memcpy(&mem[addr - kMemBase], src, len);
+}
+
+void CosimCard::ReadMem(uint64_t addr, void* dst, std::size_t len) {
+  auto& mem = impl_->mem.mem;
+  if (addr < kMemBase || addr + len > kMemBase + mem.size()) {
+    std::fprintf(stderr, "CosimCard::ReadMem outside device memory: %#llx + %zu\n",
+                 static_cast<unsigned long long>(addr), len);
+    std::abort();
+  }
+  std::memcpy(dst, &mem[addr - kMemBase], len);
+}
+
+void CosimCard::Advance(int64_t now_ns) {
+  const double now = sc_time_stamp().to_seconds() * 1e9;
+  if (static_cast<double>(now_ns) > now) sc_start(sc_time(static_cast<double>(now_ns) - now, SC_NS));
+}
+
+bool CosimCard::InterruptPending() { return impl_->irq.read(); }
+
+void CosimCard::StickLunOnNextRead(uint32_t pipe, uint32_t lun) {
+  impl_->targets.at(pipe)->stuck_read_lun = static_cast<int>(lun);
+}
+void CosimCard::FailNextProgram(uint32_t pipe, uint32_t lun) {
+  impl_->targets.at(pipe)->fail_next_program_lun = static_cast<int>(lun);
+}
+void CosimCard::FailDma(uint64_t addr, uint64_t len) { impl_->mem.failing.emplace_back(addr, len); }
+
+int CosimCard::timing_violations() const {
+  int n = 0;
+  for (const auto& t : impl_->targets) n += t->total_violations();
+  return n;
+}
+std::map<std::string, int> CosimCard::violations() const {
+  std::map<std::string, int> all;
+  for (const auto& t : impl_->targets) {
+    for (const auto& [k, v] : t->violations()) all[k] += v;
+  }
+  return all;
+}
+uint64_t CosimCard::array_reads(uint32_t pipe) const { return impl_->targets.at(pipe)->reads; }
+uint64_t CosimCard::lun_resets(uint32_t pipe) const { return impl_->targets.at(pipe)->lun_resets; }
+uint64_t CosimCard::cycles() const {
+  return static_cast<uint64_t>(sc_time_stamp().to_seconds() * 1e9 / impl_->o.clock_ns);
+}
+int64_t CosimCard::now_ns() const { return static_cast<int64_t>(sc_time_stamp().to_seconds() * 1e9); }
+const CosimOptions& CosimCard::options() const { return impl_->o; }
+
+}  // namespace vsl::tb

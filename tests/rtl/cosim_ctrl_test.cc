@@ -1,0 +1,273 @@
+// The RTL controller (rtl/ctrl/vsl_ctrl.sv, two pipes), co-simulated in Verilator with its
+// AXI memory, ONFI targets and ECC engine (testbench/cosim), driven by the host's own
+// controller protocol (vsl/hw/ctrl_pipe.h) in virtual time: the same path an XRT card
+// takes. SystemC allows one simulation per process, so ctest runs each test in its own
+// process (--gtest_filter); each builds the card with the options it needs.
+#include <algorithm>
+#include <cstdlib>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "tests/rtl/cosim_pipes.h"
+#include "testbench/cosim/cosim_card.h"
+#include "vsl/core/clock.h"
+#include "vsl/core/random.h"
+#include "vsl/ftl/ftl.h"
+#include "vsl/hw/ctrl_pipe.h"
+#include "vsl/hw/regmap.h"
+#include "vsl/nand/discover.h"
+
+namespace vsl::testing {
+namespace {
+
+namespace pr = hw::regs::pipe;
+
+class CosimTest : public ::testing::Test {
+ protected:
+  void Build(tb::CosimOptions o = {}) {
+    card_ = tb::CosimCard::Create(o);
+    ASSERT_TRUE(card_);
+    OpenCosimPipes(*card_, clock_, pipes_);
+  }
+  nand::Completion Wait(const std::function<void(nand::FlashCallback)>& op) {
+    std::optional<nand::Completion> c;
+    op([&](const nand::Completion& x) { c = x; });
+    clock_.RunUntilTrue([&] { return c.has_value(); }, kMaxEvents);
+    EXPECT_TRUE(c.has_value()) << "command never completed";
+    return c.value_or(nand::Completion{nand::FlashStatus::kAborted});
+  }
+  std::vector<uint8_t> Pattern(uint32_t die, uint32_t block, uint32_t page, uint32_t n, uint64_t salt = 0) {
+    std::vector<uint8_t> v(n);
+    Rng((uint64_t{die} << 40) ^ (uint64_t{block} << 20) ^ page ^ (salt << 50)).Fill(v.data(), n);
+    return v;
+  }
+  uint32_t data_bytes() const { return pipes_[0]->parameter_page().data_bytes_per_page; }
+  uint32_t meta_bytes() const { return pipes_[0]->parameter_page().spare_bytes_per_page - 13 * (data_bytes() / 512); }
+  void ExpectCheckerSilent() {
+    std::string all;
+    for (const auto& [k, v] : card_->violations()) all += k + " x" + std::to_string(v) + "; ";
+    EXPECT_EQ(card_->timing_violations(), 0) << all;
+  }
+
+  VirtualClock clock_{1};
+  std::unique_ptr<tb::CosimCard> card_;
+  std::unique_ptr<hw::ControllerPipe> pipes_[2];
+};
+
+// Attach as the VSL does (READ ID 20h, parameter pages, geometry), then every operation on
+// every LUN of both pipes; the ONFI checker stays silent at mode 5.
+TEST_F(CosimTest, EveryOperationOnEveryLunOfBothPipes) {
+  Build();
+  for (uint32_t p = 0; p < 2; ++p) {
+    std::optional<Result<nand::DiscoveredPipe>> d;
+    nand::DiscoverPipe(*pipes_[p], [&](Result<nand::DiscoveredPipe> r) { d = std::move(r); });
+    clock_.RunUntilTrue([&] { return d.has_value(); }, kMaxEvents);
+    ASSERT_TRUE(d.has_value() && d->ok()) << (d ? d->status().ToString() : "discovery never finished");
+    EXPECT_EQ((*d)->geometry.luns_per_channel, 4u);
+    EXPECT_EQ((*d)->geometry.page_data_bytes, 4096u);
+    EXPECT_TRUE((*d)->silent_dies.empty());
+    uint8_t jedec[5] = {};
+    ASSERT_TRUE(Wait([&](auto cb) { pipes_[p]->ReadId(1, 0x00, jedec, 5, std::move(cb)); }).ok());
+    EXPECT_EQ(jedec[0], 0x2C);
+  }
+  const uint32_t db = data_bytes(), mb = meta_bytes();
+  for (uint32_t p = 0; p < 2; ++p) {
+    auto& pipe = *pipes_[p];
+    for (uint32_t die = 0; die < 4; ++die) {
+      ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(die, 3, std::move(cb)); }).ok());
+      for (uint32_t page = 0; page < 3; ++page) {
+        auto data = Pattern(die, 3, page, db, p), meta = Pattern(die, 3, page + 100, mb, p);
+        meta[0] = 0xFF;  // the bad-block marker position stays 0xFF
+        nand::ProgramRequest pr{{die, 3, page}, data.data(), meta.data(), false};
+        bool accepted = false;
+        std::optional<nand::Completion> done;
+        pipe.Program(pr, [&](const nand::Completion&) { accepted = true; }, [&](const nand::Completion& c) { done = c; });
+        clock_.RunUntilTrue([&] { return done.has_value(); }, kMaxEvents);
+        ASSERT_TRUE(accepted && done && done->ok()) << "program p" << p << " die " << die << " page " << page;
+        std::vector<uint8_t> rd(db), rm(mb);
+        auto c = Wait([&](auto cb) {
+          pipe.Read(nand::ReadRequest{{die, 3, page}, 0, db / 512, rd.data(), rm.data()}, std::move(cb));
+        });
+        ASSERT_TRUE(c.ok()) << nand::FlashStatusName(c.status);
+        EXPECT_EQ(rd, data) << "page data p" << p << " die " << die << " page " << page;
+        EXPECT_EQ(rm, meta) << "metadata p" << p << " die " << die << " page " << page;
+      }
+      // Two codewords from the middle, without metadata.
+      std::vector<uint8_t> part(1024);
+      ASSERT_TRUE(Wait([&](auto cb) {
+                    pipe.Read(nand::ReadRequest{{die, 3, 1}, 3, 2, part.data(), nullptr}, std::move(cb));
+                  }).ok());
+      const auto want = Pattern(die, 3, 1, db, p);
+      EXPECT_TRUE(std::equal(part.begin(), part.end(), want.begin() + 3 * 512));
+      // An erased page reads as 0xFF (the decoder recognises erased codewords).
+      std::vector<uint8_t> er(db, 0), em(mb, 0);
+      ASSERT_TRUE(Wait([&](auto cb) {
+                    pipe.Read(nand::ReadRequest{{die, 3, 5}, 0, db / 512, er.data(), em.data()}, std::move(cb));
+                  }).ok());
+      EXPECT_EQ(er, std::vector<uint8_t>(db, 0xFF));
+      // A programmed page programmed again: the die answers FAIL, the data stays.
+      auto again = Pattern(die, 3, 0, db, 99);
+      auto c = Wait([&](auto cb) {
+        pipe.Program(nand::ProgramRequest{{die, 3, 0}, again.data(), nullptr, false}, [](const nand::Completion&) {},
+                     std::move(cb));
+      });
+      EXPECT_EQ(c.status, nand::FlashStatus::kProgramFail);
+      std::vector<uint8_t> rd(db);
+      ASSERT_TRUE(Wait([&](auto cb) {
+                    pipe.Read(nand::ReadRequest{{die, 3, 0}, 0, db / 512, rd.data(), nullptr}, std::move(cb));
+                  }).ok());
+      EXPECT_EQ(rd, Pattern(die, 3, 0, db, p));
+    }
+    // Out-of-range addresses are refused before they reach the controller.
+    EXPECT_EQ(Wait([&](auto cb) { pipe.Erase(4, 0, std::move(cb)); }).status, nand::FlashStatus::kInvalidAddress);
+    EXPECT_EQ(Wait([&](auto cb) { pipe.Erase(0, 16, std::move(cb)); }).status, nand::FlashStatus::kInvalidAddress);
+  }
+  ExpectCheckerSilent();
+  uint32_t n0 = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kCompletions), &n0));
+  EXPECT_EQ(n0, pipes_[0]->stats().completions);
+  std::printf("co-simulated %llu cycles (%.1f ms of device time)\n", static_cast<unsigned long long>(card_->cycles()),
+              static_cast<double>(card_->now_ns()) / 1e6);
+}
+
+// Reads of one LUN against reads spread over four (tR-bound: tR 200 us against ~90 us
+// of page transfer at mode 5). The controller overlaps the LUNs' array reads.
+TEST_F(CosimTest, InterleavedReadsAcrossFourLuns) {
+  tb::CosimOptions o;
+  o.t_r_us = 200;
+  Build(o);
+  const uint32_t db = data_bytes();
+  auto& pipe = *pipes_[0];
+  const uint32_t pages = 6;
+  for (uint32_t die = 0; die < 4; ++die) {
+    ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(die, 0, std::move(cb)); }).ok());
+    for (uint32_t page = 0; page < pages; ++page) {
+      auto data = Pattern(die, 0, page, db);
+      ASSERT_TRUE(Wait([&](auto cb) {
+                    pipe.Program(nand::ProgramRequest{{die, 0, page}, data.data(), nullptr, false},
+                                 [](const nand::Completion&) {}, std::move(cb));
+                  }).ok());
+    }
+  }
+  TimeNs first_done = 0, last_done = 0;
+  auto run = [&](bool spread) {
+    std::vector<std::vector<uint8_t>> bufs(4 * pages, std::vector<uint8_t>(db));
+    int left = static_cast<int>(bufs.size()), bad = 0;
+    const TimeNs t0 = clock_.Now();
+    first_done = last_done = 0;
+    for (uint32_t i = 0; i < bufs.size(); ++i) {
+      const uint32_t die = spread ? i % 4 : 0, page = spread ? i / 4 : i % pages;
+      pipe.Read(nand::ReadRequest{{die, 0, page}, 0, db / 512, bufs[i].data(), nullptr},
+                [&, die, page, i](const nand::Completion& c) {
+                  --left;
+                  if (first_done == 0) first_done = c.complete_ns;
+                  last_done = c.complete_ns;
+                  if (std::getenv("VSL_COSIM_TRACE")) std::printf("die %u page %u done at %.1f us\n", die, page, (c.complete_ns - t0) / 1e3);
+                  if (!c.ok() || bufs[i] != Pattern(die, 0, page, db)) ++bad;
+                });
+    }
+    clock_.RunUntilTrue([&] { return left == 0; }, kMaxEvents);
+    EXPECT_EQ(bad, 0);
+    return static_cast<double>(clock_.Now() - t0) / static_cast<double>(bufs.size());
+  };
+  const double one = run(false), four = run(true);
+  // Steady state: between the first and the last completion the channel moves one page
+  // after another; the page transfer at mode 5 is 20 ns a byte (data and spare).
+  const double steady = static_cast<double>(last_done - first_done) / (4 * pages - 1);
+  const double bus_ns = (db + 224) * 20.0;
+  const double ideal = std::min(4.0, (200e3 + bus_ns) / bus_ns);
+  std::printf("reads of %u-byte pages, tR 200 us, mode 5: one LUN %.1f us/page, four LUNs %.1f us/page: "
+              "%.2fx (ideal %.2fx); steady state %.1f us/page against %.1f us of transfer: bus %.1f%% busy "
+              "with page data\n",
+              db, one / 1e3, four / 1e3, one / four, ideal, steady / 1e3, bus_ns / 1e3, 100 * bus_ns / steady);
+  EXPECT_GT(one / four, 0.8 * ideal);
+  EXPECT_GT(bus_ns / steady, 0.88);
+  ExpectCheckerSilent();
+}
+
+// Every error path the controller reports: a program FAIL, a LUN that never becomes
+// ready (TIMEOUT, with the other LUNs unaffected), an AXI error response, a reset in the
+// middle of a program and of an erase.
+TEST_F(CosimTest, ErrorPathsAndResetMidOperation) {
+  Build();
+  const uint32_t db = data_bytes();
+  auto& pipe = *pipes_[0];
+  // 2.5 ms R/B# timeout for this test (above tBERS 1.5 ms; the board default is 20 ms).
+  ASSERT_TRUE(card_->Write32(hw::regs::chan::At(0, hw::regs::chan::kRbTimeout), 500000));
+  for (uint32_t die = 0; die < 4; ++die) ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(die, 2, std::move(cb)); }).ok());
+  auto data = Pattern(0, 2, 0, db);
+  auto program = [&](uint32_t die, uint32_t block, uint32_t page) {
+    return Wait([&](auto cb) {
+      pipe.Program(nand::ProgramRequest{{die, block, page}, data.data(), nullptr, false},
+                   [](const nand::Completion&) {}, std::move(cb));
+    });
+  };
+  // Program FAIL.
+  card_->FailNextProgram(0, 1);
+  EXPECT_EQ(program(1, 2, 0).status, nand::FlashStatus::kProgramFail);
+  EXPECT_TRUE(program(1, 4, 0).ok());  // the LUN goes on (the failed block is the host's to retire)
+  // AXI error on a read's data buffer: the command completes (kAborted), DMA_ERROR set.
+  ASSERT_TRUE(program(2, 2, 0).ok());
+  const uint64_t die2_buf = card_->region_base(0) + 4096 + 64 * 80 + 2 * (20 << 10);
+  card_->FailDma(die2_buf, 64);
+  std::vector<uint8_t> rd(db);
+  auto c = Wait([&](auto cb) { pipe.Read(nand::ReadRequest{{2, 2, 0}, 0, db / 512, rd.data(), nullptr}, std::move(cb)); });
+  EXPECT_EQ(c.status, nand::FlashStatus::kAborted);
+  uint32_t st = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kPipeStatus), &st));
+  EXPECT_TRUE(pr::kPipeStatusDmaError.get(st));
+  // A LUN that never becomes ready: its read times out; LUN 0 still works meanwhile.
+  ASSERT_TRUE(program(3, 2, 0).ok());
+  card_->StickLunOnNextRead(0, 3);
+  std::optional<nand::Completion> stuck;
+  pipe.Read(nand::ReadRequest{{3, 2, 0}, 0, db / 512, rd.data(), nullptr},
+            [&](const nand::Completion& x) { stuck = x; });
+  std::vector<uint8_t> r0(db);
+  ASSERT_TRUE(program(0, 2, 0).ok());
+  c = Wait([&](auto cb) { pipe.Read(nand::ReadRequest{{0, 2, 0}, 0, db / 512, r0.data(), nullptr}, std::move(cb)); });
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(r0, data);
+  EXPECT_FALSE(stuck.has_value()) << "the stuck LUN answered before its timeout";
+  clock_.RunUntilTrue([&] { return stuck.has_value(); }, kMaxEvents);
+  ASSERT_TRUE(stuck.has_value());
+  EXPECT_EQ(stuck->status, nand::FlashStatus::kDieTimeout);
+  EXPECT_GE(stuck->complete_ns - stuck->submit_ns, 2'500'000);
+  uint32_t isr = 0;
+  ASSERT_TRUE(card_->Read32(hw::regs::ctrl::kIsr, &isr));
+  EXPECT_TRUE(hw::regs::ctrl::kIsrError.get(isr));
+  // Reset in the middle of a program (tPROG 200 us): the program ends kAborted, the page
+  // is torn (it does not read back as written), the LUN works after the reset.
+  std::optional<nand::Completion> prog, reset;
+  pipe.Program(nand::ProgramRequest{{1, 6, 0}, data.data(), nullptr, false}, [](const nand::Completion&) {},
+               [&](const nand::Completion& x) { prog = x; });
+  clock_.RunFor(150 * kUs);  // page transfer ~90 us, then tPROG
+  EXPECT_FALSE(prog.has_value());
+  pipe.Reset(1, [&](const nand::Completion& x) { reset = x; });
+  clock_.RunUntilTrue([&] { return prog.has_value() && reset.has_value(); }, kMaxEvents);
+  ASSERT_TRUE(prog && reset);
+  EXPECT_EQ(prog->status, nand::FlashStatus::kAborted);
+  EXPECT_TRUE(reset->ok());
+  EXPECT_GE(card_->lun_resets(0), 2u);  // the abort and the reset command
+  c = Wait([&](auto cb) { pipe.Read(nand::ReadRequest{{1, 6, 0}, 0, db / 512, rd.data(), nullptr}, std::move(cb)); });
+  EXPECT_TRUE(c.status == nand::FlashStatus::kUncorrectable || rd != data) << "a torn page read back intact";
+  EXPECT_TRUE(program(1, 6, 1).ok());
+  // Reset in the middle of an erase (tBERS 1.5 ms).
+  std::optional<nand::Completion> erase;
+  pipe.Erase(1, 5, [&](const nand::Completion& x) { erase = x; });
+  clock_.RunFor(300 * kUs);
+  reset.reset();
+  pipe.Reset(1, [&](const nand::Completion& x) { reset = x; });
+  clock_.RunUntilTrue([&] { return erase.has_value() && reset.has_value(); }, kMaxEvents);
+  EXPECT_EQ(erase->status, nand::FlashStatus::kAborted);
+  EXPECT_TRUE(reset->ok());
+  EXPECT_TRUE(Wait([&](auto cb) { pipe.Erase(1, 5, std::move(cb)); }).ok());
+  ExpectCheckerSilent();
+}
+
+}  // namespace
+}  // namespace vsl::testing

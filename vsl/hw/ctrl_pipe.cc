@@ -1,0 +1,376 @@
+// ControllerPipe (ctrl_pipe.h).
+#include "vsl/hw/ctrl_pipe.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "vsl/core/log.h"
+#include "vsl/hw/regmap.h"
+
+namespace vsl::hw {
+namespace {
+
+namespace pr = regs::pipe;
+namespace cr = regs::ctrl;
+
+constexpr uint32_t kCw = 512, kParity = 13, kEccT = 8;
+constexpr uint64_t kDieBufBytes = 20 << 10;  // a 16 KiB page and its spare, per LUN
+
+uint32_t BitsFor(uint32_t n) {
+  uint32_t b = 0;
+  while ((1u << b) < n) ++b;
+  return b;
+}
+
+nand::FlashStatus Map(uint8_t st) {
+  switch (st) {
+    case cst::kOk: return nand::FlashStatus::kOk;
+    case cst::kUncorrectable: return nand::FlashStatus::kUncorrectable;
+    case cst::kProgramFail: return nand::FlashStatus::kProgramFail;
+    case cst::kEraseFail: return nand::FlashStatus::kEraseFail;
+    case cst::kTimeout: return nand::FlashStatus::kDieTimeout;
+    case cst::kInvalid: return nand::FlashStatus::kInvalidAddress;
+    case cst::kFail: return nand::FlashStatus::kProgramFail;
+    default: return nand::FlashStatus::kAborted;  // kAborted, kDmaError
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port, Clock& clock, uint32_t pipe,
+                                                               uint64_t region, uint64_t region_bytes,
+                                                               CtrlPipeOptions o) {
+  uint32_t id = 0, caps = 0;
+  if (!port.Read32(cr::kId, &id) || id != 0x4F56534Cu) {
+    return Status::NotFound(fmt::format("no OpenVSL controller behind the port (ID reads {:#010x})", id));
+  }
+  if (!port.Read32(cr::kCaps, &caps)) return Status::IOError("CAPS register read failed");
+  const uint32_t pipes = cr::kCapsPipes.get(caps);
+  if (pipe >= pipes) {
+    return Status::InvalidArgument(fmt::format("pipe {} asked of a controller with {} pipes", pipe, pipes));
+  }
+  if (cr::kCapsEccT.get(caps) != kEccT) {
+    return Status::NotSupported(fmt::format("controller ECC t={} (this host drives t=8)", cr::kCapsEccT.get(caps)));
+  }
+  if (o.ring_entries < 8 || (o.ring_entries & (o.ring_entries - 1)) != 0) {
+    return Status::InvalidArgument("ring_entries must be a power of two >= 8");
+  }
+  const uint32_t luns = cr::kCapsLunsPerChannel.get(caps) * cr::kCapsChannelsPerPipe.get(caps);
+  const uint64_t need = 4096 + uint64_t{o.ring_entries} * 80 + luns * kDieBufBytes;
+  if (region % 64 != 0 || region_bytes < need) {
+    return Status::InvalidArgument(fmt::format("pipe region must be 64-byte aligned and at least {} bytes", need));
+  }
+  std::unique_ptr<ControllerPipe> p(new ControllerPipe(port, clock, pipe, region, region_bytes, o));
+  p->topology_.controller = 0;
+  p->topology_.pipe = pipe;
+  p->topology_.controllers = 1;
+  p->topology_.pipes_per_controller = pipes;
+  p->topology_.channels = cr::kCapsChannelsPerPipe.get(caps);
+  p->topology_.luns_per_channel = cr::kCapsLunsPerChannel.get(caps);
+  p->topology_.ecc_codeword_bytes = kCw;
+  p->topology_.ecc_parity_bytes = kParity;
+  p->topology_.ecc_t = kEccT;
+  const uint32_t dies = p->topology_.dies();
+  p->queued_.resize(dies);
+  p->inflight_.resize(dies);
+  p->gen_.assign(dies, 0);
+  // Rings: the submission ring at the region's start, the completion ring after it,
+  // zeroed (phase 0 = not yet written).
+  const uint64_t sq = region, cq = region + uint64_t{o.ring_entries} * 64;
+  std::vector<uint8_t> zero(uint64_t{o.ring_entries} * 16, 0);
+  port.WriteMem(cq, zero.data(), zero.size());
+  bool ok = port.Write32(pr::At(pipe, pr::kPipeCtrl), 0);
+  ok = ok && port.Write32(pr::At(pipe, pr::kSqBaseLo), static_cast<uint32_t>(sq));
+  ok = ok && port.Write32(pr::At(pipe, pr::kSqBaseHi), static_cast<uint32_t>(sq >> 32));
+  ok = ok && port.Write32(pr::At(pipe, pr::kSqSize), o.ring_entries);
+  ok = ok && port.Write32(pr::At(pipe, pr::kCqBaseLo), static_cast<uint32_t>(cq));
+  ok = ok && port.Write32(pr::At(pipe, pr::kCqBaseHi), static_cast<uint32_t>(cq >> 32));
+  ok = ok && port.Write32(pr::At(pipe, pr::kCqSize), o.ring_entries);
+  uint32_t head = 0, tail = 0;
+  ok = ok && port.Read32(pr::At(pipe, pr::kSqHead), &head) && port.Read32(pr::At(pipe, pr::kCqTail), &tail);
+  if (!ok) return Status::IOError(fmt::format("pipe {}: ring register access failed", pipe));
+  // The controller keeps its indices across a disable; the host follows them.
+  p->sq_tail_ = head;
+  p->cq_head_ = tail;
+  ok = port.Write32(pr::At(pipe, pr::kSqTail), head) && port.Write32(pr::At(pipe, pr::kCqHead), tail);
+  uint32_t ap = 0;
+  ok = ok && port.Read32(cr::kApCtrl, &ap) && port.Write32(cr::kApCtrl, ap | 1u);
+  ok = ok && port.Write32(pr::At(pipe, pr::kPipeCtrl), 1);
+  uint32_t status = 0;
+  ok = ok && port.Read32(pr::At(pipe, pr::kPipeStatus), &status);
+  if (!ok) return Status::IOError(fmt::format("pipe {}: enabling failed", pipe));
+  if (pr::kPipeStatusRingError.get(status)) return Status::Internal(fmt::format("pipe {}: ring rejected", pipe));
+  return p;
+}
+
+ControllerPipe::ControllerPipe(RegMemPort& port, Clock& clock, uint32_t pipe, uint64_t region,
+                               uint64_t region_bytes, CtrlPipeOptions o)
+    : port_(port), clock_(clock), pipe_(pipe), region_(region), region_bytes_(region_bytes), o_(o) {}
+
+ControllerPipe::~ControllerPipe() {
+  *alive_ = false;
+  port_.Write32(pr::At(pipe_, pr::kPipeCtrl), 0);
+}
+
+uint64_t ControllerPipe::data_buf(uint32_t die) const {
+  return region_ + 4096 + uint64_t{o_.ring_entries} * 80 + die * kDieBufBytes;
+}
+uint64_t ControllerPipe::meta_buf(uint32_t die) const { return data_buf(die) + 16384; }
+
+uint32_t ControllerPipe::Row(uint32_t die, uint32_t block, uint32_t page) const {
+  const uint32_t lun = die % topology_.luns_per_channel;
+  return (lun << (page_bits_ + block_bits_)) | (block << page_bits_) | page;
+}
+
+void ControllerPipe::Init(Function<void(Status)> done) {
+  auto buf = std::make_shared<std::vector<uint8_t>>(3 * nand::onfi::kParamPageBytes);
+  auto d = std::make_shared<Function<void(Status)>>(std::move(done));
+  ReadParameterPage(0, buf->data(), static_cast<uint32_t>(buf->size()), [this, buf, d](const nand::Completion& c) {
+    if (!c.ok()) {
+      (*d)(Status::IOError(fmt::format("pipe {}: READ PARAMETER PAGE: {}", pipe_, nand::FlashStatusName(c.status))));
+      return;
+    }
+    auto pp = nand::onfi::Decode(buf->data(), 3);
+    if (!pp.ok()) {
+      (*d)(pp.status());
+      return;
+    }
+    pp_ = *pp;
+    const uint32_t cws = pp_.data_bytes_per_page / kCw;
+    if (pp_.data_bytes_per_page % kCw != 0 || pp_.spare_bytes_per_page < cws * kParity ||
+        pp_.data_bytes_per_page + pp_.spare_bytes_per_page > kDieBufBytes - 512 ||
+        (pp_.spare_bytes_per_page - cws * kParity) % 8 != 0 || pp_.spare_bytes_per_page % 8 != 0) {
+      (*d)(Status::NotSupported(fmt::format("pipe {}: page format {}+{} does not fit the controller's ECC layout",
+                                            pipe_, pp_.data_bytes_per_page, pp_.spare_bytes_per_page)));
+      return;
+    }
+    page_bits_ = BitsFor(pp_.pages_per_block);
+    block_bits_ = BitsFor(pp_.blocks_per_lun);
+    spare_bytes_ = pp_.spare_bytes_per_page;
+    meta_bytes_ = spare_bytes_ - cws * kParity;
+    ready_ = true;
+    (*d)(Status::Ok());
+  });
+}
+
+bool ControllerPipe::ValidPpa(const nand::Ppa& p) const {
+  return ready_ && p.die < topology_.dies() && p.block < pp_.blocks_per_lun && p.page < pp_.pages_per_block;
+}
+
+void ControllerPipe::Fail(nand::FlashCallback done, nand::FlashStatus s) {
+  auto alive = alive_;
+  clock_.Post([done = std::move(done), s, now = clock_.Now(), alive]() mutable {
+    nand::Completion c;
+    c.status = s;
+    c.submit_ns = now;
+    c.complete_ns = now;
+    done(c);
+  });
+}
+
+void ControllerPipe::Read(const nand::ReadRequest& req, nand::FlashCallback done) {
+  const uint32_t cws = ready_ ? pp_.data_bytes_per_page / kCw : 0;
+  if (!ValidPpa(req.ppa) || req.first_sector + req.sector_count > cws) {
+    Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
+    return;
+  }
+  Cmd c;
+  c.opc = opc::kRead;
+  c.row = Row(req.ppa.die, req.ppa.block, req.ppa.page);
+  c.read = req;
+  if (req.sector_count == 0) c.read.sector_count = cws - req.first_sector;  // to the page's end
+  c.done = std::move(done);
+  Enqueue(req.ppa.die, std::move(c));
+}
+
+void ControllerPipe::Program(const nand::ProgramRequest& req, nand::FlashCallback accepted,
+                             nand::FlashCallback done) {
+  if (!ValidPpa(req.ppa) || req.data == nullptr) {
+    Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
+    return;
+  }
+  Cmd c;
+  c.opc = opc::kProgram;
+  c.row = Row(req.ppa.die, req.ppa.block, req.ppa.page);
+  c.page.assign(req.data, req.data + pp_.data_bytes_per_page);
+  if (req.meta) {
+    c.page.insert(c.page.end(), req.meta, req.meta + meta_bytes_);
+  } else {
+    c.page.resize(c.page.size() + meta_bytes_, 0xFF);
+  }
+  c.done = std::move(done);
+  Enqueue(req.ppa.die, std::move(c));
+  // The page is in the host's queue (the controller has no protected buffer): accepted.
+  if (!accepted) return;
+  clock_.Post([accepted = std::move(accepted), now = clock_.Now()]() mutable {
+    nand::Completion a;
+    a.submit_ns = now;
+    a.complete_ns = now;
+    accepted(a);
+  });
+}
+
+void ControllerPipe::Erase(uint32_t die, uint32_t block, nand::FlashCallback done) {
+  if (!ValidPpa(nand::Ppa{die, block, 0})) {
+    Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
+    return;
+  }
+  Cmd c;
+  c.opc = opc::kErase;
+  c.row = Row(die, block, 0);
+  c.done = std::move(done);
+  Enqueue(die, std::move(c));
+}
+
+void ControllerPipe::Reset(uint32_t die, nand::FlashCallback done) {
+  if (die >= topology_.dies()) {
+    Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
+    return;
+  }
+  // Queued commands never reach the die; the one in the controller is stopped by
+  // LUN_RESET (it completes ABORTED); then RESET LUN runs in order behind it.
+  while (!queued_[die].empty()) {
+    Fail(std::move(queued_[die].front().done), nand::FlashStatus::kAborted);
+    queued_[die].pop_front();
+  }
+  if (inflight_[die]) {
+    port_.Write32(pr::At(pipe_, pr::kLunReset), 1u << (die % topology_.luns_per_channel));
+    ++stats_.lun_resets;
+  }
+  Cmd c;
+  c.opc = opc::kResetLun;
+  c.row = ready_ ? Row(die, 0, 0) : (die % topology_.luns_per_channel) << 16;
+  c.done = std::move(done);
+  Enqueue(die, std::move(c));
+}
+
+void ControllerPipe::ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len, nand::FlashCallback done) {
+  if (die >= topology_.dies() || len == 0 || len > 4096 || out == nullptr) {
+    Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
+    return;
+  }
+  Cmd c;
+  c.opc = opc::kReadId;
+  c.row = ready_ ? Row(die, 0, 0) : 0;
+  c.col = address;
+  c.len = static_cast<uint16_t>(len);
+  c.out = out;
+  c.done = std::move(done);
+  Enqueue(die, std::move(c));
+}
+
+void ControllerPipe::ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len, nand::FlashCallback done) {
+  if (die >= topology_.dies() || len == 0 || len > 4096 || out == nullptr) {
+    Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
+    return;
+  }
+  Cmd c;
+  c.opc = opc::kReadParam;
+  c.len = static_cast<uint16_t>(len);
+  c.out = out;
+  c.done = std::move(done);
+  Enqueue(die, std::move(c));
+}
+
+void ControllerPipe::Enqueue(uint32_t die, Cmd c) {
+  c.submit_ns = clock_.Now();
+  ++stats_.commands;
+  queued_[die].push_back(std::move(c));
+  if (!inflight_[die]) Issue(die);
+}
+
+// Puts the die's next command into the submission ring.
+void ControllerPipe::Issue(uint32_t die) {
+  if (queued_[die].empty() || inflight_[die]) return;
+  inflight_[die] = std::move(queued_[die].front());
+  queued_[die].pop_front();
+  Cmd& c = *inflight_[die];
+  const uint8_t lun = static_cast<uint8_t>(die % topology_.luns_per_channel);
+  gen_[die] = static_cast<uint16_t>((gen_[die] + 1) & 0xFFF);
+  const uint16_t tag = static_cast<uint16_t>((gen_[die] << 4) | (die & 0xF));
+  Descriptor d = Descriptor::Make(c.opc, tag, lun);
+  d.Row(c.row, c.col, c.len).Buffers(data_buf(die), meta_buf(die));
+  if (c.opc == opc::kRead || c.opc == opc::kProgram) {
+    d.Page(static_cast<uint16_t>(pp_.data_bytes_per_page), static_cast<uint16_t>(meta_bytes_),
+           static_cast<uint16_t>(spare_bytes_));
+  }
+  if (c.opc == opc::kProgram) {
+    port_.WriteMem(data_buf(die), c.page.data(), pp_.data_bytes_per_page);
+    if (meta_bytes_ > 0) port_.WriteMem(meta_buf(die), c.page.data() + pp_.data_bytes_per_page, meta_bytes_);
+    std::vector<uint8_t>().swap(c.page);
+  }
+  port_.WriteMem(region_ + uint64_t{sq_tail_} * 64, &d, sizeof(d));
+  sq_tail_ = (sq_tail_ + 1) & (o_.ring_entries - 1);
+  port_.Write32(pr::At(pipe_, pr::kSqTail), sq_tail_);
+  ++in_ring_;
+  if (!tick_armed_) {
+    tick_armed_ = true;
+    auto alive = alive_;
+    clock_.After(o_.tick_ns, [this, alive] {
+      if (*alive) Tick();
+    });
+  }
+}
+
+void ControllerPipe::Tick() {
+  tick_armed_ = false;
+  ++stats_.ticks;
+  port_.Advance(clock_.Now());
+  const uint64_t cq = region_ + uint64_t{o_.ring_entries} * 64;
+  bool consumed = false;
+  for (;;) {
+    CompletionEntry e;
+    port_.ReadMem(cq + uint64_t{cq_head_} * 16, &e, sizeof(e));
+    if (e.phase() != cq_phase_) break;
+    cq_head_ = (cq_head_ + 1) & (o_.ring_entries - 1);
+    if (cq_head_ == 0) cq_phase_ = !cq_phase_;
+    consumed = true;
+    ++stats_.completions;
+    const uint32_t die = e.tag() & 0xF;
+    if (die >= inflight_.size() || !inflight_[die] || (e.tag() >> 4) != gen_[die]) {
+      Logger("hw")->error("pipe {}: completion with unknown tag {:#06x} (status {}) ignored", pipe_, e.tag(),
+                          e.status());
+      continue;
+    }
+    --in_ring_;
+    Finish(die, e);
+  }
+  if (consumed) port_.Write32(pr::At(pipe_, pr::kCqHead), cq_head_);
+  if (in_ring_ > 0 && !tick_armed_) {
+    tick_armed_ = true;
+    auto alive = alive_;
+    clock_.After(o_.tick_ns, [this, alive] {
+      if (*alive) Tick();
+    });
+  }
+}
+
+void ControllerPipe::Finish(uint32_t die, const CompletionEntry& e) {
+  Cmd c = std::move(*inflight_[die]);
+  inflight_[die].reset();
+  nand::Completion out;
+  out.status = Map(e.status());
+  out.submit_ns = c.submit_ns;
+  out.complete_ns = clock_.Now();
+  if (e.status() == cst::kDmaError) Logger("hw")->error("pipe {} die {}: AXI error on the command's transfers", pipe_, die);
+  if (out.status == nand::FlashStatus::kDieTimeout) ++stats_.timeouts;
+  if (out.status == nand::FlashStatus::kAborted) ++stats_.aborted;
+  if (c.opc == opc::kRead) {
+    out.corrected_bits = e.corrected();
+    stats_.corrected_bits += e.corrected();
+    if (out.status == nand::FlashStatus::kUncorrectable) ++stats_.uncorrectable;
+    if (out.status == nand::FlashStatus::kOk || out.status == nand::FlashStatus::kUncorrectable) {
+      if (c.read.data && c.read.sector_count > 0) {
+        port_.ReadMem(data_buf(die) + uint64_t{c.read.first_sector} * kCw, c.read.data,
+                      uint64_t{c.read.sector_count} * kCw);
+      }
+      if (c.read.meta && meta_bytes_ > 0) port_.ReadMem(meta_buf(die), c.read.meta, meta_bytes_);
+    }
+  } else if ((c.opc == opc::kReadId || c.opc == opc::kReadParam) && out.ok()) {
+    port_.ReadMem(data_buf(die), c.out, c.len);
+  }
+  Issue(die);
+  c.done(out);
+}
+
+}  // namespace vsl::hw
