@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <systemc.h>
-#include <verilated_vcd_sc.h>
+#include <verilated_fst_sc.h>
 
 #include "Vvsl_ctrl.h"
 #include "testbench/onfi/onfi_target.h"
@@ -201,7 +201,7 @@ struct CosimCard::Impl {
   AxiMem mem{"mem"};
   PinGlue glue{"glue"};
   std::vector<std::unique_ptr<OnfiTarget>> targets;
-  VerilatedVcdSc* vcd = nullptr;
+  VerilatedFstSc* trace = nullptr;
 
   explicit Impl(const CosimOptions& opt) : o(opt), clk("clk", sc_time(opt.clock_ns, SC_NS)) {
     top.clk(clk);
@@ -280,23 +280,24 @@ struct CosimCard::Impl {
 
 CosimCard::CosimCard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CosimCard::~CosimCard() {
-  if (impl_ && impl_->vcd) impl_->vcd->close();
+  if (impl_ && impl_->trace) {
+    impl_->trace->close();
+    delete impl_->trace;
+  }
 }
 
 std::unique_ptr<CosimCard> CosimCard::Create(const CosimOptions& o) {
   if (g_created) return nullptr;
   g_created = true;
   auto impl = std::make_unique<Impl>(o);
-  if (!o.trace_vcd.empty()) {
-    Verilated::traceEverOn(true);
-  }
+  if (!o.trace_fst.empty()) Verilated::traceEverOn(true);
   Impl& m = *impl;
   m.rst_n.write(false);
   m.Cycle(1);  // elaborates
-  if (!o.trace_vcd.empty()) {
-    m.vcd = new VerilatedVcdSc;
-    m.top.trace(m.vcd, 99);
-    m.vcd->open(o.trace_vcd.c_str());
+  if (!o.trace_fst.empty()) {
+    m.trace = new VerilatedFstSc;
+    m.top.trace(m.trace, 99);
+    m.trace->open(o.trace_fst.c_str());
   }
   m.Cycle(8);
   m.rst_n.write(true);

@@ -30,7 +30,8 @@ struct CosimOptions {
   double t_r_us = 25, t_prog_us = 200, t_bers_us = 1500;
   uint64_t mem_bytes_per_pipe = 4 << 20;  // device memory; pipe p's region follows p - 1's
   uint32_t mem_latency_cycles = 8;        // first read beat after the address
-  std::string trace_vcd;                  // non-empty: dump every RTL signal there
+  std::string trace_fst;                  // non-empty: dump every RTL signal there (FST,
+                                          // for GTKWave); the tests take VSL_COSIM_FST
 };
 
 class CosimCard : public hw::RegMemPort {

@@ -30,7 +30,7 @@ namespace pr = hw::regs::pipe;
 class CosimTest : public ::testing::Test {
  protected:
   void Build(tb::CosimOptions o = {}) {
-    card_ = tb::CosimCard::Create(o);
+    card_ = tb::CosimCard::Create(CosimTestOptions(o));
     ASSERT_TRUE(card_);
     OpenCosimPipes(*card_, clock_, pipes_);
   }
@@ -267,6 +267,69 @@ TEST_F(CosimTest, ErrorPathsAndResetMidOperation) {
   EXPECT_TRUE(reset->ok());
   EXPECT_TRUE(Wait([&](auto cb) { pipe.Erase(1, 5, std::move(cb)); }).ok());
   ExpectCheckerSilent();
+}
+
+// The ring protocol at the register level, on pipe 1 without the host library: malformed
+// descriptors (unknown opcode, a LUN the pipe does not have, sizes that are not multiples
+// of 8 or exceed the page buffer) complete INVALID with nothing done, and the pipe goes on;
+// a ring size that is not a power of two is refused (RING_ERROR, the pipe does not run).
+TEST_F(CosimTest, MalformedDescriptorsAndRings) {
+  Build();
+  pipes_[1].reset();  // pipe 1 disabled; its registers keep the rings
+  const uint64_t sq = card_->region_base(1), cq = sq + 64 * 64;
+  uint32_t tail = 0, cq_tail = 0, done = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kSqTail), &tail));
+  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCqTail), &cq_tail));
+  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCompletions), &done));
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 1));
+  const uint64_t reads_before = card_->array_reads(1);
+  std::vector<hw::Descriptor> bad;
+  bad.push_back(hw::Descriptor::Make(0x77, 0x101, 0));                                   // unknown opcode
+  bad.push_back(hw::Descriptor::Make(hw::opc::kErase, 0x102, 9));                        // no LUN 9
+  bad.push_back(hw::Descriptor::Make(hw::opc::kRead, 0x103, 1).Page(4095, 120, 224));   // not a multiple of 8
+  bad.push_back(hw::Descriptor::Make(hw::opc::kProgram, 0x104, 2).Page(32768, 0, 1024));  // beyond the buffer
+  bad.push_back(hw::Descriptor::Make(hw::opc::kReadId, 0x105, 0).Row(0, 0x20, 0));       // no length
+  bad.back().Buffers(card_->region_base(1) + 8192, 0);
+  bad.push_back(hw::Descriptor::Make(hw::opc::kReadId, 0x106, 0).Row(0, 0x20, 4));       // a good one after them
+  bad.back().Buffers(card_->region_base(1) + 8192, 0);
+  for (auto& d : bad) {
+    card_->WriteMem(sq + uint64_t{tail} * 64, &d, sizeof(d));
+    tail = (tail + 1) % 64;
+  }
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), tail));
+  clock_.RunFor(200 * kUs);
+  card_->Advance(clock_.Now());
+  const bool phase = (done / 64) % 2 == 0;
+  std::map<uint16_t, uint8_t> status;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    hw::CompletionEntry e;
+    card_->ReadMem(cq + uint64_t{(cq_tail + i) % 64} * 16, &e, sizeof(e));
+    ASSERT_EQ(e.phase(), phase ^ ((cq_tail + i) % 64 < cq_tail)) << "completion " << i << " not posted";
+    status[e.tag()] = e.status();
+  }
+  for (uint16_t t = 0x101; t <= 0x105; ++t) EXPECT_EQ(status[t], hw::cst::kInvalid) << "tag " << std::hex << t;
+  EXPECT_EQ(status[0x106], hw::cst::kOk);
+  uint8_t onfi[4] = {};
+  card_->ReadMem(card_->region_base(1) + 8192, onfi, 4);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(onfi), 4), "ONFI");
+  EXPECT_EQ(card_->array_reads(1), reads_before);  // nothing reached the dies
+  // A ring of 3 entries: refused.
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 0));
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqSize), 3));
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 1));
+  uint32_t st = 0, cst = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kPipeStatus), &st));
+  EXPECT_TRUE(pr::kPipeStatusRingError.get(st));
+  EXPECT_FALSE(pr::kPipeStatusRunning.get(st));
+  ASSERT_TRUE(card_->Read32(hw::regs::ctrl::kStatus, &cst));
+  EXPECT_TRUE(hw::regs::ctrl::kStatusError.get(cst));
+  // Pipe 0 is not affected.
+  auto& pipe = *pipes_[0];
+  EXPECT_TRUE(Wait([&](auto cb) { pipe.Erase(0, 1, std::move(cb)); }).ok());
+  // A register the build does not have answers SLVERR.
+  uint32_t v = 0;
+  EXPECT_FALSE(card_->Read32(pr::At(1, 0x40), &v));
+  EXPECT_FALSE(card_->Write32(0x0FF0, 1));
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ struct Model {
 
 TEST(CosimFtlTest, FtlHarnessDualPipe) {
   VirtualClock clock(1);
-  auto card = tb::CosimCard::Create({});
+  auto card = tb::CosimCard::Create(CosimTestOptions());
   ASSERT_TRUE(card);
   std::unique_ptr<hw::ControllerPipe> pipes[2];
   OpenCosimPipes(*card, clock, pipes);

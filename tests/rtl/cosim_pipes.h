@@ -2,6 +2,7 @@
 // region, initialised (parameter page read) in virtual time.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -16,6 +17,12 @@ namespace vsl::testing {
 // A bound on the events any one wait may take (each a 1 us completion poll, at most): a
 // controller that never answers fails the test instead of hanging it.
 inline constexpr uint64_t kMaxEvents = 50'000'000;
+
+// Options for a test's card: VSL_COSIM_FST=<file> traces every RTL signal into <file>.
+inline tb::CosimOptions CosimTestOptions(tb::CosimOptions o = {}) {
+  if (const char* f = std::getenv("VSL_COSIM_FST")) o.trace_fst = f;
+  return o;
+}
 
 inline void OpenCosimPipes(tb::CosimCard& card, VirtualClock& clock, std::unique_ptr<hw::ControllerPipe> (&pipes)[2]) {
   for (uint32_t p = 0; p < 2; ++p) {
