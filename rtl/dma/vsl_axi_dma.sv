@@ -8,8 +8,8 @@
 // outstanding at a time. A burst answered with SLVERR/DECERR still runs to its end (the
 // protocol needs every beat) and the command ends with done_err set.
 //
-// The buffer read port has one cycle of latency (a block RAM): each write beat is read
-// from the buffer the cycle before it is offered.
+// The buffer read port has one cycle of latency (a block RAM): write beats are read ahead
+// into a two-word queue, so a burst goes out at one beat per cycle while WREADY stays high.
 module vsl_axi_dma #(
     parameter int unsigned BUF_AW = 12,     // buffer word address bits
     parameter int unsigned MAX_BEATS = 16
@@ -65,8 +65,15 @@ module vsl_axi_dma #(
   logic [BUF_AW-1:0] buf_q;     // buffer word of the next beat
   logic [8:0]        beats_q;   // beats in the current burst
   logic [8:0]        beat_q;    // beats done in it
-  logic              wfull_q;   // m_wdata holds a beat read from the buffer
-  logic              rd_issued; // a buffer read for the next write beat is in flight
+  // Write beats: a two-word queue in front of W, filled by reads issued a cycle ahead.
+  logic [63:0]       q0, q1;
+  logic [1:0]        wcnt, cnt_next;
+  logic              pend;       // a buffer read issued last cycle: its word is on buf_rdata
+  logic [8:0]        rd_left;    // beats of the burst not yet read from the buffer
+  logic              pop, issue;
+  assign pop      = (state == D_W) && wcnt != 2'd0 && m_wready;
+  assign cnt_next = wcnt - {1'b0, pop} + {1'b0, pend};
+  assign issue    = (state == D_W) && rd_left != 9'd0 && cnt_next <= 2'd1;
 
   // Beats of the next burst: at most MAX_BEATS, what is left, and up to the 4 KiB line.
   logic [9:0]  to_line;
@@ -92,7 +99,8 @@ module vsl_axi_dma #(
   assign m_rready  = (state == D_R);
   assign m_bready  = (state == D_B);
   assign m_wstrb   = 8'hFF;
-  assign m_wvalid  = (state == D_W) && wfull_q;
+  assign m_wvalid  = (state == D_W) && wcnt != 2'd0;
+  assign m_wdata   = q0;
   assign m_wlast   = (beat_q == beats_q - 9'd1);
   assign buf_raddr = buf_q;
   assign buf_we    = (state == D_R) && m_rvalid;
@@ -112,9 +120,11 @@ module vsl_axi_dma #(
       buf_q     <= '0;
       beats_q   <= 9'd0;
       beat_q    <= 9'd0;
-      wfull_q   <= 1'b0;
-      rd_issued <= 1'b0;
-      m_wdata   <= 64'd0;
+      q0        <= 64'd0;
+      q1        <= 64'd0;
+      wcnt      <= 2'd0;
+      pend      <= 1'b0;
+      rd_left   <= 9'd0;
       done      <= 1'b0;
       done_err  <= 1'b0;
     end else begin
@@ -151,22 +161,27 @@ module vsl_axi_dma #(
           end
         end
         D_AW: if (m_awready) begin
-          state     <= D_W;
-          wfull_q   <= 1'b0;
-          rd_issued <= 1'b1;  // buf_raddr already points at the first beat
+          state   <= D_W;
+          wcnt    <= 2'd0;
+          pend    <= 1'b0;
+          rd_left <= beats_q;
         end
         D_W: begin
-          if (rd_issued) begin
-            m_wdata   <= buf_rdata;
-            wfull_q   <= 1'b1;
-            rd_issued <= 1'b0;
-            buf_q     <= buf_q + 1'b1;
-          end else if (wfull_q && m_wready) begin
-            wfull_q <= 1'b0;
-            beat_q  <= beat_q + 9'd1;
-            if (beat_q == beats_q - 9'd1) state <= D_B;
-            else rd_issued <= 1'b1;
+          if (pop) begin
+            q0     <= q1;
+            beat_q <= beat_q + 9'd1;
           end
+          if (pend) begin
+            if (wcnt - {1'b0, pop} == 2'd0) q0 <= buf_rdata;
+            else q1 <= buf_rdata;
+          end
+          wcnt <= cnt_next;
+          pend <= issue;
+          if (issue) begin
+            buf_q   <= buf_q + 1'b1;
+            rd_left <= rd_left - 9'd1;
+          end
+          if (pop && beat_q == beats_q - 9'd1) state <= D_B;
         end
         default: if (m_bvalid) begin  // D_B
           if (m_bresp != 2'b00) err_q <= 1'b1;
