@@ -248,6 +248,7 @@ struct CosimCard::Impl {
       t->ce_n(glue.t_ce_n[p]), t->cle(glue.t_cle[p]), t->ale(glue.t_ale[p]), t->we_n(glue.t_we_n[p]);
       t->re_n(glue.t_re_n[p]), t->dq_oe(glue.t_dq_oe[p]), t->dq_o(glue.t_dq_o[p]), t->dq_i(glue.t_dq_i[p]);
       t->rb_n(glue.t_rb_n[p]);
+      if (opt.stores[p] != nullptr) t->set_store(opt.stores[p]);
       targets.push_back(std::move(t));
     }
   }

@@ -19,6 +19,8 @@
 
 namespace vsl::tb {
 
+class TargetStore;
+
 struct CosimOptions {
   double clock_ns = 5.0;       // controller clock (200 MHz)
   int onfi_mode = 5;           // the targets' timing mode; the checker measures it
@@ -30,6 +32,9 @@ struct CosimOptions {
   double t_r_us = 25, t_prog_us = 200, t_bers_us = 1500;
   uint64_t mem_bytes_per_pipe = 4 << 20;  // device memory; pipe p's region follows p - 1's
   uint32_t mem_latency_cycles = 8;        // first read beat after the address
+  // Where each pipe's target keeps its pages (not owned; must outlive the card); null:
+  // in memory, no errors (testbench/onfi/target_store.h, testbench/cosim/image_store.h).
+  TargetStore* stores[2] = {nullptr, nullptr};
   std::string trace_fst;                  // non-empty: dump every RTL signal there (FST,
                                           // for GTKWave); the tests take VSL_COSIM_FST
 };

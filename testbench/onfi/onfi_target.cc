@@ -25,7 +25,8 @@ OnfiTarget::OnfiTarget(sc_module_name name, const OnfiTiming& t, const OnfiShape
       param_page_(std::move(param_page)),
       id_(std::move(id)),
       luns_(shape.luns),
-      next_page_(uint64_t{shape.luns} * shape.blocks, 0) {
+      own_store_(shape.luns, shape.blocks, shape.page_bytes),
+      store_(&own_store_) {
   for (auto& l : luns_) l.page_reg.assign(shape_.page_bytes, 0xFF);
   SC_METHOD(OnPins);
   sensitive << ce_n << cle << ale << we_n << re_n << dq_o << dq_oe;
@@ -193,9 +194,8 @@ void OnfiTarget::Command(uint8_t c) {
         ++violations_["command to a busy LUN"];
         break;
       }
-      const uint64_t key = (uint64_t{sel_} << 40) | (uint64_t{RowBlock(row)} << 20) | RowPage(row);
-      auto it = pages_.find(key);
-      l.page_reg = it != pages_.end() ? it->second : std::vector<uint8_t>(shape_.page_bytes, 0xFF);
+      l.page_reg.resize(shape_.page_bytes);
+      store_->ReadPage(sel_, RowBlock(row), RowPage(row), l.page_reg.data());
       l.column = col;
       l.status_fail = 0;
       ++reads;
@@ -229,17 +229,14 @@ void OnfiTarget::Command(uint8_t c) {
         ++violations_["command to a busy LUN"];
         break;
       }
-      uint32_t& next = next_page_[uint64_t{lun} * shape_.blocks + block];
       l.status_fail = 0;
       if (static_cast<int>(lun) == fail_next_program_lun) {
         fail_next_program_lun = -1;
         l.status_fail = kStatusFail;  // an injected program failure
-      } else if (page != next) {
-        l.status_fail = kStatusFail;  // not erased, or out of order: the die refuses
+      } else if (!store_->ProgramPage(lun, block, page, prog_buf_.data())) {
+        l.status_fail = kStatusFail;  // not erased, out of order, or the array failed
       } else {
-        pages_[(uint64_t{lun} << 40) | (uint64_t{block} << 20) | page] = prog_buf_;
         l.prog_key = (uint64_t{lun} << 40) | (uint64_t{block} << 20) | page;
-        ++next;
       }
       ++programs;
       StartBusy(lun, t_prog);
@@ -261,11 +258,7 @@ void OnfiTarget::Command(uint8_t c) {
         ++violations_["command to a busy LUN"];
         break;
       }
-      for (uint32_t p = 0; p < shape_.pages_per_block; ++p) {
-        pages_.erase((uint64_t{lun} << 40) | (uint64_t{block} << 20) | p);
-      }
-      next_page_[uint64_t{lun} * shape_.blocks + block] = 0;
-      luns_[lun].status_fail = 0;
+      luns_[lun].status_fail = store_->EraseBlock(lun, block) ? 0 : kStatusFail;
       ++erases;
       StartBusy(lun, t_bers);
       break;
@@ -332,10 +325,8 @@ void OnfiTarget::Address(uint8_t a) {
           // A program cut short leaves its page half-programmed (torn): the second half
           // of what was sent reads back wrong.
           if (l.prog_key != UINT64_MAX) {
-            auto it = pages_.find(l.prog_key);
-            if (it != pages_.end()) {
-              for (size_t i = it->second.size() / 2; i < it->second.size(); ++i) it->second[i] ^= 0x5A;
-            }
+            store_->TearPage(static_cast<uint32_t>(l.prog_key >> 40), static_cast<uint32_t>(l.prog_key >> 20) & 0xFFFFF,
+                             static_cast<uint32_t>(l.prog_key & 0xFFFFF));
           }
           l.aborted = true;
           l.abort.notify(SC_ZERO_TIME);

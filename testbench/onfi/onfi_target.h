@@ -13,8 +13,10 @@
 // to data output after a status read), CHANGE READ COLUMN (05h + 2 + E0h), PROGRAM
 // (80h + 5 + data + 10h), ERASE (60h + 3 + D0h), SET FEATURES (EFh + address + 4 bytes)
 // and GET FEATURES (EEh + address, 4 bytes out). Each LUN runs on its own: operations
-// on several LUNs overlap (multi-LUN interleaving). Pages live in memory; an erased page
-// reads 0xFF; programming a page twice or out of order fails (status FAIL).
+// on several LUNs overlap (multi-LUN interleaving). Pages live in a TargetStore (in
+// memory by default; the co-simulated card uses the simulated card's image and error
+// model); an erased page reads 0xFF; programming a page twice or out of order fails
+// (status FAIL).
 //
 // The checker measures every setup, hold, pulse and cycle time the ONFI SDR table
 // constrains, in the timing mode given at construction or set since by SET FEATURES 01h
@@ -32,6 +34,7 @@
 #include <systemc.h>
 
 #include "testbench/onfi/onfi_timing.h"
+#include "testbench/onfi/target_store.h"
 
 namespace vsl::tb {
 
@@ -64,6 +67,8 @@ SC_MODULE(OnfiTarget) {
   int total_violations() const;
   std::vector<uint8_t> commands;  // every command byte latched, in order
   uint64_t reads = 0, programs = 0, erases = 0, lun_resets = 0;
+  // Keeps the pages in `store` (it must outlive the target) instead of in memory.
+  void set_store(TargetStore* store) { store_ = store; }
   // Makes the next PROGRAM on `lun` fail (status FAIL, page unchanged) when set.
   int fail_next_program_lun = -1;
 
@@ -99,8 +104,8 @@ SC_MODULE(OnfiTarget) {
   std::vector<uint8_t> param_page_, id_;
   std::map<std::string, int> violations_;
   std::vector<Lun> luns_;
-  std::map<uint64_t, std::vector<uint8_t>> pages_;  // (lun, block, page) -> bytes
-  std::vector<uint32_t> next_page_;                 // per (lun, block): pages programmed
+  MemoryStore own_store_;
+  TargetStore* store_;
   // Last edge times.
   sc_time we_fall_, we_rise_, re_fall_, re_rise_, cle_rise_, ale_rise_, dq_change_, rb_rise_;
   sc_time last_addr_rise_;

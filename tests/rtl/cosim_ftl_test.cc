@@ -3,7 +3,9 @@
 // and flushes in flight together, checked against a reference model after every round,
 // with clean restarts (checkpoint attach) and host crashes (the FTL dropped without a
 // shutdown, so the next attach scans). The card keeps running across restarts, as a card
-// does when only the host restarts. VSL_COSIM_SEEDS sets the seed count (default 2).
+// does when only the host restarts. The dies keep their pages in a simulated-card image
+// with the card's error and fault model (testbench/cosim/image_store.h). VSL_COSIM_SEEDS
+// sets the seed count (default 2).
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -13,6 +15,10 @@
 
 #include "tests/rtl/cosim_pipes.h"
 #include "testbench/cosim/cosim_card.h"
+#include "testbench/cosim/image_store.h"
+#include "tests/testutil/temp_dir.h"
+#include "vsl/simcard/image.h"
+#include "vsl/simcard/profile.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
@@ -28,7 +34,37 @@ struct Model {
 
 TEST(CosimFtlTest, FtlHarnessDualPipe) {
   VirtualClock clock(1);
-  auto card = tb::CosimCard::Create(CosimTestOptions());
+  // The dies' pages in a simulated-card image of the co-simulated card's shape, with the
+  // card's error model at a raw bit error rate that makes the RTL's ECC correct bits on
+  // most reads (VSL_COSIM_RBER, default 1e-4), and 5% factory bad blocks.
+  TempDir tmp;
+  auto profile = simcard::FindProfile("test-small");
+  ASSERT_TRUE(profile.ok());
+  auto& g = profile->geometry;
+  const tb::CosimOptions dflt;
+  g.pipes_per_controller = 2;
+  g.channels_per_pipe = 1;
+  g.luns_per_channel = dflt.luns;
+  g.blocks_per_lun = dflt.blocks;
+  g.pages_per_block = dflt.pages_per_block;
+  g.page_data_bytes = dflt.page_data_bytes;
+  g.page_spare_bytes = dflt.page_spare_bytes;
+  profile->reliability.factory_bad_fraction = 0.05;
+  const char* rber = std::getenv("VSL_COSIM_RBER");
+  profile->reliability.rber_base = rber ? std::atof(rber) : 1e-4;
+  auto image = simcard::ControllerImage::Create(tmp.Sub("cosim.img"), *profile, 0, 1, "COSIM-0001", 7);
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  uint32_t factory_bad = 0;
+  for (uint32_t d = 0; d < g.dies_per_controller(); ++d) {
+    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+      factory_bad += ((*image)->block(d, b).flags & simcard::format::kBlockFactoryBad) != 0;
+    }
+  }
+  tb::ImageStore store0(**image, profile->reliability, 0, 11), store1(**image, profile->reliability, 4, 12);
+  tb::CosimOptions co = CosimTestOptions();
+  co.stores[0] = &store0;
+  co.stores[1] = &store1;
+  auto card = tb::CosimCard::Create(co);
   ASSERT_TRUE(card);
   std::unique_ptr<hw::ControllerPipe> pipes[2];
   OpenCosimPipes(*card, clock, pipes);
@@ -142,15 +178,25 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
       ASSERT_TRUE(s && s->ok());
     }
   }
+  const uint64_t corrected = pipes[0]->stats().corrected_bits + pipes[1]->stats().corrected_bits;
+  const uint64_t flipped = store0.stats().bits_flipped + store1.stats().bits_flipped;
   std::printf("%d seeds: %llu writes acknowledged, %llu sector checks; pipe 0: %llu commands, %llu ticks; "
-              "%llu cycles co-simulated (%.1f ms of device time); checker violations %d\n",
+              "%llu cycles co-simulated (%.1f ms of device time); checker violations %d; %u factory bad "
+              "blocks; %llu pages sensed with %llu raw bit errors, %llu bits corrected by the RTL's ECC, "
+              "%llu uncorrectable reads\n",
               seeds, static_cast<unsigned long long>(acked), static_cast<unsigned long long>(checked),
               static_cast<unsigned long long>(pipes[0]->stats().commands),
               static_cast<unsigned long long>(pipes[0]->stats().ticks),
               static_cast<unsigned long long>(card->cycles()), static_cast<double>(card->now_ns()) / 1e6,
-              card->timing_violations());
+              card->timing_violations(), factory_bad,
+              static_cast<unsigned long long>(store0.stats().pages_sensed + store1.stats().pages_sensed),
+              static_cast<unsigned long long>(flipped), static_cast<unsigned long long>(corrected),
+              static_cast<unsigned long long>(pipes[0]->stats().uncorrectable + pipes[1]->stats().uncorrectable));
   EXPECT_EQ(card->timing_violations(), 0);
   EXPECT_GT(checked, 50u);
+  if (profile->reliability.rber_base >= 1e-5) {
+    EXPECT_GT(corrected, 0u);
+  }
 }
 
 }  // namespace
