@@ -273,6 +273,8 @@ TEST_F(CosimTest, ErrorPathsAndResetMidOperation) {
 // descriptors (unknown opcode, a LUN the pipe does not have, sizes that are not multiples
 // of 8 or exceed the page buffer) complete INVALID with nothing done, and the pipe goes on;
 // a ring size that is not a power of two is refused (RING_ERROR, the pipe does not run).
+// Then the operations the host library does not issue: SET and GET FEATURES, READ STATUS
+// ENHANCED, RESET LUN, RESET, READ PARAMETER PAGE.
 TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   Build();
   pipes_[1].reset();  // pipe 1 disabled; its registers keep the rings
@@ -313,6 +315,50 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   card_->ReadMem(card_->region_base(1) + 8192, onfi, 4);
   EXPECT_EQ(std::string(reinterpret_cast<char*>(onfi), 4), "ONFI");
   EXPECT_EQ(card_->array_reads(1), reads_before);  // nothing reached the dies
+  cq_tail = (cq_tail + static_cast<uint32_t>(bad.size())) % 64;
+  done += static_cast<uint32_t>(bad.size());
+
+  // The operations the host library does not issue, through the ring: SET FEATURES
+  // (timing mode 5 at address 01h, from memory), GET FEATURES (back into memory), READ
+  // STATUS ENHANCED, RESET LUN, RESET of the whole target, READ PARAMETER PAGE.
+  const uint64_t buf = card_->region_base(1) + 16384;
+  const uint8_t mode5[8] = {5, 0, 0, 0, 0, 0, 0, 0};
+  card_->WriteMem(buf, mode5, 8);
+  std::vector<hw::Descriptor> ops;
+  ops.push_back(hw::Descriptor::Make(hw::opc::kSetFeatures, 0x201, 0).Row(0, 0x01, 4).Buffers(buf, 0));
+  ops.push_back(hw::Descriptor::Make(hw::opc::kGetFeatures, 0x202, 0).Row(0, 0x01, 4).Buffers(buf + 64, 0));
+  ops.push_back(hw::Descriptor::Make(hw::opc::kStatus, 0x203, 2).Row(2u << 7));
+  ops.push_back(hw::Descriptor::Make(hw::opc::kResetLun, 0x204, 3).Row(3u << 7));
+  ops.push_back(hw::Descriptor::Make(hw::opc::kReset, 0x205, 0));
+  ops.push_back(hw::Descriptor::Make(hw::opc::kReadParam, 0x206, 1).Row(0, 0, 768).Buffers(buf + 128, 0));
+  for (auto& d : ops) {
+    card_->WriteMem(sq + uint64_t{tail} * 64, &d, sizeof(d));
+    tail = (tail + 1) % 64;
+  }
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), tail));
+  clock_.RunFor(500 * kUs);
+  card_->Advance(clock_.Now());
+  // Commands on different LUNs complete in the order they finish, not as submitted.
+  std::map<uint16_t, hw::CompletionEntry> got;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    hw::CompletionEntry e;
+    card_->ReadMem(cq + uint64_t{(cq_tail + i) % 64} * 16, &e, sizeof(e));
+    ASSERT_EQ(e.phase(), ((done + i) / 64) % 2 == 0) << "completion " << i << " not posted";
+    got[e.tag()] = e;
+  }
+  for (uint16_t t = 0x201; t <= 0x206; ++t) {
+    ASSERT_EQ(got.count(t), 1u) << "no completion for tag " << std::hex << t;
+    EXPECT_EQ(got[t].status(), hw::cst::kOk) << "tag " << std::hex << t;
+  }
+  EXPECT_EQ(got[0x203].nand_status() & 0x41, 0x40) << "READ STATUS ENHANCED: ready, no FAIL";
+  uint8_t feat[4] = {};
+  card_->ReadMem(buf + 64, feat, 4);
+  EXPECT_EQ(feat[0], 5);
+  std::vector<uint8_t> params(768);
+  card_->ReadMem(buf + 128, params.data(), params.size());
+  auto pp = nand::onfi::Decode(params.data(), 3);
+  ASSERT_TRUE(pp.ok()) << pp.status().ToString();
+  EXPECT_EQ(pp->data_bytes_per_page, 4096u);
   // A ring of 3 entries: refused.
   ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 0));
   ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqSize), 3));
