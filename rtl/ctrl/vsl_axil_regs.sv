@@ -64,7 +64,8 @@ module vsl_axil_regs #(
     input  logic [NP*32-1:0]        pipe_completions,
     input  logic [NP-1:0]           pipe_running,
     input  logic [NP-1:0]           pipe_ring_error,
-    input  logic [NP-1:0]           pipe_dma_error
+    input  logic [NP-1:0]           pipe_dma_error,
+    input  logic [NP-1:0]           pipe_idle
 );
   localparam logic [1:0] RESP_OKAY = 2'b00, RESP_SLVERR = 2'b10;
 
@@ -267,6 +268,7 @@ module vsl_axil_regs #(
           rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS_RUNNING_LSB]    = pipe_running[rp];
           rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS_RING_ERROR_LSB] = pipe_ring_error[rp];
           rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS_DMA_ERROR_LSB]  = pipe_dma_error[rp];
+          rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS_IDLE_LSB]       = pipe_idle[rp];
         end
         vsl_regmap_pkg::VSL_PIPE_PIPE_INFO: begin
           rdata[vsl_regmap_pkg::VSL_PIPE_PIPE_INFO_FIRST_CHANNEL_LSB +: 8] = 8'(rp);

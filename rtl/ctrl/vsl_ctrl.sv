@@ -100,7 +100,7 @@ module vsl_ctrl #(
       .pipe_cq_size(cq_size), .pipe_cq_head(cq_head), .pipe_poll_gap(poll_gap), .pipe_enable(enable),
       .pipe_lun_reset(lun_reset), .pipe_sq_head(sq_head), .pipe_cq_tail(cq_tail),
       .pipe_completions(completions), .pipe_running(running), .pipe_ring_error(ring_error),
-      .pipe_dma_error(dma_error)
+      .pipe_dma_error(dma_error), .pipe_idle(pipe_idle)
   );
 
   for (genvar p = 0; p < NUM_PIPES; p++) begin : g_pipe

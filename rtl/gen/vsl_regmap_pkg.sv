@@ -90,6 +90,8 @@ package vsl_regmap_pkg;
   localparam int unsigned VSL_PIPE_PIPE_STATUS_RING_ERROR_WIDTH = 1;
   localparam int unsigned VSL_PIPE_PIPE_STATUS_DMA_ERROR_LSB = 2;
   localparam int unsigned VSL_PIPE_PIPE_STATUS_DMA_ERROR_WIDTH = 1;
+  localparam int unsigned VSL_PIPE_PIPE_STATUS_IDLE_LSB = 3;
+  localparam int unsigned VSL_PIPE_PIPE_STATUS_IDLE_WIDTH = 1;
   localparam logic [15:0] VSL_PIPE_PIPE_INFO = 16'h0030;  // ro
   localparam int unsigned VSL_PIPE_PIPE_INFO_FIRST_CHANNEL_LSB = 0;
   localparam int unsigned VSL_PIPE_PIPE_INFO_FIRST_CHANNEL_WIDTH = 8;

@@ -5,13 +5,16 @@
 //
 //   REQ_RESET      FFh, tWB, wait R/B# (the whole target)
 //   REQ_READ_ID    90h, address req_col[7:0], tWHR, req_len bytes out
-//   REQ_READ_PARAM ECh, 00h, tWB, wait R/B#, tRR, req_len bytes out
+//   REQ_READ_PARAM ECh, 00h, tWB, poll with 70h, 00h, tWHR, req_len bytes out
 //   REQ_READ       00h, col x2, row x3, 30h, tWB, poll, 00h, tWHR, req_len bytes out
 //   REQ_PROGRAM    80h, col x2, row x3, tADL, req_len bytes in, 10h, tWB, poll
 //   REQ_ERASE      60h, row x3, D0h, tWB, poll
 //   REQ_STATUS     poll (one 78h read that waits for ready)
-//   REQ_SET_FEAT   EFh, address req_col[7:0], tADL, 4 bytes in, tWB, wait R/B#
-//   REQ_GET_FEAT   EEh, address req_col[7:0], tWB, wait R/B#, tRR, 4 bytes out
+//   REQ_SET_FEAT   EFh, address req_col[7:0], tADL, 4 bytes in, tWB, poll with 70h
+//   REQ_GET_FEAT   EEh, address req_col[7:0], tWB, poll with 70h, 00h, tWHR, 4 bytes out
+// Target-level operations (parameter page, features) poll with READ STATUS (70h: the LUN
+// that runs them) rather than wait on R/B#, which a dead LUN on the shared line holds low
+// for ever, and before the geometry is known the host cannot form a 78h row.
 // Split requests, for a scheduler that interleaves LUNs (start an array operation on one
 // LUN, then use the bus for others while it is busy):
 //   REQ_READ_START    00h, col x2, row x3, 30h, tWB                 (no wait)
@@ -108,9 +111,10 @@ module vsl_onfi_seq (
                                                                   : vsl_onfi_pkg::CMD_READ_PARAM_PAGE, 1'b0);
         5'd1: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_ADDR, op_q == REQ_GET_FEAT ? col_q[7:0] : 8'h00, 1'b0);
         5'd2: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WB, 1'b0);
-        5'd3: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT_RB, 8'd0, 1'b0);
-        5'd4: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_RR, 1'b0);
-        5'd5: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_DOUT, 8'd0, 1'b1);
+        5'd3: cur = POLL;
+        5'd4: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_CMD, vsl_onfi_pkg::CMD_READ_1, 1'b0);
+        5'd5: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WHR, 1'b0);
+        5'd6: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_DOUT, 8'd0, 1'b1);
         default: cur = DONE;
       endcase
       REQ_READ, REQ_READ_START: case (sp)
@@ -181,14 +185,17 @@ module vsl_onfi_seq (
         5'd2: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_ADL, 1'b0);
         5'd3: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_DIN, 8'd0, 1'b1);
         5'd4: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT, vsl_onfi_pkg::WAIT_WB, 1'b0);
-        5'd5: cur = `VSL_SEQ_STEP(vsl_onfi_pkg::OP_WAIT_RB, 8'd0, 1'b0);
+        5'd5: cur = POLL;
         default: cur = DONE;
       endcase
       default: cur = DONE;
     endcase
   end
 
-  // POLL: 78h, row x3, tWHR, one status byte; again until RDY.
+  // POLL: 78h, row x3, tWHR, one status byte; again until RDY. Target-level requests
+  // poll with 70h instead (no row).
+  logic poll70;
+  assign poll70 = (op_q == REQ_READ_PARAM || op_q == REQ_GET_FEAT || op_q == REQ_SET_FEAT);
   localparam logic [2:0] P_CMD = 3'd0, P_R0 = 3'd1, P_R1 = 3'd2, P_R2 = 3'd3, P_WHR = 3'd4, P_READ = 3'd5;
 
   typedef enum logic [1:0] {S_IDLE, S_ISSUE, S_WAIT, S_RESP} state_e;
@@ -211,7 +218,10 @@ module vsl_onfi_seq (
     if (in_poll) begin
       op_count = 16'd1;
       case (pstep)
-        P_CMD:   begin op_kind = vsl_onfi_pkg::OP_CMD;  op_byte = vsl_onfi_pkg::CMD_READ_STATUS_ENH; end
+        P_CMD:   begin
+          op_kind = vsl_onfi_pkg::OP_CMD;
+          op_byte = poll70 ? vsl_onfi_pkg::CMD_READ_STATUS : vsl_onfi_pkg::CMD_READ_STATUS_ENH;
+        end
         P_R0:    begin op_kind = vsl_onfi_pkg::OP_ADDR; op_byte = row_q[7:0]; end
         P_R1:    begin op_kind = vsl_onfi_pkg::OP_ADDR; op_byte = row_q[15:8]; end
         P_R2:    begin op_kind = vsl_onfi_pkg::OP_ADDR; op_byte = row_q[23:16]; end
@@ -220,7 +230,9 @@ module vsl_onfi_seq (
       endcase
     end
   end
-  assign op_valid = (state == S_ISSUE);
+  // Only bus steps reach the engine: the POLL and DONE markers are the sequencer's own (a
+  // marker offered as an op would put a stray 00h command cycle on the bus).
+  assign op_valid = (state == S_ISSUE) && (in_poll || (!cur.done && !cur.poll));
 
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
@@ -284,7 +296,7 @@ module vsl_onfi_seq (
                   pstep <= P_CMD;
                 end
               end else begin
-                pstep <= pstep + 3'd1;
+                pstep <= (poll70 && pstep == P_CMD) ? P_WHR : pstep + 3'd1;
               end
             end else if (op_timeout) begin
               state <= S_RESP;

@@ -384,6 +384,7 @@ bool CosimCard::InterruptPending() { return impl_->irq.read(); }
 void CosimCard::StickLunOnNextRead(uint32_t pipe, uint32_t lun) {
   impl_->targets.at(pipe)->stuck_read_lun = static_cast<int>(lun);
 }
+void CosimCard::KillLun(uint32_t pipe, uint32_t lun) { impl_->targets.at(pipe)->dead_luns |= 1u << lun; }
 void CosimCard::FailNextProgram(uint32_t pipe, uint32_t lun) {
   impl_->targets.at(pipe)->fail_next_program_lun = static_cast<int>(lun);
 }

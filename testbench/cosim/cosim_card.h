@@ -62,6 +62,9 @@ class CosimCard : public hw::RegMemPort {
   // PROGRAM on a LUN can be made to fail; AXI bursts touching [addr, addr + len) of device
   // memory answer SLVERR.
   void StickLunOnNextRead(uint32_t pipe, uint32_t lun);
+  // The LUN dies: from its next operation on it stays busy for ever (READ STATUS
+  // ENHANCED says busy; the controller's RB_TIMEOUT reports it).
+  void KillLun(uint32_t pipe, uint32_t lun);
   void FailNextProgram(uint32_t pipe, uint32_t lun);
   void FailDma(uint64_t addr, uint64_t len);
 

@@ -53,6 +53,14 @@ uint32_t OnfiTarget::RowBlock(uint32_t row) const {
 }
 uint32_t OnfiTarget::RowPage(uint32_t row) const { return row & ((1u << shape_.page_bits()) - 1); }
 
+// Target-level operations (READ PARAMETER PAGE, GET/SET FEATURES) run on the first LUN
+// that is not dead.
+uint32_t OnfiTarget::FirstLiveLun() const {
+  uint32_t lun = 0;
+  while (lun + 1 < shape_.luns && ((dead_luns >> lun) & 1u)) ++lun;
+  return lun;
+}
+
 uint8_t OnfiTarget::Status(uint32_t lun) const {
   const Lun& l = luns_[lun];
   return static_cast<uint8_t>(kStatusWp | (l.busy ? 0 : (kStatusRdy | kStatusArdy)) | l.status_fail);
@@ -158,6 +166,10 @@ void OnfiTarget::OnPins() {
 
 void OnfiTarget::Command(uint8_t c) {
   commands.push_back(c);
+  if (pending_mode_ >= 0 && c != 0x70 && c != 0x78) {
+    t_ = OnfiMode(pending_mode_);
+    pending_mode_ = -1;
+  }
   // A command after R/B# rose starts a flow with its own turnaround (tWHR): tRR is for
   // data out straight after waiting on R/B#.
   after_ready_ = false;
@@ -171,15 +183,17 @@ void OnfiTarget::Command(uint8_t c) {
       out_ = Out::kNone;
       break;
     case 0x70:  // READ STATUS
+      if (out_ == Out::kParam || out_ == Out::kData) resume_ = out_;
       out_ = Out::kStatus;
       break;
     case 0xFA:  // RESET LUN: the row follows
       addr_.clear();
       out_ = Out::kNone;
       break;
-    case 0x00:  // READ (first cycle), or back to data output after a status read
+    case 0x00:  // READ (first cycle), or back to the data output a status read interrupted
       addr_.clear();
-      out_ = Out::kData;
+      out_ = resume_;
+      resume_ = Out::kData;
       break;
     case 0x30: {  // READ (second cycle): the LUN reads its page into its register
       if (addr_.size() < 5) {
@@ -271,6 +285,10 @@ void OnfiTarget::Command(uint8_t c) {
       break;
     case 0xEE:  // GET FEATURES: the address follows
     case 0x78:  // READ STATUS ENHANCED: the row follows
+      if (out_ == Out::kParam || out_ == Out::kData) resume_ = out_;
+      addr_.clear();
+      out_ = Out::kNone;
+      break;
     case 0x90:  // READ ID: the address follows
     case 0xEC:  // READ PARAMETER PAGE: the address follows
       addr_.clear();
@@ -291,14 +309,16 @@ void OnfiTarget::Address(uint8_t a) {
       fixed_pos_ = 0;
       out_ = Out::kId;
       break;
-    case 0xEC:  // READ PARAMETER PAGE: LUN 0 busy tR, then the copies
+    case 0xEC: {  // READ PARAMETER PAGE: the first live LUN busy tR, then the copies
+      const uint32_t lun = FirstLiveLun();
       fixed_ = param_page_;
       fixed_pos_ = 0;
-      sel_ = 0;
-      luns_[0].stick = stuck;
-      StartBusy(0, t_r);
+      sel_ = lun;
+      luns_[lun].stick = stuck;
+      StartBusy(lun, t_r);
       out_ = Out::kParam;
       break;
+    }
     case 0x80:
       if (addr_.size() == 2) prog_col_ = addr_[0] | (uint32_t{addr_[1]} << 8);
       break;
@@ -309,8 +329,8 @@ void OnfiTarget::Address(uint8_t a) {
       auto it = features_.find(a);
       fixed_ = it != features_.end() ? it->second : std::vector<uint8_t>(4, 0);
       fixed_pos_ = 0;
-      sel_ = 0;
-      StartBusy(0, t_feat);
+      sel_ = FirstLiveLun();
+      StartBusy(sel_, t_feat);
       out_ = Out::kParam;
       break;
     }
@@ -354,10 +374,12 @@ void OnfiTarget::DataIn(uint8_t b) {
     if (prog_col_ < 4) prog_buf_[prog_col_] = b;
     if (++prog_col_ == 4) {
       features_[feat_addr_] = prog_buf_;
-      // Feature 01h is the timing mode: the checker holds the bus to it from now on.
-      if (feat_addr_ == 0x01 && (prog_buf_[0] & 0x0F) <= 5) t_ = OnfiMode(prog_buf_[0] & 0x0F);
-      sel_ = 0;
-      StartBusy(0, t_feat);
+      // Feature 01h is the timing mode. It applies once the operation is over: status
+      // reads polling for the end of tFEAT run in the old mode, and the checker holds the
+      // bus to the new one from the first other command.
+      if (feat_addr_ == 0x01 && (prog_buf_[0] & 0x0F) <= 5) pending_mode_ = prog_buf_[0] & 0x0F;
+      sel_ = FirstLiveLun();
+      StartBusy(sel_, t_feat);
     }
     return;
   }
@@ -372,6 +394,7 @@ void OnfiTarget::DataIn(uint8_t b) {
 
 void OnfiTarget::StartBusy(uint32_t lun, sc_time t) {
   Lun& l = luns_[lun];
+  if ((dead_luns >> lun) & 1u) l.stick = true;
   l.busy = true;
   l.busy_for = t;
   l.done.notify(sc_time(t_.tWB / 2, SC_NS));  // R/B# falls within tWB

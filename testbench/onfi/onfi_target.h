@@ -20,6 +20,7 @@
 //
 // The checker measures every setup, hold, pulse and cycle time the ONFI SDR table
 // constrains, in the timing mode given at construction or set since by SET FEATURES 01h
+// (from the first command after it other than a status read)
 // (a simplification: a real die returns to mode 0 on RESET; this one keeps its mode), (tWP, tWH, tWC, tCLS, tALS, tDS, tCLH, tALH, tDH, tRP, tREH, tRC, tWHR, tADL,
 // tRR), and protocol errors (data out of a busy LUN, WE#
 // and RE# low together), counting each by name.
@@ -62,6 +63,7 @@ SC_MODULE(OnfiTarget) {
   sc_time t_rst{5, SC_US}, t_r{25, SC_US}, t_prog{200, SC_US}, t_bers{1500, SC_US}, t_feat{1, SC_US};
   bool stuck = false;
   int stuck_read_lun = -1;  // this LUN never becomes ready after its next READ
+  uint32_t dead_luns = 0;   // bit l: LUN l is dead: every operation leaves it busy for ever
 
   const std::map<std::string, int>& violations() const { return violations_; }
   int total_violations() const;
@@ -95,6 +97,7 @@ SC_MODULE(OnfiTarget) {
   void StartBusy(uint32_t lun, sc_time t);
   void UpdateRb();
   uint8_t Status(uint32_t lun) const;
+  uint32_t FirstLiveLun() const;
   uint32_t RowLun(uint32_t row) const;
   uint32_t RowBlock(uint32_t row) const;
   uint32_t RowPage(uint32_t row) const;
@@ -119,6 +122,8 @@ SC_MODULE(OnfiTarget) {
   std::vector<uint8_t> addr_;
   uint32_t sel_ = 0;  // the selected LUN (data out, READ STATUS)
   enum class Out { kNone, kStatus, kId, kParam, kData } out_ = Out::kNone;
+  Out resume_ = Out::kData;  // what 00h returns to after a status read
+  int pending_mode_ = -1;    // a timing mode set by SET FEATURES, applied at the next command
   uint8_t feat_addr_ = 0;
   std::vector<uint8_t> fixed_;  // ID / parameter page bytes
   size_t fixed_pos_ = 0;

@@ -74,22 +74,36 @@ Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port,
   p->queued_.resize(dies);
   p->inflight_.resize(dies);
   p->gen_.assign(dies, 0);
-  // Rings: the submission ring at the region's start, the completion ring after it,
-  // zeroed (phase 0 = not yet written).
+  // Rings: the submission ring at the region's start, the completion ring after it. The
+  // controller keeps its ring indices across hosts (a host that crashed leaves them where
+  // they were), so this host takes them over: the next completion lands at CQ_TAIL with
+  // the phase of the current pass round the ring (the pass count follows from
+  // COMPLETIONS, the ring size being the same for every host), and the completion ring is
+  // filled with entries of the other phase so nothing stale looks new. Descriptors a
+  // previous host queued and the pipe has not fetched are dropped (SQ_TAIL = SQ_HEAD).
   const uint64_t sq = region, cq = region + uint64_t{o.ring_entries} * 64;
-  std::vector<uint8_t> zero(uint64_t{o.ring_entries} * 16, 0);
-  port.WriteMem(cq, zero.data(), zero.size());
   bool ok = port.Write32(pr::At(pipe, pr::kPipeCtrl), 0);
-  ok = ok && port.Write32(pr::At(pipe, pr::kSqBaseLo), static_cast<uint32_t>(sq));
+  uint32_t head = 0, tail = 0, posted = 0;
+  ok = ok && port.Read32(pr::At(pipe, pr::kSqHead), &head) && port.Read32(pr::At(pipe, pr::kCqTail), &tail) &&
+       port.Read32(pr::At(pipe, pr::kCompletions), &posted);
+  if (!ok) return Status::IOError(fmt::format("pipe {}: ring register access failed", pipe));
+  if (tail != posted % o.ring_entries || head >= o.ring_entries) {
+    return Status::FailedPrecondition(
+        fmt::format("pipe {}: its rings were set up with another size (CQ_TAIL {}, {} completions posted); "
+                    "a SOFT_RESET of the controller starts them afresh",
+                    pipe, tail, posted));
+  }
+  p->cq_phase_ = (posted / o.ring_entries) % 2 == 0;
+  std::vector<uint8_t> stale(uint64_t{o.ring_entries} * 16, 0);
+  for (uint32_t i = 0; i < o.ring_entries; ++i) stale[i * 16 + 7] = p->cq_phase_ ? 0x00 : 0x80;
+  port.WriteMem(cq, stale.data(), stale.size());
+  ok = port.Write32(pr::At(pipe, pr::kSqBaseLo), static_cast<uint32_t>(sq));
   ok = ok && port.Write32(pr::At(pipe, pr::kSqBaseHi), static_cast<uint32_t>(sq >> 32));
   ok = ok && port.Write32(pr::At(pipe, pr::kSqSize), o.ring_entries);
   ok = ok && port.Write32(pr::At(pipe, pr::kCqBaseLo), static_cast<uint32_t>(cq));
   ok = ok && port.Write32(pr::At(pipe, pr::kCqBaseHi), static_cast<uint32_t>(cq >> 32));
   ok = ok && port.Write32(pr::At(pipe, pr::kCqSize), o.ring_entries);
-  uint32_t head = 0, tail = 0;
-  ok = ok && port.Read32(pr::At(pipe, pr::kSqHead), &head) && port.Read32(pr::At(pipe, pr::kCqTail), &tail);
   if (!ok) return Status::IOError(fmt::format("pipe {}: ring register access failed", pipe));
-  // The controller keeps its indices across a disable; the host follows them.
   p->sq_tail_ = head;
   p->cq_head_ = tail;
   ok = port.Write32(pr::At(pipe, pr::kSqTail), head) && port.Write32(pr::At(pipe, pr::kCqHead), tail);
@@ -123,9 +137,53 @@ uint32_t ControllerPipe::Row(uint32_t die, uint32_t block, uint32_t page) const 
 }
 
 void ControllerPipe::Init(Function<void(Status)> done) {
+  // Commands a previous host left in the pipe finish first; their completions are
+  // consumed and dropped (no command of this host is in flight yet).
+  Drain(clock_.Now(), std::move(done));
+}
+
+void ControllerPipe::Drain(TimeNs since, Function<void(Status)> done) {
+  port_.Advance(clock_.Now());
+  const uint64_t cq = region_ + uint64_t{o_.ring_entries} * 64;
+  bool consumed = false;
+  for (;;) {
+    CompletionEntry e;
+    port_.ReadMem(cq + uint64_t{cq_head_} * 16, &e, sizeof(e));
+    if (e.phase() != cq_phase_) break;
+    cq_head_ = (cq_head_ + 1) & (o_.ring_entries - 1);
+    if (cq_head_ == 0) cq_phase_ = !cq_phase_;
+    consumed = true;
+    ++stats_.stale_completions;
+  }
+  if (consumed) port_.Write32(pr::At(pipe_, pr::kCqHead), cq_head_);
+  uint32_t st = 0;
+  if (!port_.Read32(pr::At(pipe_, pr::kPipeStatus), &st)) {
+    done(Status::IOError(fmt::format("pipe {}: PIPE_STATUS read failed", pipe_)));
+    return;
+  }
+  if (!pr::kPipeStatusIdle.get(st)) {
+    if (clock_.Now() - since > 1'000'000'000) {
+      done(Status::TimedOut(fmt::format("pipe {}: still busy with a previous host's commands after 1 s", pipe_)));
+      return;
+    }
+    auto alive = alive_;
+    clock_.After(o_.tick_ns, [this, alive, since, done = std::move(done)]() mutable {
+      if (*alive) Drain(since, std::move(done));
+    });
+    return;
+  }
+  ReadGeometry(0, std::move(done));
+}
+
+// Through die `die`'s queue; a die that does not answer (dead) passes it to the next.
+void ControllerPipe::ReadGeometry(uint32_t die, Function<void(Status)> done) {
   auto buf = std::make_shared<std::vector<uint8_t>>(3 * nand::onfi::kParamPageBytes);
   auto d = std::make_shared<Function<void(Status)>>(std::move(done));
-  ReadParameterPage(0, buf->data(), static_cast<uint32_t>(buf->size()), [this, buf, d](const nand::Completion& c) {
+  ReadParameterPage(die, buf->data(), static_cast<uint32_t>(buf->size()), [this, buf, d, die](const nand::Completion& c) {
+    if (!c.ok() && die + 1 < topology_.dies()) {
+      ReadGeometry(die + 1, std::move(*d));
+      return;
+    }
     if (!c.ok()) {
       (*d)(Status::IOError(fmt::format("pipe {}: READ PARAMETER PAGE: {}", pipe_, nand::FlashStatusName(c.status))));
       return;

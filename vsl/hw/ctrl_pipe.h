@@ -10,6 +10,11 @@
 // completion ring every `tick` of the host's Clock while commands are in flight (the
 // port's Advance lets a simulated device run up to that time).
 //
+// A host that goes away (a crash) leaves the controller's rings where they were; the next
+// ControllerPipe takes them over: unfetched descriptors are dropped, commands already in
+// the pipe finish and their completions are discarded by Init before anything new is
+// issued.
+//
 // Contract notes: the controller has no power-loss protection and no stage slots, so
 // plp_state() is kAbsent and `accepted` means "copied into the host's queue" (posted
 // right after the call); a program breaking a NAND rule completes kProgramFail (the die
@@ -46,8 +51,10 @@ class ControllerPipe final : public nand::FlashPipe {
                                                         CtrlPipeOptions o = {});
   ~ControllerPipe() override;
 
-  // Reads the dies' parameter page (LUN 0) for the row address layout and the page
-  // format; Read, Program and Erase need it. `done` runs on the clock's engine.
+  // Waits until commands a previous host left in the pipe have finished (dropping their
+  // completions), then reads the dies' parameter page (LUN 0) for the row address layout
+  // and the page format; Read, Program and Erase need it. `done` runs on the clock's
+  // engine.
   void Init(Function<void(Status)> done);
   const nand::onfi::ParameterPage& parameter_page() const { return pp_; }
 
@@ -62,7 +69,7 @@ class ControllerPipe final : public nand::FlashPipe {
 
   struct Stats {
     uint64_t commands = 0, completions = 0, ticks = 0, corrected_bits = 0, uncorrectable = 0, timeouts = 0,
-             aborted = 0, lun_resets = 0;
+             aborted = 0, lun_resets = 0, stale_completions = 0;
   };
   const Stats& stats() const { return stats_; }
   // The pipe's ONFI row of a page (LUN bits above block bits above page bits).
@@ -81,6 +88,8 @@ class ControllerPipe final : public nand::FlashPipe {
   };
   ControllerPipe(RegMemPort& port, Clock& clock, uint32_t pipe, uint64_t region, uint64_t region_bytes,
                  CtrlPipeOptions o);
+  void Drain(TimeNs since, Function<void(Status)> done);
+  void ReadGeometry(uint32_t die, Function<void(Status)> done);
   void Enqueue(uint32_t die, Cmd c);
   void Issue(uint32_t die);
   void Tick();

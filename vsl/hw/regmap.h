@@ -81,6 +81,7 @@ inline constexpr uint32_t kPipeStatus = 0x2C;  // ro
 inline constexpr Field kPipeStatusRunning{0, 1};
 inline constexpr Field kPipeStatusRingError{1, 1};
 inline constexpr Field kPipeStatusDmaError{2, 1};
+inline constexpr Field kPipeStatusIdle{3, 1};
 inline constexpr uint32_t kPipeInfo = 0x30;  // ro
 inline constexpr Field kPipeInfoFirstChannel{0, 8};
 inline constexpr Field kPipeInfoChannels{8, 8};
