@@ -27,7 +27,10 @@
 //   written to the descriptor's addresses.
 // - A LUN busy longer than rb_timeout cycles ends its command with TIMEOUT (a dead die
 //   is reported, never waited on). lun_reset[l] aborts LUN l's command: a started one by
-//   RESET LUN (FAh) on that LUN alone; it completes ABORTED.
+//   RESET LUN (FAh) on that LUN alone; it completes ABORTED. After a TIMEOUT the LUN gets
+//   no new command while it still reads busy: each one is preceded by a status poll and
+//   completes TIMEOUT at once if the LUN has not come back (RESET and RESET LUN go to it
+//   regardless).
 // - Errors: an unknown opcode, a LUN out of range or sizes the buffer cannot hold (or
 //   not multiples of 8) complete INVALID with nothing done; an AXI error response
 //   completes the command DMA_ERROR and sets dma_error; a ring size that is not a power
@@ -155,6 +158,7 @@ module vsl_pipe #(
   logic [LUNS*64-1:0] s_daddr, s_maddr;
   logic [LUNS*32-1:0] s_started, s_polled;
   logic [LUNS-1:0]       s_abort;  // lun_reset seen, not yet acted on
+  logic [LUNS-1:0]       s_dead;   // the LUN's last command timed out: probe before the next
 
   // The descriptor fetched and waiting for its LUN's slot.
   logic        p_valid;
@@ -226,7 +230,7 @@ module vsl_pipe #(
   typedef enum logic [4:0] {
     M_IDLE, M_SEQ, M_SEQ_WAIT, M_DMA, M_DMA_WAIT,
     M_FETCH, M_FETCH_RD, M_PROG_META, M_PROG_ENC, M_PROG_ENC_WAIT, M_PROG_ISSUE, M_STARTED,
-    M_POLLED, M_RDOUT_DEC, M_RDOUT_DMA, M_RDOUT_DONE, M_MISC_SEQ, M_MISC_DONE, M_ABORTED,
+    M_POLLED, M_PROBED, M_RDOUT_DEC, M_RDOUT_DMA, M_RDOUT_DONE, M_MISC_SEQ, M_MISC_DONE, M_ABORTED,
     M_CPL0, M_CPL1, M_CPL_DONE
   } state_e;
   state_e state, ret;
@@ -380,7 +384,7 @@ module vsl_pipe #(
       state <= M_IDLE; ret <= M_IDLE; cur <= '0; rr <= '0;
       s_state <= '0; s_op <= '0; s_result <= '0; s_nand <= '0; s_tag <= '0; s_col <= '0; s_len <= '0;
       s_dbytes <= '0; s_mbytes <= '0; s_sbytes <= '0; s_corr <= '0; s_row <= '0; s_daddr <= '0;
-      s_maddr <= '0; s_started <= '0; s_polled <= '0; s_abort <= '0;
+      s_maddr <= '0; s_started <= '0; s_polled <= '0; s_abort <= '0; s_dead <= '0;
       p_valid <= 1'b0; p_w0 <= '0; p_w1 <= '0; p_w2 <= '0; p_w3 <= '0; p_w4 <= '0;
       sq_head <= 32'd0; cq_tail <= 32'd0; completions <= 32'd0; phase <= 1'b1; dma_error <= 1'b0;
       c_op <= RQ_RESET; c_row <= '0; c_col <= '0; c_len <= '0; c_din <= 1'b0; c_dout <= 1'b0; c_dec <= 1'b0;
@@ -456,6 +460,15 @@ module vsl_pipe #(
             c_dwords <= 16'd5;
             c_dbuf   <= DESC_W;
             state <= M_DMA; ret <= M_FETCH;
+          end else if (f_new && s_dead[i_new] && s_op[8*(i_new) +: 8] != OPC_RESET_LUN &&
+                       s_op[8*(i_new) +: 8] != OPC_RESET) begin
+            // A LUN that timed out gets no new command while it is still busy: one status
+            // poll first (a command to a busy LUN breaks the protocol).
+            cur <= i_new;
+            rr  <= i_new;
+            c_op <= RQ_POLL_ONCE; c_row <= s_row[24*(i_new) +: 24]; c_col <= 16'd0; c_len <= 16'd0;
+            c_din <= 1'b0; c_dout <= 1'b0; c_dec <= 1'b0;
+            state <= M_SEQ; ret <= M_PROBED;
           end else if (f_new) begin
             cur <= i_new;
             rr  <= i_new;
@@ -612,6 +625,7 @@ module vsl_pipe #(
           end else if (r_timeout || (rb_timeout != 32'd0 && cycles[31:0] - s_started[32*(cur) +: 32] >= rb_timeout)) begin
             s_result[8*(cur) +: 8] <= ST_TIMEOUT;
             s_state[3*(cur) +: 3]  <= SL_CPL;
+            s_dead[cur]   <= 1'b1;
             error_event   <= 1'b1;
           end
           state <= M_IDLE;
@@ -621,6 +635,7 @@ module vsl_pipe #(
         M_RDOUT_DEC: begin
           if (r_timeout) begin
             s_result[8*(cur) +: 8] <= ST_TIMEOUT; s_state[3*(cur) +: 3] <= SL_CPL; error_event <= 1'b1; state <= M_IDLE;
+            s_dead[cur] <= 1'b1;
           end else if (ecc_done) begin
             s_corr[16*(cur) +: 16]   <= e_corr;
             s_result[8*(cur) +: 8] <= e_unc ? ST_UNCORRECTABLE : ST_OK;
@@ -675,7 +690,9 @@ module vsl_pipe #(
           s_nand[8*(cur) +: 8] <= r_status;
           if (r_timeout) begin
             s_result[8*(cur) +: 8] <= ST_TIMEOUT; s_state[3*(cur) +: 3] <= SL_CPL; error_event <= 1'b1; state <= M_IDLE;
+            s_dead[cur] <= 1'b1;
           end else begin
+            s_dead[cur] <= 1'b0;
             s_result[8*(cur) +: 8] <= (s_op[8*(cur) +: 8] == OPC_STATUS || s_op[8*(cur) +: 8] == OPC_RESET_LUN) && r_status[0] ? ST_FAIL : ST_OK;
             if (s_op[8*(cur) +: 8] == OPC_READ_ID || s_op[8*(cur) +: 8] == OPC_READ_PARAM || s_op[8*(cur) +: 8] == OPC_GET_FEAT) begin
               c_dwrite <= 1'b1;
@@ -688,6 +705,17 @@ module vsl_pipe #(
               state <= M_IDLE;
             end
           end
+        end
+
+        M_PROBED: begin
+          if (!r_timeout && r_status[6]) begin
+            s_dead[cur] <= 1'b0;  // alive again: the command starts on the next pass
+          end else begin
+            s_nand[8*(cur) +: 8]   <= r_status;
+            s_result[8*(cur) +: 8] <= ST_TIMEOUT;
+            s_state[3*(cur) +: 3]  <= SL_CPL;
+          end
+          state <= M_IDLE;
         end
 
         M_ABORTED: begin

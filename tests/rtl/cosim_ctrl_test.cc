@@ -378,5 +378,48 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   EXPECT_FALSE(card_->Write32(0x0FF0, 1));
 }
 
+// A host that goes away with commands in the controller (a crash) and the next one that
+// takes the pipe over: its Init waits for them to finish and drops their completions,
+// the ring's phase carries on across hosts (past a wrap of the 64-entry completion ring).
+TEST_F(CosimTest, HostTakesOverAPipeFromACrashedOne) {
+  Build();
+  const uint32_t db = data_bytes();
+  for (int round = 0; round < 3; ++round) {
+    auto& pipe = *pipes_[0];
+    for (uint32_t die = 0; die < 4; ++die) ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(die, 7, std::move(cb)); }).ok());
+    uint8_t id[4];
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(Wait([&](auto cb) { pipe.ReadId(i % 4, 0x20, id, 4, std::move(cb)); }).ok());
+    // Commands in flight on every LUN, then the host goes.
+    std::vector<uint8_t> data(db, 0x3C);
+    for (uint32_t die = 0; die < 4; ++die) {
+      pipe.Program(nand::ProgramRequest{{die, 7, 0}, data.data(), nullptr, false}, [](const nand::Completion&) {},
+                   [](const nand::Completion&) { ADD_FAILURE() << "a crashed host's callback ran"; });
+    }
+    clock_.RunFor(50 * kUs);
+    pipes_[0].reset();
+    auto np = hw::ControllerPipe::Create(*card_, clock_, 0, card_->region_base(0), card_->region_bytes());
+    ASSERT_TRUE(np.ok()) << np.status().ToString();
+    pipes_[0] = std::move(np).value();
+    std::optional<Status> s;
+    pipes_[0]->Init([&](Status x) { s = x; });
+    clock_.RunUntilTrue([&] { return s.has_value(); }, kMaxEvents);
+    ASSERT_TRUE(s && s->ok()) << (s ? s->ToString() : "Init never finished");
+    EXPECT_GT(pipes_[0]->stats().stale_completions, 0u) << "round " << round;
+    // The pages the crashed host was programming are there (the commands ran).
+    std::vector<uint8_t> rd(db);
+    for (uint32_t die = 0; die < 4; ++die) {
+      auto c = Wait([&](auto cb) {
+        pipes_[0]->Read(nand::ReadRequest{{die, 7, 0}, 0, db / 512, rd.data(), nullptr}, std::move(cb));
+      });
+      ASSERT_TRUE(c.ok()) << "round " << round << " die " << die << ": " << nand::FlashStatusName(c.status);
+      EXPECT_EQ(rd, data);
+    }
+  }
+  uint32_t n = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kCompletions), &n));
+  EXPECT_GT(n, 64u);  // the completion ring wrapped at least once
+  ExpectCheckerSilent();
+}
+
 }  // namespace
 }  // namespace vsl::testing

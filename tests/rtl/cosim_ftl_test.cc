@@ -2,8 +2,11 @@
 // FlashBack over the pipe's four LUNs): a short randomized harness of writes, trims, reads
 // and flushes in flight together, checked against a reference model after every round,
 // with clean restarts (checkpoint attach) and host crashes (the FTL dropped without a
-// shutdown, so the next attach scans). The card keeps running across restarts, as a card
-// does when only the host restarts. The dies keep their pages in a simulated-card image
+// shutdown, commands of theirs possibly still in the controller: a new host side takes
+// the pipe over and the attach scans). The card keeps running across restarts, as a card
+// does when only the host restarts. In the last seed (of two or more) a die of pipe 0 dies
+// (it stays busy for ever): the controller reports it by RB_TIMEOUT and FlashBack must
+// lose nothing. The dies keep their pages in a simulated-card image
 // with the card's error and fault model (testbench/cosim/image_store.h). VSL_COSIM_SEEDS
 // sets the seed count (default 2).
 #include <cstdlib>
@@ -23,6 +26,7 @@
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
 #include "vsl/hw/ctrl_pipe.h"
+#include "vsl/hw/regmap.h"
 
 namespace vsl::testing {
 namespace {
@@ -66,14 +70,26 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
   co.stores[1] = &store1;
   auto card = tb::CosimCard::Create(co);
   ASSERT_TRUE(card);
+  // A dead die is reported after 2.5 ms busy (above tBERS), not the board's 20 ms.
+  for (uint32_t p = 0; p < 2; ++p) {
+    ASSERT_TRUE(card->Write32(hw::regs::chan::At(p, hw::regs::chan::kRbTimeout), 500000));
+  }
   std::unique_ptr<hw::ControllerPipe> pipes[2];
   OpenCosimPipes(*card, clock, pipes);
   if (HasFatalFailure()) return;
   const char* e = std::getenv("VSL_COSIM_SEEDS");
   const int seeds = e ? std::atoi(e) : 2;
   uint64_t checked = 0, acked = 0;
+  bool die_failed = false;
+  uint64_t host_crashes = 0;
+  uint64_t rebuilt = 0;
   for (int seed = 1; seed <= seeds; ++seed) {
     Rng rng(static_cast<uint64_t>(seed));
+    // In the last seed (of two or more) a die of pipe 0 dies in the middle of round 1:
+    // FlashBack must rebuild its data from parity, online, and lose nothing.
+    const bool kill = seed == seeds && seeds >= 2;
+    const auto kill_lun = static_cast<uint32_t>(rng.Below(4));
+    const int kill_op = static_cast<int>(rng.Range(5, 25));
     std::unique_ptr<ftl::Ftl> ftls[2];
     auto attach = [&](uint32_t p) {
       ftls[p].reset();
@@ -86,7 +102,12 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
     };
     for (uint32_t p = 0; p < 2; ++p) {
       std::optional<Status> s;
-      ftl::Ftl::Format(*pipes[p], clock, {}, [&](Status x) { s = x; });
+      ftl::FormatOptions fo;
+      if (kill && p == 0) {  // room to stay writable on three dies
+        fo.reserve = ftl::ReserveMode::kCustom;
+        fo.spare_percent = 80;
+      }
+      ftl::Ftl::Format(*pipes[p], clock, fo, [&](Status x) { s = x; });
       clock.RunUntilTrue([&] { return s.has_value(); }, kMaxEvents);
       ASSERT_TRUE(s && s->ok()) << (s ? s->ToString() : "format never finished");
       attach(p);
@@ -105,6 +126,10 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
       int pending = 0;
       const int ops = static_cast<int>(rng.Range(30, 60));
       for (int i = 0; i < ops; ++i) {
+        if (kill && round == 1 && i == kill_op) {
+          card->KillLun(0, kill_lun);
+          die_failed = true;
+        }
         const uint32_t p = static_cast<uint32_t>(rng.Below(2));
         auto& f = *ftls[p];
         const uint64_t span = std::max<uint64_t>(8, f.sectors() / 2);
@@ -144,7 +169,12 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
       }
       clock.RunUntilTrue([&] { return pending == 0; }, kMaxEvents);
       ASSERT_EQ(pending, 0) << "seed " << seed << " round " << round << ": requests never completed";
-      const uint64_t action = rng.Below(3);
+      uint64_t action = rng.Below(3);
+      // After the die failure only clean restarts and live checks: a scanning attach
+      // would read every page of the dead die, each costing RB_TIMEOUT of device time
+      // (seconds of co-simulation per page).
+      if (die_failed && action == 2) action = 1;
+      if (round == 1 && !kill) action = 2;  // every run has a host crash
       for (uint32_t p = 0; p < 2; ++p) {
         if (action == 1) {  // clean restart of the host side
           std::optional<Status> s;
@@ -153,7 +183,20 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
           ASSERT_TRUE(s && s->ok());
           attach(p);
           ASSERT_TRUE(ftls[p]->attach_info().from_checkpoint);
-        } else if (action == 2) {  // host crash: no shutdown, the attach scans
+        } else if (action == 2) {
+          // Host crash: the FTL and the host's side of the pipe go without a shutdown,
+          // commands of theirs possibly still in the controller (to a dead die, say); a new
+          // host takes the rings over and the attach scans.
+          ftls[p].reset();
+          pipes[p].reset();
+          auto np = hw::ControllerPipe::Create(*card, clock, p, card->region_base(p), card->region_bytes());
+          ASSERT_TRUE(np.ok()) << np.status().ToString();
+          pipes[p] = std::move(np).value();
+          std::optional<Status> s;
+          pipes[p]->Init([&](Status x) { s = x; });
+          clock.RunUntilTrue([&] { return s.has_value(); }, kMaxEvents);
+          ASSERT_TRUE(s && s->ok()) << (s ? s->ToString() : "Init never finished");
+          ++host_crashes;
           attach(p);
           ASSERT_FALSE(ftls[p]->attach_info().from_checkpoint);
         }
@@ -171,6 +214,12 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
         }
       }
     }
+    if (kill) {
+      const auto st = ftls[0]->flashback_status();
+      EXPECT_EQ(st.failed_dies, std::vector<uint32_t>{kill_lun}) << "the dead die was not taken out";
+      EXPECT_EQ(st.rebuild_lebs_left, 0u) << "the rebuild did not finish";
+      rebuilt = st.rebuilt_pages;
+    }
     for (uint32_t p = 0; p < 2; ++p) {
       std::optional<Status> s;
       ftls[p]->Shutdown([&](Status x) { s = x; });
@@ -182,8 +231,9 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
   const uint64_t flipped = store0.stats().bits_flipped + store1.stats().bits_flipped;
   std::printf("%d seeds: %llu writes acknowledged, %llu sector checks; pipe 0: %llu commands, %llu ticks; "
               "%llu cycles co-simulated (%.1f ms of device time); checker violations %d; %u factory bad "
-              "blocks; %llu pages sensed with %llu raw bit errors, %llu bits corrected by the RTL's ECC, "
-              "%llu uncorrectable reads\n",
+              "blocks; %llu pages sensed with %llu raw bit errors, %llu bits corrected by the RTL's ECC (as counted by the hosts alive at the end), "
+              "%llu uncorrectable reads; die failure: %s, %llu pages rebuilt from parity, %llu commands timed out; "
+              "%llu host crashes\n",
               seeds, static_cast<unsigned long long>(acked), static_cast<unsigned long long>(checked),
               static_cast<unsigned long long>(pipes[0]->stats().commands),
               static_cast<unsigned long long>(pipes[0]->stats().ticks),
@@ -191,7 +241,10 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
               card->timing_violations(), factory_bad,
               static_cast<unsigned long long>(store0.stats().pages_sensed + store1.stats().pages_sensed),
               static_cast<unsigned long long>(flipped), static_cast<unsigned long long>(corrected),
-              static_cast<unsigned long long>(pipes[0]->stats().uncorrectable + pipes[1]->stats().uncorrectable));
+              static_cast<unsigned long long>(pipes[0]->stats().uncorrectable + pipes[1]->stats().uncorrectable),
+              die_failed ? "yes" : "no", static_cast<unsigned long long>(rebuilt),
+              static_cast<unsigned long long>(pipes[0]->stats().timeouts), static_cast<unsigned long long>(host_crashes));
+  for (const auto& [what, n] : card->violations()) std::printf("checker: %s x%d\n", what.c_str(), n);
   EXPECT_EQ(card->timing_violations(), 0);
   EXPECT_GT(checked, 50u);
   if (profile->reliability.rber_base >= 1e-5) {

@@ -79,7 +79,7 @@ Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port,
   // they were), so this host takes them over: the next completion lands at CQ_TAIL with
   // the phase of the current pass round the ring (the pass count follows from
   // COMPLETIONS, the ring size being the same for every host), and the completion ring is
-  // filled with entries of the other phase so nothing stale looks new. Descriptors a
+  // filled so that nothing stale looks new. Descriptors a
   // previous host queued and the pipe has not fetched are dropped (SQ_TAIL = SQ_HEAD).
   const uint64_t sq = region, cq = region + uint64_t{o.ring_entries} * 64;
   bool ok = port.Write32(pr::At(pipe, pr::kPipeCtrl), 0);
@@ -95,7 +95,12 @@ Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port,
   }
   p->cq_phase_ = (posted / o.ring_entries) % 2 == 0;
   std::vector<uint8_t> stale(uint64_t{o.ring_entries} * 16, 0);
-  for (uint32_t i = 0; i < o.ring_entries; ++i) stale[i * 16 + 7] = p->cq_phase_ ? 0x00 : 0x80;
+  // Entries from CQ_TAIL on are written next with this pass's phase, those before it in
+  // the following pass with the other: each holds the phase it must not be mistaken for.
+  for (uint32_t i = 0; i < o.ring_entries; ++i) {
+    const bool phase = i >= tail ? !p->cq_phase_ : p->cq_phase_;
+    stale[i * 16 + 7] = phase ? 0x80 : 0x00;
+  }
   port.WriteMem(cq, stale.data(), stale.size());
   ok = port.Write32(pr::At(pipe, pr::kSqBaseLo), static_cast<uint32_t>(sq));
   ok = ok && port.Write32(pr::At(pipe, pr::kSqBaseHi), static_cast<uint32_t>(sq >> 32));
