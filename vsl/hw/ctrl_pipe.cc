@@ -149,14 +149,9 @@ void ControllerPipe::Init(Function<void(Status)> done) {
 
 void ControllerPipe::Drain(TimeNs since, Function<void(Status)> done) {
   port_.Advance(clock_.Now());
-  const uint64_t cq = region_ + uint64_t{o_.ring_entries} * 64;
+  CompletionEntry e;
   bool consumed = false;
-  for (;;) {
-    CompletionEntry e;
-    port_.ReadMem(cq + uint64_t{cq_head_} * 16, &e, sizeof(e));
-    if (e.phase() != cq_phase_) break;
-    cq_head_ = (cq_head_ + 1) & (o_.ring_entries - 1);
-    if (cq_head_ == 0) cq_phase_ = !cq_phase_;
+  while (NextCompletion(&e)) {
     consumed = true;
     ++stats_.stale_completions;
   }
@@ -375,18 +370,24 @@ void ControllerPipe::Issue(uint32_t die) {
   }
 }
 
+// Takes the next completion off the ring if the pipe has posted one (its phase is this
+// pass's), advancing the host's head and phase; the caller acknowledges with CQ_HEAD.
+bool ControllerPipe::NextCompletion(CompletionEntry* e) {
+  const uint64_t cq = region_ + uint64_t{o_.ring_entries} * 64;
+  port_.ReadMem(cq + uint64_t{cq_head_} * 16, e, sizeof(*e));
+  if (e->phase() != cq_phase_) return false;
+  cq_head_ = (cq_head_ + 1) & (o_.ring_entries - 1);
+  if (cq_head_ == 0) cq_phase_ = !cq_phase_;
+  return true;
+}
+
 void ControllerPipe::Tick() {
   tick_armed_ = false;
   ++stats_.ticks;
   port_.Advance(clock_.Now());
-  const uint64_t cq = region_ + uint64_t{o_.ring_entries} * 64;
+  CompletionEntry e;
   bool consumed = false;
-  for (;;) {
-    CompletionEntry e;
-    port_.ReadMem(cq + uint64_t{cq_head_} * 16, &e, sizeof(e));
-    if (e.phase() != cq_phase_) break;
-    cq_head_ = (cq_head_ + 1) & (o_.ring_entries - 1);
-    if (cq_head_ == 0) cq_phase_ = !cq_phase_;
+  while (NextCompletion(&e)) {
     consumed = true;
     ++stats_.completions;
     const uint32_t die = e.tag() & 0xF;

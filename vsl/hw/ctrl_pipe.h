@@ -93,6 +93,7 @@ class ControllerPipe final : public nand::FlashPipe {
   void Enqueue(uint32_t die, Cmd c);
   void Issue(uint32_t die);
   void Tick();
+  bool NextCompletion(CompletionEntry* e);
   void Finish(uint32_t die, const CompletionEntry& e);
   void Fail(nand::FlashCallback done, nand::FlashStatus s);
   uint32_t reg(uint32_t off) const;
