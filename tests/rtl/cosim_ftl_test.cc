@@ -6,7 +6,7 @@
 // the pipe over and the attach scans). The card keeps running across restarts, as a card
 // does when only the host restarts. In the last seed (of two or more) a die of pipe 0 dies
 // (it stays busy for ever): the controller reports it by RB_TIMEOUT and FlashBack must
-// lose nothing. The dies keep their pages in a simulated-card image
+// lose nothing. The first seed formats with 512-byte sectors, the others 4 KiB. The dies keep their pages in a simulated-card image
 // with the card's error and fault model (testbench/cosim/image_store.h). VSL_COSIM_SEEDS
 // sets the seed count (default 2).
 #include <cstdlib>
@@ -103,6 +103,9 @@ TEST(CosimFtlTest, FtlHarnessDualPipe) {
     for (uint32_t p = 0; p < 2; ++p) {
       std::optional<Status> s;
       ftl::FormatOptions fo;
+      // 512-byte sectors in the first seed (partial-page reads through the controller),
+      // 4 KiB otherwise (the die-failure seed needs them: parity metadata).
+      fo.sector_bytes = seed == 1 ? 512 : 4096;
       if (kill && p == 0) {  // room to stay writable on three dies
         fo.reserve = ftl::ReserveMode::kCustom;
         fo.spare_percent = 80;
