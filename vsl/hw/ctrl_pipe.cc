@@ -2,6 +2,7 @@
 #include "vsl/hw/ctrl_pipe.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "vsl/core/log.h"
@@ -16,11 +17,8 @@ namespace cr = regs::ctrl;
 constexpr uint32_t kCw = 512, kParity = 13, kEccT = 8;
 constexpr uint64_t kDieBufBytes = 20 << 10;  // a 16 KiB page and its spare, per LUN
 
-uint32_t BitsFor(uint32_t n) {
-  uint32_t b = 0;
-  while ((1u << b) < n) ++b;
-  return b;
-}
+// Row-address bits that number `n` things (the ONFI row layout; 0 for n <= 1).
+uint32_t BitsFor(uint32_t n) { return n <= 1 ? 0 : static_cast<uint32_t>(std::bit_width(n - 1)); }
 
 nand::FlashStatus Map(uint8_t st) {
   switch (st) {
