@@ -4,6 +4,9 @@
   rtl/gen/vsl_regmap_pkg.sv   SystemVerilog package (offsets, field positions, reset values)
   vsl/hw/regmap.h             C++17 header for the host (namespace vsl::hw::regs)
   docs/register-map.md        tables for people
+  rtl/alveo/kernel.xml        the Alveo kernel's description for Vitis (package_xo): its
+                              interfaces and the arguments its AXI masters hang on (the
+                              registers marked "kernel_arg", 64-bit pointers)
 
 usage: regmap_gen.py [--check]   (--check: exit 1 if a generated file differs from the source)
 The generated files are committed; ctest rtl_regmap_in_sync runs --check.
@@ -133,7 +136,64 @@ def cxx(m):
                 out.append(f"inline constexpr Field k{camel(r['name'])}{camel(fd['name'])}{{{lo}, {hi - lo + 1}}};")
         out.append(f"}}  // namespace {b['name'].lower()}")
         out.append("")
+    out.append("// The Alveo kernel's arguments (rtl/alveo/kernel.xml): the 64-bit base register each AXI")
+    out.append("// master's buffer is given in, and the master's port.")
+    out.append("namespace kernel {")
+    out.append("struct Arg {")
+    out.append("  const char* name;")
+    out.append("  const char* port;")
+    out.append("  uint32_t offset;")
+    out.append("};")
+    out.append("inline constexpr Arg kArgs[] = {")
+    for name, port, off in kernel_args(m):
+        out.append(f'    {{"{name}", "{port}", 0x{off:04X}}},')
+    out.append("};")
+    out.append("}  // namespace kernel")
+    out.append("")
     out.append("}  // namespace vsl::hw::regs")
+    return "\n".join(out) + "\n"
+
+
+def kernel_args(m):
+    """(name, port, offset) of every kernel argument, in argument order."""
+    out = []
+    for b in m["blocks"]:
+        for r in b["registers"]:
+            if "kernel_arg" not in r:
+                continue
+            for i in range(b["count"]):
+                off = b["offset"] + i * b["stride"] + r["offset"]
+                out.append((r["kernel_arg"].format(i=i), r["kernel_port"].format(i=i), off))
+    return out
+
+
+def kxml(m):
+    span = max(b["offset"] + max(b["stride"] * b["count"], max(r["offset"] for r in b["registers"]) + 4)
+               for b in m["blocks"])
+    rng = 1 << (span - 1).bit_length()
+    out = ['<?xml version="1.0" encoding="UTF-8"?>', f"<!-- {HEADER} -->",
+           "<!-- The Alveo kernel (rtl/alveo/vsl_kernel.sv), user-managed: the host drives it through",
+           "     xrt::ip register access and its own rings (docs/alveo.md). Each argument is the",
+           "     64-bit base register of what one AXI master reaches; v++ connects the master's",
+           "     port to a memory bank (rtl/alveo/link_*.cfg) and XRT allocates the buffer there. -->",
+           '<root versionMajor="1" versionMinor="6">',
+           '  <kernel name="vsl_kernel" language="ip_c" vlnv="openvsl.org:kernel:vsl_kernel:'
+           f'{m["version"][0]}.{m["version"][1]}" attributes="" preferredWorkGroupSizeMultiple="0" '
+           'workGroupSize="1" interrupt="true" hwControlProtocol="user_managed">',
+           "    <ports>",
+           f'      <port name="s_axi_control" mode="slave" range="0x{rng:X}" dataWidth="32" portType="addressable" base="0x0"/>']
+    args = kernel_args(m)
+    for _, port, _ in args:
+        out.append(f'      <port name="{port}" mode="master" range="0xFFFFFFFFFFFFFFFF" dataWidth="64" '
+                   'portType="addressable" base="0x0"/>')
+    out.append("    </ports>")
+    out.append("    <args>")
+    for i, (name, port, off) in enumerate(args):
+        out.append(f'      <arg name="{name}" addressQualifier="1" id="{i}" port="{port}" size="0x8" '
+                   f'offset="0x{off:X}" type="void*" hostOffset="0x0" hostSize="0x8"/>')
+    out.append("    </args>")
+    out.append("  </kernel>")
+    out.append("</root>")
     return "\n".join(out) + "\n"
 
 
@@ -173,6 +233,7 @@ def main():
         "rtl/gen/vsl_regmap_pkg.sv": sv(m),
         "vsl/hw/regmap.h": cxx(m),
         "docs/register-map.md": md(m),
+        "rtl/alveo/kernel.xml": kxml(m),
     }
     check = "--check" in sys.argv[1:]
     stale = []

@@ -145,5 +145,54 @@ package vsl_regmap_pkg;
   localparam int unsigned VSL_CHAN_ONFI_MODE_MODE_LSB = 0;
   localparam int unsigned VSL_CHAN_ONFI_MODE_MODE_WIDTH = 3;
 
+  // EMU: NAND emulator of pipe p (Alveo kernel only: rtl/emu/vsl_nand_emu.sv, behind the pipe's ONFI pins; absent on a card with NAND). Times are in kernel clock cycles; a register is written whole (a partial-strobe write answers SLVERR).
+  localparam logic [15:0] VSL_EMU_BASE = 16'h2000;
+  localparam int unsigned VSL_EMU_COUNT = 2;
+  localparam logic [15:0] VSL_EMU_STRIDE = 16'h0080;
+  localparam logic [15:0] VSL_EMU_STORE_BASE_LO = 16'h0000;  // rw
+  localparam logic [15:0] VSL_EMU_STORE_BASE_HI = 16'h0004;  // rw
+  localparam logic [15:0] VSL_EMU_T_R = 16'h0008;  // rw
+  localparam logic [31:0] VSL_EMU_T_R_RESET = 32'h00001388;
+  localparam logic [15:0] VSL_EMU_T_PROG = 16'h000C;  // rw
+  localparam logic [31:0] VSL_EMU_T_PROG_RESET = 32'h00009C40;
+  localparam logic [15:0] VSL_EMU_T_BERS = 16'h0010;  // rw
+  localparam logic [31:0] VSL_EMU_T_BERS_RESET = 32'h000493E0;
+  localparam logic [15:0] VSL_EMU_T_RST = 16'h0014;  // rw
+  localparam logic [31:0] VSL_EMU_T_RST_RESET = 32'h000003E8;
+  localparam logic [15:0] VSL_EMU_FAULT = 16'h0018;  // rw
+  localparam int unsigned VSL_EMU_FAULT_DEAD_LSB = 0;
+  localparam int unsigned VSL_EMU_FAULT_DEAD_WIDTH = 8;
+  localparam int unsigned VSL_EMU_FAULT_FAIL_PROGRAM_LSB = 8;
+  localparam int unsigned VSL_EMU_FAULT_FAIL_PROGRAM_WIDTH = 8;
+  localparam int unsigned VSL_EMU_FAULT_FAIL_ERASE_LSB = 16;
+  localparam int unsigned VSL_EMU_FAULT_FAIL_ERASE_WIDTH = 8;
+  localparam logic [15:0] VSL_EMU_FLIP_RATE = 16'h001C;  // rw
+  localparam logic [15:0] VSL_EMU_SEED = 16'h0020;  // rw
+  localparam logic [31:0] VSL_EMU_SEED_RESET = 32'h00000001;
+  localparam logic [15:0] VSL_EMU_CTRL = 16'h0024;  // rw
+  localparam int unsigned VSL_EMU_CTRL_FORMAT_LSB = 0;
+  localparam int unsigned VSL_EMU_CTRL_FORMAT_WIDTH = 1;
+  localparam int unsigned VSL_EMU_CTRL_STORE_ERROR_LSB = 1;
+  localparam int unsigned VSL_EMU_CTRL_STORE_ERROR_WIDTH = 1;
+  localparam int unsigned VSL_EMU_CTRL_CLEAR_COUNTS_LSB = 2;
+  localparam int unsigned VSL_EMU_CTRL_CLEAR_COUNTS_WIDTH = 1;
+  localparam int unsigned VSL_EMU_CTRL_BUSY_LSB = 8;
+  localparam int unsigned VSL_EMU_CTRL_BUSY_WIDTH = 8;
+  localparam logic [15:0] VSL_EMU_READS = 16'h0028;  // ro
+  localparam logic [15:0] VSL_EMU_PROGRAMS = 16'h002C;  // ro
+  localparam logic [15:0] VSL_EMU_ERASES = 16'h0030;  // ro
+  localparam logic [15:0] VSL_EMU_FLIPS = 16'h0034;  // ro
+  localparam logic [15:0] VSL_EMU_GEOMETRY0 = 16'h0038;  // ro
+  localparam int unsigned VSL_EMU_GEOMETRY0_BLOCKS_LSB = 0;
+  localparam int unsigned VSL_EMU_GEOMETRY0_BLOCKS_WIDTH = 24;
+  localparam int unsigned VSL_EMU_GEOMETRY0_LUNS_LSB = 24;
+  localparam int unsigned VSL_EMU_GEOMETRY0_LUNS_WIDTH = 8;
+  localparam logic [15:0] VSL_EMU_GEOMETRY1 = 16'h003C;  // ro
+  localparam int unsigned VSL_EMU_GEOMETRY1_PAGES_LSB = 0;
+  localparam int unsigned VSL_EMU_GEOMETRY1_PAGES_WIDTH = 16;
+  localparam int unsigned VSL_EMU_GEOMETRY1_STRIDE_LSB = 16;
+  localparam int unsigned VSL_EMU_GEOMETRY1_STRIDE_WIDTH = 16;
+  localparam logic [15:0] VSL_EMU_ERRORS = 16'h0040;  // ro
+
 endpackage
 /* verilator lint_on UNUSEDPARAM */

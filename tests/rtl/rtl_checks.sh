@@ -17,6 +17,9 @@ SOURCES=(
   "$ROOT/rtl/dma/vsl_axi_dma.sv"
   "$ROOT/rtl/pipe/vsl_pipe.sv"
   "$ROOT/rtl/ctrl/vsl_ctrl.sv"
+  "$ROOT/rtl/emu/vsl_nand_emu.sv"
+  "$ROOT/rtl/alveo/vsl_axil_split.sv"
+  "$ROOT/rtl/alveo/vsl_kernel.sv"
 )
 # The ECC engine: its DPI-C simulation model for lint, a black box for synthesis (the
 # BCH kernel from hls/ takes its place in hardware).
@@ -25,7 +28,8 @@ ECC_BB="$ROOT/rtl/ecc/vsl_ecc_blackbox.sv"
 case "${1:-}" in
   lint)
     command -v verilator >/dev/null || { echo "verilator not installed (scripts/setup installs it)"; exit 77; }
-    for top in vsl_onfi_phy vsl_onfi_seq vsl_onfi_channel vsl_axil_regs vsl_ctrl_top vsl_axi_dma vsl_ecc vsl_pipe vsl_ctrl; do
+    for top in vsl_onfi_phy vsl_onfi_seq vsl_onfi_channel vsl_axil_regs vsl_ctrl_top vsl_axi_dma vsl_ecc vsl_pipe vsl_ctrl \
+               vsl_nand_emu vsl_axil_split vsl_kernel; do
       verilator --lint-only -Wall "${SOURCES[@]}" "$ECC_SIM" --top-module "$top"
       echo "lint clean: $top"
     done

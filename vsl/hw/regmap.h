@@ -122,4 +122,62 @@ inline constexpr uint32_t kOnfiMode = 0x14;  // rw
 inline constexpr Field kOnfiModeMode{0, 3};
 }  // namespace chan
 
+// EMU: NAND emulator of pipe p (Alveo kernel only: rtl/emu/vsl_nand_emu.sv, behind the pipe's ONFI pins; absent on a card with NAND). Times are in kernel clock cycles; a register is written whole (a partial-strobe write answers SLVERR).
+namespace emu {
+inline constexpr uint32_t kBase = 0x2000;
+inline constexpr uint32_t kCount = 2;
+inline constexpr uint32_t kStride = 0x0080;
+// Address of register `reg` of instance `i`.
+constexpr uint32_t At(uint32_t i, uint32_t reg) { return kBase + i * kStride + reg; }
+inline constexpr uint32_t kStoreBaseLo = 0x00;  // rw
+inline constexpr uint32_t kStoreBaseHi = 0x04;  // rw
+inline constexpr uint32_t kTR = 0x08;  // rw
+inline constexpr uint32_t kTRReset = 0x00001388;
+inline constexpr uint32_t kTProg = 0x0C;  // rw
+inline constexpr uint32_t kTProgReset = 0x00009C40;
+inline constexpr uint32_t kTBers = 0x10;  // rw
+inline constexpr uint32_t kTBersReset = 0x000493E0;
+inline constexpr uint32_t kTRst = 0x14;  // rw
+inline constexpr uint32_t kTRstReset = 0x000003E8;
+inline constexpr uint32_t kFault = 0x18;  // rw
+inline constexpr Field kFaultDead{0, 8};
+inline constexpr Field kFaultFailProgram{8, 8};
+inline constexpr Field kFaultFailErase{16, 8};
+inline constexpr uint32_t kFlipRate = 0x1C;  // rw
+inline constexpr uint32_t kSeed = 0x20;  // rw
+inline constexpr uint32_t kSeedReset = 0x00000001;
+inline constexpr uint32_t kCtrl = 0x24;  // rw
+inline constexpr Field kCtrlFormat{0, 1};
+inline constexpr Field kCtrlStoreError{1, 1};
+inline constexpr Field kCtrlClearCounts{2, 1};
+inline constexpr Field kCtrlBusy{8, 8};
+inline constexpr uint32_t kReads = 0x28;  // ro
+inline constexpr uint32_t kPrograms = 0x2C;  // ro
+inline constexpr uint32_t kErases = 0x30;  // ro
+inline constexpr uint32_t kFlips = 0x34;  // ro
+inline constexpr uint32_t kGeometry0 = 0x38;  // ro
+inline constexpr Field kGeometry0Blocks{0, 24};
+inline constexpr Field kGeometry0Luns{24, 8};
+inline constexpr uint32_t kGeometry1 = 0x3C;  // ro
+inline constexpr Field kGeometry1Pages{0, 16};
+inline constexpr Field kGeometry1Stride{16, 16};
+inline constexpr uint32_t kErrors = 0x40;  // ro
+}  // namespace emu
+
+// The Alveo kernel's arguments (rtl/alveo/kernel.xml): the 64-bit base register each AXI
+// master's buffer is given in, and the master's port.
+namespace kernel {
+struct Arg {
+  const char* name;
+  const char* port;
+  uint32_t offset;
+};
+inline constexpr Arg kArgs[] = {
+    {"pipe0_ring", "m_axi_pipe0", 0x0100},
+    {"pipe1_ring", "m_axi_pipe1", 0x0200},
+    {"store0", "m_axi_store0", 0x2000},
+    {"store1", "m_axi_store1", 0x2080},
+};
+}  // namespace kernel
+
 }  // namespace vsl::hw::regs
