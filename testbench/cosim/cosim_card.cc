@@ -11,9 +11,12 @@
 #include <verilated_fst_sc.h>
 
 #include "Vvsl_ctrl.h"
+#include "testbench/cosim/axi_port.h"
+#include "testbench/cosim/axil_master.h"
 #include "testbench/onfi/onfi_target.h"
 #include "testbench/onfi/onfi_timing.h"
 #include "testbench/onfi/tb_common.h"
+#include "vsl/hw/board.h"
 #include "vsl/hw/regmap.h"
 
 namespace vsl::tb {
@@ -32,10 +35,8 @@ SC_MODULE(AxiMem) {
   sc_out<uint32_t> awready, wready, bresp, bvalid, arready, rresp, rlast, rvalid;
   sc_out<sc_bv<128>> rdata;
 
-  std::vector<uint8_t> mem;
-  uint64_t base = kMemBase;
+  DeviceMemory mem;
   uint32_t latency = 8;
-  std::vector<std::pair<uint64_t, uint64_t>> failing;
 
   struct Port {
     bool r_active = false, w_active = false, b_pending = false;
@@ -50,18 +51,6 @@ SC_MODULE(AxiMem) {
     SC_METHOD(Tick);
     sensitive << clk.pos();
     dont_initialize();
-  }
-
-  bool Fails(uint64_t a, uint64_t len) const {
-    for (const auto& [fa, fl] : failing) {
-      if (a < fa + fl && fa < a + len) return true;
-    }
-    return a < base || a + len > base + mem.size();
-  }
-  uint64_t Word(uint64_t a) const {
-    uint64_t v = 0;
-    if (a >= base && a + 8 <= base + mem.size()) std::memcpy(&v, &mem[a - base], 8);
-    return v;
   }
 
   static uint64_t Slice64(const sc_bv<128>& v, uint32_t p) {
@@ -82,7 +71,7 @@ SC_MODULE(AxiMem) {
         s.r_addr = Slice64(araddr.read(), p);
         s.r_left = ((arlen.read() >> (8 * p)) & 0xFF) + 1;
         s.r_wait = latency;
-        s.r_err = Fails(s.r_addr, uint64_t{s.r_left} * 8);
+        s.r_err = mem.Fails(s.r_addr, uint64_t{s.r_left} * 8);
       } else if (s.rvalid && Bit(rready.read(), p)) {
         s.rvalid = false;
         s.r_addr += 8;
@@ -96,7 +85,7 @@ SC_MODULE(AxiMem) {
           --s.r_wait;
         } else {
           s.rvalid = true;
-          s.rdata = s.r_err ? 0 : Word(s.r_addr);
+          s.rdata = s.r_err ? 0 : mem.Word(s.r_addr);
           s.rlast = s.r_left == 1;
         }
       }
@@ -106,13 +95,13 @@ SC_MODULE(AxiMem) {
         s.awready = false;
         s.wready = true;
         s.w_addr = Slice64(awaddr.read(), p);
-        s.w_err = Fails(s.w_addr, uint64_t{((awlen.read() >> (8 * p)) & 0xFF) + 1} * 8);
+        s.w_err = mem.Fails(s.w_addr, uint64_t{((awlen.read() >> (8 * p)) & 0xFF) + 1} * 8);
       } else if (s.wready && Bit(wvalid.read(), p)) {
         if (!s.w_err) {
           const uint64_t d = Slice64(wdata.read(), p);
           const uint32_t strb = (wstrb.read() >> (8 * p)) & 0xFF;
           for (int b = 0; b < 8; ++b) {
-            if (strb & (1u << b)) mem[s.w_addr - base + b] = static_cast<uint8_t>(d >> (8 * b));
+            if (strb & (1u << b)) mem.bytes[s.w_addr - mem.base + b] = static_cast<uint8_t>(d >> (8 * b));
           }
         }
         s.w_addr += 8;
@@ -186,9 +175,8 @@ struct CosimCard::Impl {
   sc_clock clk;
   sc_signal<bool> rst_n;
   // AXI4-Lite
-  sc_signal<uint32_t> s_awaddr, s_wdata, s_wstrb, s_araddr, s_bresp, s_rdata, s_rresp;
-  sc_signal<bool> s_awvalid, s_awready, s_wvalid, s_wready, s_bvalid, s_bready, s_arvalid, s_arready, s_rvalid,
-      s_rready, irq;
+  AxiLiteMaster s;
+  sc_signal<bool> irq;
   // AXI4 masters
   sc_signal<sc_bv<128>> m_awaddr, m_wdata, m_araddr, m_rdata;
   sc_signal<uint32_t> m_awlen, m_awsize, m_awburst, m_awvalid, m_awready, m_wstrb, m_wlast, m_wvalid, m_wready,
@@ -206,11 +194,11 @@ struct CosimCard::Impl {
   explicit Impl(const CosimOptions& opt) : o(opt), clk("clk", sc_time(opt.clock_ns, SC_NS)) {
     top.clk(clk);
     top.rst_n(rst_n);
-    top.s_awaddr(s_awaddr), top.s_awvalid(s_awvalid), top.s_awready(s_awready), top.s_wdata(s_wdata);
-    top.s_wstrb(s_wstrb), top.s_wvalid(s_wvalid), top.s_wready(s_wready), top.s_bresp(s_bresp);
-    top.s_bvalid(s_bvalid), top.s_bready(s_bready), top.s_araddr(s_araddr), top.s_arvalid(s_arvalid);
-    top.s_arready(s_arready), top.s_rdata(s_rdata), top.s_rresp(s_rresp), top.s_rvalid(s_rvalid);
-    top.s_rready(s_rready), top.irq(irq);
+    top.s_awaddr(s.awaddr), top.s_awvalid(s.awvalid), top.s_awready(s.awready), top.s_wdata(s.wdata);
+    top.s_wstrb(s.wstrb), top.s_wvalid(s.wvalid), top.s_wready(s.wready), top.s_bresp(s.bresp);
+    top.s_bvalid(s.bvalid), top.s_bready(s.bready), top.s_araddr(s.araddr), top.s_arvalid(s.arvalid);
+    top.s_arready(s.arready), top.s_rdata(s.rdata), top.s_rresp(s.rresp), top.s_rvalid(s.rvalid);
+    top.s_rready(s.rready), top.irq(irq);
     top.m_awaddr(m_awaddr), top.m_awlen(m_awlen), top.m_awsize(m_awsize), top.m_awburst(m_awburst);
     top.m_awvalid(m_awvalid), top.m_awready(m_awready), top.m_wdata(m_wdata), top.m_wstrb(m_wstrb);
     top.m_wlast(m_wlast), top.m_wvalid(m_wvalid), top.m_wready(m_wready), top.m_bresp(m_bresp);
@@ -227,7 +215,8 @@ struct CosimCard::Impl {
     mem.arvalid(m_arvalid), mem.rready(m_rready), mem.awready(m_awready), mem.wready(m_wready);
     mem.bresp(m_bresp), mem.bvalid(m_bvalid), mem.arready(m_arready), mem.rresp(m_rresp), mem.rlast(m_rlast);
     mem.rvalid(m_rvalid), mem.rdata(m_rdata);
-    mem.mem.assign(opt.mem_bytes_per_pipe * kPipes, 0);
+    mem.mem.base = kMemBase;
+    mem.mem.bytes.assign(opt.mem_bytes_per_pipe * kPipes, 0);
     mem.latency = opt.mem_latency_cycles;
 
     glue.ce_n(ce_n), glue.cle(cle), glue.ale(ale), glue.we_n(we_n), glue.re_n(re_n), glue.dq_o(dq_o);
@@ -304,75 +293,31 @@ std::unique_ptr<CosimCard> CosimCard::Create(const CosimOptions& o) {
   m.rst_n.write(true);
   m.Cycle(2);
   std::unique_ptr<CosimCard> card(new CosimCard(std::move(impl)));
-  // Board set-up: each channel's timing for the dies' mode at this clock, and a 20 ms
-  // R/B# timeout (a die busy longer is dead).
-  namespace chan = hw::regs::chan;
-  const TimingRegs r = RegsFor(OnfiMode(o.onfi_mode), o.clock_ns);
-  uint32_t t0 = 0, t1 = 0, t2 = 0;
-  t0 = chan::kTiming0Twp.put(t0, r.twp), t0 = chan::kTiming0Twh.put(t0, r.twh);
-  t0 = chan::kTiming0Trp.put(t0, r.trp), t0 = chan::kTiming0Treh.put(t0, r.treh);
-  t1 = chan::kTiming1Tcls.put(t1, r.tcls), t1 = chan::kTiming1Tals.put(t1, r.tals);
-  t1 = chan::kTiming1Twhr.put(t1, r.twhr), t1 = chan::kTiming1Tadl.put(t1, r.tadl);
-  t2 = chan::kTiming2Twb.put(t2, r.twb), t2 = chan::kTiming2Trr.put(t2, r.trr);
-  t2 = chan::kTiming2Tsample.put(t2, r.tsample);
-  for (uint32_t p = 0; p < kPipes; ++p) {
-    card->Write32(chan::At(p, chan::kTiming0), t0);
-    card->Write32(chan::At(p, chan::kTiming1), t1);
-    card->Write32(chan::At(p, chan::kTiming2), t2);
-    card->Write32(chan::At(p, chan::kRbTimeout), static_cast<uint32_t>(20e6 / o.clock_ns));
-    card->Write32(chan::At(p, chan::kOnfiMode), static_cast<uint32_t>(o.onfi_mode));
-  }
+  // Board set-up, as a host does it (vsl/hw/board.h): each channel's timing for the dies'
+  // mode at this clock, and a 20 ms R/B# timeout (a die busy longer is dead).
+  hw::ChannelSetup cs;
+  cs.onfi_mode = o.onfi_mode;
+  cs.clock_ns = o.clock_ns;
+  cs.rb_timeout_ns = 20'000'000;
+  if (!hw::SetUpChannels(*card, kPipes, cs).ok()) return nullptr;
   return card;
 }
 
 bool CosimCard::Write32(uint32_t offset, uint32_t value) {
-  Impl& m = *impl_;
-  m.s_awaddr.write(offset), m.s_wdata.write(value), m.s_wstrb.write(0xF);
-  m.s_awvalid.write(true), m.s_wvalid.write(true), m.s_bready.write(true);
-  for (int i = 0; i < 64 && !m.s_bvalid.read(); ++i) m.Cycle();
-  m.s_awvalid.write(false), m.s_wvalid.write(false);
-  const bool ok = m.s_bvalid.read() && m.s_bresp.read() == 0;
-  m.Cycle();
-  m.s_bready.write(false);
-  return ok;
+  return impl_->s.Write(offset, value, [this] { impl_->Cycle(); });
 }
 
 bool CosimCard::Read32(uint32_t offset, uint32_t* value) {
-  Impl& m = *impl_;
-  m.s_araddr.write(offset), m.s_arvalid.write(true), m.s_rready.write(true);
-  for (int i = 0; i < 64 && !m.s_rvalid.read(); ++i) m.Cycle();
-  m.s_arvalid.write(false);
-  const bool ok = m.s_rvalid.read() && m.s_rresp.read() == 0;
-  *value = m.s_rdata.read();
-  m.Cycle();
-  m.s_rready.write(false);
-  return ok;
+  return impl_->s.Read(offset, value, [this] { impl_->Cycle(); });
 }
 
 uint64_t CosimCard::mem_base() const { return kMemBase; }
-uint64_t CosimCard::mem_size() const { return impl_->mem.mem.size(); }
+uint64_t CosimCard::mem_size() const { return impl_->mem.mem.bytes.size(); }
 uint64_t CosimCard::region_base(uint32_t pipe) const { return kMemBase + pipe * impl_->o.mem_bytes_per_pipe; }
 uint64_t CosimCard::region_bytes() const { return impl_->o.mem_bytes_per_pipe; }
 
-void CosimCard::WriteMem(uint64_t addr, const void* src, std::size_t len) {
-  auto& mem = impl_->mem.mem;
-  if (addr < kMemBase || addr + len > kMemBase + mem.size()) {
-    std::fprintf(stderr, "CosimCard::WriteMem outside device memory: %#llx + %zu\n",
-                 static_cast<unsigned long long>(addr), len);
-    std::abort();
-  }
-  std::memcpy(&mem[addr - kMemBase], src, len);
-}
-
-void CosimCard::ReadMem(uint64_t addr, void* dst, std::size_t len) {
-  auto& mem = impl_->mem.mem;
-  if (addr < kMemBase || addr + len > kMemBase + mem.size()) {
-    std::fprintf(stderr, "CosimCard::ReadMem outside device memory: %#llx + %zu\n",
-                 static_cast<unsigned long long>(addr), len);
-    std::abort();
-  }
-  std::memcpy(dst, &mem[addr - kMemBase], len);
-}
+void CosimCard::WriteMem(uint64_t addr, const void* src, std::size_t len) { impl_->mem.mem.Write(addr, src, len); }
+void CosimCard::ReadMem(uint64_t addr, void* dst, std::size_t len) { impl_->mem.mem.Read(addr, dst, len); }
 
 void CosimCard::Advance(int64_t now_ns) {
   const double now = sc_time_stamp().to_seconds() * 1e9;
@@ -388,7 +333,7 @@ void CosimCard::KillLun(uint32_t pipe, uint32_t lun) { impl_->targets.at(pipe)->
 void CosimCard::FailNextProgram(uint32_t pipe, uint32_t lun) {
   impl_->targets.at(pipe)->fail_next_program_lun = static_cast<int>(lun);
 }
-void CosimCard::FailDma(uint64_t addr, uint64_t len) { impl_->mem.failing.emplace_back(addr, len); }
+void CosimCard::FailDma(uint64_t addr, uint64_t len) { impl_->mem.mem.failing.emplace_back(addr, len); }
 
 int CosimCard::timing_violations() const {
   int n = 0;

@@ -1,5 +1,6 @@
-// The co-simulated card's two pipes as FlashPipes: ControllerPipe on each pipe's memory
-// region, initialised (parameter page read) in virtual time.
+// A co-simulated card's two pipes as FlashPipes (the controller's, or the Alveo kernel's):
+// ControllerPipe on each pipe's memory region, initialised (parameter page read) in
+// virtual time.
 #pragma once
 
 #include <cstdlib>
@@ -24,7 +25,9 @@ inline tb::CosimOptions CosimTestOptions(tb::CosimOptions o = {}) {
   return o;
 }
 
-inline void OpenCosimPipes(tb::CosimCard& card, VirtualClock& clock, std::unique_ptr<hw::ControllerPipe> (&pipes)[2]) {
+// Card: tb::CosimCard or tb::KernelCosim (a RegMemPort with region_base(p), region_bytes()).
+template <class Card>
+void OpenCosimPipes(Card& card, VirtualClock& clock, std::unique_ptr<hw::ControllerPipe> (&pipes)[2]) {
   for (uint32_t p = 0; p < 2; ++p) {
     auto pipe = hw::ControllerPipe::Create(card, clock, p, card.region_base(p), card.region_bytes());
     ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
