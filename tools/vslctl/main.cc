@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "vsl/hw/xrt_port.h"
 #include "vsl/simcard/firmware.h"
 #include "vsl/simcard/sim_card.h"
 
@@ -343,6 +344,11 @@ int main(int argc, char** argv) {
   create->add_option("--blocks", blocks, "blocks per die (smaller cards)");
   create->add_option("--seed", seed, "seed of the card's identity and factory bad blocks");
 
+  std::string xclbin;
+  auto* alveo = app.add_subcommand("alveo-cards",
+                                   "list the Alveo cards XRT sees (no vsld needed); with --xclbin, check that xclbin too");
+  alveo->add_option("--xclbin", xclbin, "an OpenVSL kernel xclbin (rtl/alveo, docs/alveo.md) to check");
+
   auto* update = app.add_subcommand("update", "load a controller firmware image (checked first; the old one stays on failure)");
   std::string image;
   update->add_option("image", image, "firmware image")->required();
@@ -447,6 +453,15 @@ int main(int argc, char** argv) {
     } else {
       std::cout << fmt::format("created a {} card in {}\n", profile, dir);
     }
+    return kExitOk;
+  }
+  if (*alveo) {
+    auto lines = vsl::hw::DescribeAlveoCards(xclbin);
+    if (!lines.ok()) {
+      std::fprintf(stderr, "vslctl: %s\n", std::string(lines.status().message()).c_str());
+      return kExitFailed;
+    }
+    for (const auto& l : *lines) std::cout << l << "\n";
     return kExitOk;
   }
   if (*update) {

@@ -28,6 +28,7 @@
 #include "vsl/daemon/ublk_front.h"
 #include "vsl/nbd/server.h"
 #include "sdk/src/shm_server.h"
+#include "vsl/hw/xrt_port.h"
 
 int main(int argc, char** argv) {
   using vsl::daemon::DaemonConfig;
@@ -63,8 +64,21 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", tls_key, "PEM private key of the certificate");
   app.add_option("--tls-ca", tls_ca, "PEM CA: clients must present a certificate it signed");
   app.add_option("--tls-psk", tls_psk, "PSK key file (psktool format: name:hexkey per line)");
+  bool list_alveo = false;
+  std::string alveo_xclbin;
+  app.add_flag("--list-alveo", list_alveo, "list the Alveo cards XRT sees and exit (with --alveo-xclbin: check it too)");
+  app.add_option("--alveo-xclbin", alveo_xclbin, "the OpenVSL kernel xclbin for Alveo cards (docs/alveo.md)");
   CLI11_PARSE(app, argc, argv);
 
+  if (list_alveo) {
+    auto lines = vsl::hw::DescribeAlveoCards(alveo_xclbin);
+    if (!lines.ok()) {
+      std::fprintf(stderr, "vsld: %s\n", std::string(lines.status().message()).c_str());
+      return 1;
+    }
+    for (const auto& l : *lines) std::printf("%s\n", l.c_str());
+    return 0;
+  }
   vsl::SetLogLevel(spdlog::level::from_str(log_level));
   DaemonConfig cfg;
   if (!config.empty()) {
