@@ -8,11 +8,11 @@
 #include <vector>
 
 #include <systemc.h>
-#include <verilated_fst_sc.h>
 
 #include "Vvsl_ctrl.h"
 #include "testbench/cosim/axi_port.h"
 #include "testbench/cosim/axil_master.h"
+#include "testbench/cosim/sim_start.h"
 #include "testbench/onfi/onfi_target.h"
 #include "testbench/onfi/onfi_timing.h"
 #include "testbench/onfi/tb_common.h"
@@ -166,8 +166,6 @@ SC_MODULE(PinGlue) {
   }
 };
 
-bool g_created = false;
-
 }  // namespace
 
 struct CosimCard::Impl {
@@ -189,7 +187,7 @@ struct CosimCard::Impl {
   AxiMem mem{"mem"};
   PinGlue glue{"glue"};
   std::vector<std::unique_ptr<OnfiTarget>> targets;
-  VerilatedFstSc* trace = nullptr;
+  FstTrace trace;
 
   explicit Impl(const CosimOptions& opt) : o(opt), clk("clk", sc_time(opt.clock_ns, SC_NS)) {
     top.clk(clk);
@@ -269,29 +267,13 @@ struct CosimCard::Impl {
 };
 
 CosimCard::CosimCard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CosimCard::~CosimCard() {
-  if (impl_ && impl_->trace) {
-    impl_->trace->close();
-    delete impl_->trace;
-  }
-}
+CosimCard::~CosimCard() = default;
 
 std::unique_ptr<CosimCard> CosimCard::Create(const CosimOptions& o) {
-  if (g_created) return nullptr;
-  g_created = true;
+  if (!OncePerProcess()) return nullptr;
   auto impl = std::make_unique<Impl>(o);
-  if (!o.trace_fst.empty()) Verilated::traceEverOn(true);
   Impl& m = *impl;
-  m.rst_n.write(false);
-  m.Cycle(1);  // elaborates
-  if (!o.trace_fst.empty()) {
-    m.trace = new VerilatedFstSc;
-    m.top.trace(m.trace, 99);
-    m.trace->open(o.trace_fst.c_str());
-  }
-  m.Cycle(8);
-  m.rst_n.write(true);
-  m.Cycle(2);
+  StartSimulation(m.top, m.rst_n, [&m](int n) { m.Cycle(n); }, o.trace_fst, &m.trace);
   std::unique_ptr<CosimCard> card(new CosimCard(std::move(impl)));
   // Board set-up, as a host does it (vsl/hw/board.h): each channel's timing for the dies'
   // mode at this clock, and a 20 ms R/B# timeout (a die busy longer is dead).

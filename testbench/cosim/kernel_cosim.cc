@@ -5,11 +5,11 @@
 #include <cstdio>
 
 #include <systemc.h>
-#include <verilated_fst_sc.h>
 
 #include "Vvsl_kernel.h"
 #include "testbench/cosim/axi_port.h"
 #include "testbench/cosim/axil_master.h"
+#include "testbench/cosim/sim_start.h"
 #include "vsl/hw/regmap.h"
 
 namespace vsl::tb {
@@ -17,8 +17,6 @@ namespace {
 
 constexpr uint64_t kMemBase = 0x4'0000'0000ull;
 constexpr uint32_t kPipes = 2;
-bool g_created = false;
-
 }  // namespace
 
 struct KernelCosim::Impl {
@@ -39,7 +37,7 @@ struct KernelCosim::Impl {
   DeviceMemory mem;
   std::unique_ptr<AxiPort> ports[4];
   uint64_t store_bytes = 0, store_span = 0;
-  VerilatedFstSc* trace = nullptr;
+  FstTrace trace;
 
   explicit Impl(const KernelCosimOptions& opt) : o(opt), clk("ap_clk", sc_time(opt.clock_ns, SC_NS)) {
     top.ap_clk(clk);
@@ -88,29 +86,13 @@ struct KernelCosim::Impl {
 };
 
 KernelCosim::KernelCosim(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-KernelCosim::~KernelCosim() {
-  if (impl_ && impl_->trace) {
-    impl_->trace->close();
-    delete impl_->trace;
-  }
-}
+KernelCosim::~KernelCosim() = default;
 
 std::unique_ptr<KernelCosim> KernelCosim::Create(const KernelCosimOptions& o) {
-  if (g_created) return nullptr;
-  g_created = true;
+  if (!OncePerProcess()) return nullptr;
   auto impl = std::make_unique<Impl>(o);
-  if (!o.trace_fst.empty()) Verilated::traceEverOn(true);
   Impl& m = *impl;
-  m.rst_n.write(false);
-  m.Cycle(1);  // elaborates
-  if (!o.trace_fst.empty()) {
-    m.trace = new VerilatedFstSc;
-    m.top.trace(m.trace, 99);
-    m.trace->open(o.trace_fst.c_str());
-  }
-  m.Cycle(8);
-  m.rst_n.write(true);
-  m.Cycle(2);
+  StartSimulation(m.top, m.rst_n, [&m](int n) { m.Cycle(n); }, o.trace_fst, &m.trace);
   std::unique_ptr<KernelCosim> k(new KernelCosim(std::move(impl)));
   // Card memory: the regions, then the page stores (each rounded up to 1 MiB), sized from
   // what the emulators say they were built with.
