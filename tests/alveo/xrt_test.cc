@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/testutil/temp_dir.h"
+#include "vsl/core/clock.h"
 #include "vsl/hw/regmap.h"
 #include "vsl/hw/xrt_port.h"
 
@@ -104,6 +106,13 @@ TEST(XrtTest, NoCardIsAnEmptyListAndAClearError) {
   ASSERT_FALSE(port.ok());
   EXPECT_EQ(port.status().code(), StatusCode::kNotFound);
   EXPECT_NE(port.status().message().find("no Alveo card"), std::string::npos) << port.status().ToString();
+  // The raw-flash entry point says the same, at once, on the clock's engine.
+  VirtualClock clock(1);
+  std::optional<Result<hw::AlveoCardPipes>> card;
+  hw::OpenAlveoCard({0, good, 4ull << 20}, {}, clock, [&](Result<hw::AlveoCardPipes> r) { card = std::move(r); });
+  clock.RunUntilTrue([&] { return card.has_value(); }, 1000);
+  ASSERT_TRUE(card.has_value());
+  EXPECT_EQ(card->status().code(), StatusCode::kNotFound) << card->status().ToString();
   auto lines = hw::DescribeAlveoCards(good);
   ASSERT_FALSE(lines.ok());
   EXPECT_NE(lines.status().message().find("xocl"), std::string::npos) << "the message says what to check";

@@ -25,7 +25,7 @@ inline tb::CosimOptions CosimTestOptions(tb::CosimOptions o = {}) {
   return o;
 }
 
-// Card: tb::CosimCard or tb::KernelCosim (a RegMemPort with region_base(p), region_bytes()).
+// Card: a co-simulated card (a RegMemPort with region_base(p), region_bytes()).
 template <class Card>
 void OpenCosimPipes(Card& card, VirtualClock& clock, std::unique_ptr<hw::ControllerPipe> (&pipes)[2]) {
   for (uint32_t p = 0; p < 2; ++p) {

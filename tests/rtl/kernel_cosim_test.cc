@@ -1,10 +1,10 @@
 // The Alveo kernel (rtl/alveo/vsl_kernel.sv: controller + NAND emulators + register split)
 // co-simulated in Verilator with an AXI memory model standing for the card's HBM
 // (testbench/cosim/kernel_cosim.h), driven by exactly the host path an Alveo card gets
-// through XRT: the board set-up (vsl/hw/board.h: SetUpAlveoKernel) and the controller
-// protocol (vsl/hw/ctrl_pipe.h), over a RegMemPort. Faults are injected through the
-// emulators' registers, as a test on a card would. One SystemC simulation per process:
-// ctest runs each test in its own (--gtest_filter).
+// through XRT: hw::AttachAlveoKernel (vsl/hw/alveo.h: the board set-up and the controller
+// protocol; hw::OpenAlveoCard runs it after opening XRT) over a RegMemPort. Faults are
+// injected through the emulators' registers, as a test on a card would. One SystemC
+// simulation per process: ctest runs each test in its own (--gtest_filter).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +18,7 @@
 #include "tests/rtl/ftl_harness.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
+#include "vsl/hw/alveo.h"
 #include "vsl/hw/board.h"
 #include "vsl/hw/ctrl_pipe.h"
 #include "vsl/hw/regmap.h"
@@ -43,10 +44,18 @@ class KernelTest : public ::testing::Test {
     s.emulator.clock_ns = o.clock_ns;
     s.emulator.rber = rber;
     s.emulator.seed = 7;
-    const uint64_t stores[2] = {k_->store_base(0), k_->store_base(1)};
-    const Status st = hw::SetUpAlveoKernel(*k_, stores, s);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    OpenCosimPipes(*k_, clock_, pipes_);
+    // The attach an Alveo card gets (hw::OpenAlveoCard runs the same after opening XRT).
+    hw::AlveoBuffers b;
+    for (uint32_t p = 0; p < 2; ++p) {
+      b.region_base[p] = k_->region_base(p);
+      b.store_base[p] = k_->store_base(p);
+    }
+    b.region_bytes = k_->region_bytes();
+    std::optional<Result<hw::AlveoPipes>> r;
+    hw::AttachAlveoKernel(*k_, b, s, clock_, [&](Result<hw::AlveoPipes> x) { r = std::move(x); });
+    clock_.RunUntilTrue([&] { return r.has_value(); }, kMaxEvents);
+    ASSERT_TRUE(r.has_value() && r->ok()) << (r ? r->status().ToString() : "attach never finished");
+    for (uint32_t p = 0; p < 2; ++p) pipes_[p] = std::move((*r)->pipes[p]);
   }
   nand::Completion Wait(const std::function<void(nand::FlashCallback)>& op) {
     std::optional<nand::Completion> c;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <optional>
 
 #include <experimental/xrt_ip.h>
@@ -13,6 +14,7 @@
 #include <xrt/xrt_bo.h>
 #include <xrt/xrt_device.h>
 
+#include "vsl/hw/alveo.h"
 #include "vsl/hw/board.h"
 #include "vsl/hw/regmap.h"
 
@@ -262,6 +264,33 @@ void XrtPort::ReadMem(uint64_t addr, void* dst, std::size_t len) {
 bool XrtPort::InterruptPending() {
   uint32_t isr = 0;
   return Read32(regs::ctrl::At(regs::ctrl::kIsr), &isr) && isr != 0;
+}
+
+void OpenAlveoCard(const XrtOptions& o, const AlveoKernelSetup& setup, Clock& clock,
+                   Function<void(Result<AlveoCardPipes>)> done) {
+  auto port = XrtPort::Open(o);
+  if (!port.ok()) {
+    done(port.status());
+    return;
+  }
+  auto card = std::make_shared<AlveoCardPipes>();
+  card->port = std::move(port).value();
+  XrtPort& p = *card->port;
+  AlveoBuffers b;
+  for (uint32_t i = 0; i < 2; ++i) {
+    b.region_base[i] = p.region_base(i);
+    b.store_base[i] = p.store_base(i);
+  }
+  b.region_bytes = p.region_bytes();
+  auto d = std::make_shared<Function<void(Result<AlveoCardPipes>)>>(std::move(done));
+  AttachAlveoKernel(p, b, setup, clock, [card, d](Result<AlveoPipes> r) {
+    if (!r.ok()) {
+      (*d)(r.status());
+      return;
+    }
+    for (uint32_t i = 0; i < 2; ++i) card->pipes[i] = std::move(r->pipes[i]);
+    (*d)(std::move(*card));
+  });
 }
 
 uint64_t XrtPort::region_base(uint32_t pipe) const { return impl_->regions.at(pipe).addr; }

@@ -14,7 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "vsl/core/clock.h"
+#include "vsl/core/function.h"
 #include "vsl/core/status.h"
+#include "vsl/hw/board.h"
+#include "vsl/hw/ctrl_pipe.h"
 #include "vsl/hw/port.h"
 
 namespace vsl::hw {
@@ -85,5 +89,17 @@ class XrtPort final : public RegMemPort {
   explicit XrtPort(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// An Alveo card as raw flash (the FlashPipe contract, vsl/nand/flash.h): the card opened
+// (XrtPort::Open), the kernel set up as every transport does it (SetUpAlveoKernel with the
+// card's page stores), and a ControllerPipe per pipe created on its region and
+// initialised (parameter page, geometry). `done` runs on the clock's engine (at once for
+// an error found before any command: no card, a bad xclbin); on error nothing is left open. The pipes use the port: keep them together.
+struct AlveoCardPipes {
+  std::unique_ptr<XrtPort> port;
+  std::unique_ptr<ControllerPipe> pipes[2];
+};
+void OpenAlveoCard(const XrtOptions& o, const AlveoKernelSetup& setup, Clock& clock,
+                   Function<void(Result<AlveoCardPipes>)> done);
 
 }  // namespace vsl::hw
