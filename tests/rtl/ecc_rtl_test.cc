@@ -202,8 +202,9 @@ TEST_P(EccRtlTest, EncodeAndDecodeMatchTheCodec) {
               static_cast<unsigned long long>(max_cycles));
 }
 
-// A clean page costs nothing after its last byte; geometries the code cannot lay out
-// are not protected (decode uncorrectable, nothing written), as in the model.
+// A clean page costs nothing after its last byte; a short message is padded with 0xFF;
+// geometries the code cannot lay out are not protected (decode uncorrectable, nothing
+// written), as in the model.
 TEST(EccRtlEdgeTest, CleanPagesAndBadGeometries) {
   Engine eng;
   Rng rng(5);
@@ -215,6 +216,17 @@ TEST(EccRtlEdgeTest, CleanPagesAndBadGeometries) {
   EXPECT_EQ(clean.corrected, 0u);
   EXPECT_FALSE(clean.uncorrectable);
   EXPECT_LT(clean.cycles, 20u);
+  // A message shorter than data + metadata: the missing bytes count as 0xFF (as in the
+  // model), one word or several short.
+  for (const uint32_t given : {4096u + 112u, 4096u, 2048u}) {
+    std::vector<uint8_t> m(4096 + 120, 0xFF);
+    rng.Fill(m.data(), given);
+    const std::vector<uint8_t> shortmsg(m.begin(), m.begin() + given);
+    const Result en = eng.Run(false, 4096, 120, 224, shortmsg);
+    const auto want = Encoded(m, 4096, 120, 224);
+    EXPECT_TRUE(std::equal(want.begin() + 4096 + 120, want.end(), en.page.begin() + 4096 + 120))
+        << given << " bytes given: parity differs from the codec's over the 0xFF-padded message";
+  }
   for (const Geometry g : {Geometry{4000, 100, 224}, Geometry{4096, 200, 224}, Geometry{8192, 64, 448}}) {
     std::vector<uint8_t> raw(g.data + g.spare);
     rng.Fill(raw.data(), raw.size());

@@ -193,6 +193,12 @@ TEST_F(KernelTest, EveryOperationThroughTheEmulators) {
   std::printf("page read, host view: %.1f us with tR 25 us, %.1f us with tR of one cycle (paced by the page "
               "fetch from card memory)\n",
               static_cast<double>(with_tr) / 2e3, static_cast<double>(store_paced) / 2e3);
+  // FORMAT erases the whole emulated NAND: pages read 0xFF and block 3 takes page 0 again.
+  ASSERT_TRUE(hw::FormatEmulator(*k_, 0).ok());
+  std::vector<uint8_t> fmt;
+  ASSERT_TRUE(Read(0, 0, 3, 0, &fmt).ok());
+  EXPECT_EQ(fmt, std::vector<uint8_t>(db(), 0xFF));
+  EXPECT_TRUE(Program(0, 0, 3, 0, Pattern(0, 3, 0, db(), 8)).ok());
   // Register errors answer SLVERR: past the EMU block's registers, past the last block.
   uint32_t v = 0;
   EXPECT_FALSE(k_->Write32(em::At(0, 0x44), 1));
