@@ -195,6 +195,44 @@ TEST_F(FtlFeaturesTest, FlushAndFuaWithoutPowerLossProtection) {
   EXPECT_EQ(out, want);
 }
 
+// A LUN whose forward map outgrows a metadata LEB (a 300 GB duo-slc LUN: a 285 MiB map
+// against a 24 MiB LEB; here 4,096 blocks of a 4-die pipe against a 64-page LEB) can hold
+// no checkpoint: attach writes a mount record instead of the dirty checkpoint, a clean
+// shutdown succeeds with a mount record too, and every attach scans — losing nothing,
+// trims included.
+TEST_F(FtlFeaturesTest, LunWhoseMapOutgrowsAMetadataLebShutsDownCleanlyAndAttachesByScan) {
+  MakeCard("test-small", 4096);
+  ASSERT_TRUE(Format().ok());
+  ASSERT_TRUE(Attach().ok());
+  const uint64_t n = ftl_->sectors();
+  ASSERT_GT(n * sizeof(uint32_t), uint64_t{64} * 4096) << "the map must not fit one metadata LEB";
+  std::vector<uint64_t> lbas;
+  for (uint64_t lba = 0; lba < n; lba += n / 97) lbas.push_back(lba);
+  for (uint64_t lba : lbas) ASSERT_TRUE(Write(lba, Sector(lba, 1)).ok());
+  for (std::size_t i = 0; i < lbas.size(); i += 3) ASSERT_TRUE(Write(lbas[i], Sector(lbas[i], 2)).ok());
+  ASSERT_TRUE(Trim(lbas[1], 1).ok());
+  auto check = [&](const char* when) {
+    std::vector<uint8_t> out;
+    for (std::size_t i = 0; i < lbas.size(); ++i) {
+      ASSERT_TRUE(Read(lbas[i], 1, &out).ok()) << when;
+      const auto want = i == 1 ? std::vector<uint8_t>(ftl_->sector_bytes(), 0) : Sector(lbas[i], i % 3 == 0 ? 2 : 1);
+      ASSERT_EQ(out, want) << when << ": lba " << lbas[i];
+    }
+  };
+  check("before shutdown");
+  ASSERT_TRUE(Shutdown().ok()) << "a clean shutdown without room for a checkpoint is still clean";
+  ASSERT_TRUE(Attach().ok());
+  EXPECT_FALSE(ftl_->attach_info().from_checkpoint);
+  EXPECT_GT(ftl_->attach_info().lebs_scanned, 0u);
+  check("after a clean shutdown");
+  ASSERT_TRUE(Write(lbas[2], Sector(lbas[2], 3)).ok());
+  PowerCycle();
+  ASSERT_TRUE(Attach().ok());
+  std::vector<uint8_t> out;
+  ASSERT_TRUE(Read(lbas[2], 1, &out).ok());
+  EXPECT_EQ(out, Sector(lbas[2], 3)) << "after a power cut";
+}
+
 }  // namespace
 }  // namespace vsl::testing
 

@@ -2490,8 +2490,16 @@ struct Ftl::Impl {
       }
     }
     if (!pages.empty()) return;
-    Done d = std::move(shutdown_done);
-    f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kCheckpoint), std::move(d));
+    // Everything is on flash and covered by parity now. A checkpoint too large for a
+    // metadata LEB (the dense map of a LUN of hundreds of GB) cannot be written: the
+    // shutdown is still clean, and a mount record makes the next attach scan the LEBs
+    // (as after the mount record that attach wrote when its dirty checkpoint did not fit).
+    f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kCheckpoint),
+                      [this, d = std::move(shutdown_done)](Status s) mutable {
+                        if (s.code() != StatusCode::kNoSpace) return d(s);
+                        Logger("ftl")->warn("shutdown: {}; the next attach scans", s.message());
+                        f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount), std::move(d));
+                      });
   }
 };
 
