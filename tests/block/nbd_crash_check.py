@@ -29,6 +29,24 @@ def block_data(seed, block, gen):
     return head + fill
 
 
+CLASSES = ("bit_corruption", "shorn_writes", "flying_writes", "unserializable_writes")
+
+
+def classify(seed, b, got, ok):
+    """The power-fault literature's class of a wrong block (tests/testutil/campaign.h)."""
+    magic, s, blk, g = struct.unpack(">QQQQ", got[:32])
+    if got == bytes(BS) or (magic == MAGIC and s == seed and blk == b and g not in ok
+                            and got == block_data(seed, b, g)):
+        return "unserializable_writes"  # zeroes or an older generation, intact
+    if magic == MAGIC and s == seed and blk != b and got == block_data(seed, blk, g):
+        return "flying_writes"  # another block's write, intact
+    # Every 512-byte piece from an allowed generation or zeroes, not all from one.
+    versions = [bytes(BS)] + [block_data(seed, b, v) for v in ok if v]
+    if all(any(got[o:o + 512] == v[o:o + 512] for v in versions) for o in range(0, BS, 512)):
+        return "shorn_writes"
+    return "bit_corruption"
+
+
 def write(uri, state, seed):
     h = nbd.NBD()
     h.connect_uri(uri)
@@ -69,6 +87,7 @@ def verify(uri, state):
     h.connect_uri(uri)
     # Reads 64 at a time (aio), checked as they come back.
     lost, landed = [], 0
+    classes = {k: 0 for k in CLASSES}
     todo = sorted(set(acked) | set(pending))
     reads = {}
     i = 0
@@ -93,10 +112,12 @@ def verify(uri, state):
             g = 0 if got == bytes(BS) else struct.unpack(">QQQQ", got[:32])[3]
             if g not in ok or (g != 0 and got != block_data(seed, b, g)):
                 lost.append((b, g, sorted(ok)))
+                classes[classify(seed, b, got, ok)] += 1
             elif b in pending and g == pending[b]:
                 landed += 1
     print("verified: %d acknowledged blocks exact, %d of %d in-flight writes landed, %d wrong"
           % (len(acked) - len([x for x in lost if x[0] in acked]), landed, len(pending), len(lost)))
+    print("classes " + json.dumps(classes))
     if lost:
         print("WRONG (block, generation read, generations allowed):", lost[:20])
         sys.exit(1)

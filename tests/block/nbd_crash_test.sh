@@ -13,6 +13,8 @@
 # into its power-loss-protected buffer, which the simulated card keeps in its PLP journal
 # across a kill, as a real card keeps it powered. VSL_CRASH_MODE=--nbd-write-through runs
 # the same with every write FUA.
+# VSL_CAMPAIGN_OUT=<file>: the kills and the failure classes found (tests/testutil/campaign.h)
+# are appended to it as one JSON line at exit, pass or fail (scripts/campaign).
 VSLD="$1"
 VSLCTL="$2"
 ROUNDS="${3:-6}"
@@ -23,6 +25,49 @@ for t in fio nbdsh; do command -v "$t" >/dev/null || skip "$t is not installed";
 echo "seed $SEED, $ROUNDS rounds (replay: nbd_crash_test.sh VSLD VSLCTL $ROUNDS $SEED)"
 RANDOM=$SEED
 MODE=(${VSL_CRASH_MODE:-})
+
+# Failure classes over the rounds, for scripts/campaign.
+CAMP="$T/campaign.json"
+echo '{}' >"$CAMP"
+RESTARTING=0  # 1 while vsld comes back after a kill: failing then is a dead device
+campaign_add() {  # campaign_add KEY=N ...
+  python3 - "$CAMP" "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for kv in sys.argv[2:]:
+    k, v = kv.split("=")
+    d[k] = d.get(k, 0) + int(v)
+json.dump(d, open(sys.argv[1], "w"))
+PY
+}
+campaign_flush() {
+  [ -n "${VSL_CAMPAIGN_OUT:-}" ] || return 0
+  [ "$RESTARTING" = 1 ] && campaign_add dead_device=1
+  python3 - "$CAMP" "$VSL_CAMPAIGN_OUT" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+out = {"component": "nbd_sigkill"}
+out.update(d)
+for k in ("bit_corruption", "shorn_writes", "flying_writes", "unserializable_writes", "metadata_corruption",
+          "dead_device", "read_errors"):
+    out.setdefault(k, 0)
+open(sys.argv[2], "a").write(json.dumps(out) + "\n")
+PY
+}
+CLEANUP_HOOKS+=(campaign_flush)
+# After a kill: vsld back with every LUN online (a LUN whose attach failed is metadata
+# corruption; vsld not coming back at all, a dead device).
+restart() {
+  RESTARTING=1
+  start "${MODE[@]}"
+  RESTARTING=0
+  local st
+  st=$(ctl --json status)
+  if grep -q '"state": *"failed"' <<<"$st"; then
+    campaign_add metadata_corruption=1
+    fail "a LUN failed to attach after the kill: $(grep -o '"error": *"[^"]*"' <<<"$st" | head -3)"
+  fi
+}
 
 make_card 4096
 stop
@@ -77,7 +122,8 @@ FIO
     round=$((round - 1))
     continue
   fi
-  start "${MODE[@]}"
+  restart
+  campaign_add kills=1
   (cd "$T" && fio --output="$T/verify.out" --verify_state_load=1 --verify_only --verify_fatal=0 --verify_dump=0 \
     "$T/job.fio" >"$T/verify.err" 2>&1) || true
   bad_round=0
@@ -108,6 +154,17 @@ for j in ("l0", "l2"):
     else:
         unnamed += len(extra)
 checked = [int(x) for x in re.findall(r"issued rwts: total=(\d+),", v)]
+# The class of each acknowledged write fio found wrong, from its verify message.
+classes = {"bit_corruption": 0, "flying_writes": 0, "unserializable_writes": 0}
+for j, o in lost:
+    line = next((l for l in v.splitlines() if ("offset %d" % o) in l and "verify" in l), "")
+    if "offset" in line and "bad header offset" in line:
+        classes["flying_writes"] += 1
+    elif "numberio" in line:
+        classes["unserializable_writes"] += 1
+    else:
+        classes["bit_corruption"] += 1
+print(" ".join("%s=%d" % kv for kv in classes.items()), file=open(t + "/fio_classes", "w"))
 print("round %s: killed at %s ms, %d writes checked, %d named in flight at the kill, %d of them and %d others "
       "(within iodepth) read back different, %d acknowledged writes lost"
       % (rnd, delay, sum(checked), sum(len(s) for s in unacked.values()), len(bad) - len(lost) - unnamed, unnamed, len(lost)))
@@ -121,6 +178,12 @@ if sum(checked) == 0:
 PY
   cat "$T/round.txt"
   sed 's/^/    lun1 /' "$T/check.out"
+  [ -f "$T/fio_classes" ] && campaign_add $(cat "$T/fio_classes")
+  rm -f "$T/fio_classes"
+  campaign_add $(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    if l.startswith("classes "):
+        print(" ".join("%s=%d" % kv for kv in json.loads(l[8:]).items()))' "$T/check.out")
   if [ $bad_round -ne 0 ]; then
     mkdir -p /tmp/nbd-crash-failed
     cp -r "$T"/write.* "$T"/verify.* "$T"/job.fio "$T"/check.* "$T"/vsld.log "$T/plp-at-kill" /tmp/nbd-crash-failed/ 2>/dev/null || true
@@ -128,6 +191,7 @@ PY
   fi
   exact=$((exact + $(sed -n 's/^verified: \([0-9]*\) acknowledged.*/\1/p' "$T/check.out")))
   read -r _ c d <"$T/totals"
+  campaign_add fio_writes_checked="$c" exact_blocks_checked="$(sed -n 's/^verified: \([0-9]*\) acknowledged.*/\1/p' "$T/check.out")"
   total_checked=$((total_checked + c))
   total_unacked=$((total_unacked + d))
 done

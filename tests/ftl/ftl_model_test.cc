@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/ftl/ftl_fixture.h"
+#include "tests/testutil/campaign.h"
 
 namespace vsl::testing {
 namespace {
@@ -59,6 +60,11 @@ class FtlModelTest : public FtlFixture {
   bool unnamed_seed_ = false;
   bool double_failure_ = false;  // this seed kills a second die before the rebuild ends
   int64_t unanswered_ = 0;        // writes and trims issued and not yet completed
+  FailureCounts fc_;              // failure classes and exposures over the shard's seeds
+  // Counts an attach, shutdown or settle that went wrong: refused metadata or not back.
+  void CountDeviceFailure(const Status& s) {
+    fc_.Add(s.code() == StatusCode::kCorruption ? FailureClass::kMetadataCorruption : FailureClass::kDeadDevice);
+  }
 
   void Issue(uint64_t lba, uint32_t n, uint64_t version, uint64_t issue) {
     ++unanswered_;
@@ -109,6 +115,7 @@ class FtlModelTest : public FtlFixture {
         ++lost_sectors_;
         continue;
       }
+      if (!s.ok()) fc_.Add(FailureClass::kReadError);
       ASSERT_TRUE(s.ok()) << when << ": read of " << lba << " failed: " << s.ToString();
       std::set<uint64_t> allowed{m.acked};
       for (auto& [iss, v] : m.inflight) {
@@ -150,6 +157,20 @@ class FtlModelTest : public FtlFixture {
           m.inflight.clear();
           continue;
         }
+        std::vector<std::vector<uint8_t>> allowed_bytes, older_bytes{std::vector<uint8_t>(sb, 0)};
+        for (uint64_t v : allowed) allowed_bytes.push_back(v == 0 ? std::vector<uint8_t>(sb, 0) : Sector(lba, v));
+        for (uint64_t v : m.history) {
+          if (v != 0 && !allowed.count(v)) older_bytes.push_back(Sector(lba, v));
+        }
+        if (allowed.count(0)) older_bytes.erase(older_bytes.begin());
+        fc_.Add(ClassifySector(out, allowed_bytes, older_bytes, [&](const std::vector<uint8_t>& got) {
+          for (const auto& [other, om] : model_) {
+            for (uint64_t v : om.history) {
+              if (other != lba && v != 0 && got == Sector(other, v)) return true;
+            }
+          }
+          return false;
+        }));
         std::string hist;
         for (uint64_t v : m.history) hist += std::to_string(v) + " ";
         FAIL() << when << ": sector " << lba << " holds " << seen << ", not its acknowledged version "
@@ -166,6 +187,7 @@ class FtlModelTest : public FtlFixture {
   // groomer churning for ever) fails the seed instead of hanging the suite.
   void Settle(uint64_t seed, int round) {
     clock_.RunUntilIdle(20'000'000);
+    if (clock_.pending() != 0 || unanswered_ != 0) fc_.Add(FailureClass::kDeadDevice);
     ASSERT_EQ(clock_.pending(), 0u) << "seed " << seed << " round " << round
                                     << ": still busy after 20M events (livelock?)";
     // Idle means every request has its answer, success or error: none waits for ever.
@@ -264,15 +286,18 @@ class FtlModelTest : public FtlFixture {
         if (die_fails && r == fail_round && i == fail_op) {
           card_->InjectDieFailure(0, fail_die);
           first_failed = true;
+          ++fc_.exposures["die_failures"];
         } else if (double_fails && first_failed && !second_failed && ops_since_first++ >= double_gap) {
           card_->InjectDieFailure(0, second_die);
           second_failed = true;
           double_failure_ = true;
+          ++fc_.exposures["double_die_failures"];
         } else if (die_fails && second_fails && first_failed && !second_failed) {
           const auto st = ftl_->flashback_status();
           if (st.failed_dies.size() == 1 && st.rebuild_lebs_left == 0 && ops_since_rebuild++ >= second_delay) {
             card_->InjectDieFailure(0, second_die);
             second_failed = true;
+            ++fc_.exposures["sequential_die_failures"];
           }
         }
         const uint64_t issue = ++issue_;
@@ -309,20 +334,27 @@ class FtlModelTest : public FtlFixture {
         // Power cut at a random instant while work is in flight.
         clock_.RunFor(rng.Range(0, 2 * kMs));
         PowerCycle();
+        ++fc_.exposures["power_cuts"];
         unanswered_ = 0;  // what the cut dropped stays "in flight" in the model
         Status s = Attach(oo);
+        if (!s.ok()) CountDeviceFailure(s);
         ASSERT_TRUE(s.ok()) << "seed " << seed << " round " << r << " attach after power cut: " << s.ToString();
         ASSERT_FALSE(ftl_->attach_info().from_checkpoint);
         CheckAll(fmt("seed {} round {} after power cut", seed, r));
       } else if (action == 1) {
         Settle(seed, r);
         if (SeedFailed()) return;
-        ASSERT_TRUE(Shutdown().ok()) << "seed " << seed << " round " << r;
+        Status sd_status = Shutdown();
+        if (!sd_status.ok()) CountDeviceFailure(sd_status);
+        ASSERT_TRUE(sd_status.ok()) << "seed " << seed << " round " << r << ": " << sd_status.ToString();
         ftl_.reset();
         TallyCard();
         card_.reset();
         OpenCard();
-        ASSERT_TRUE(Attach(oo).ok());
+        ++fc_.exposures["clean_restarts"];
+        Status at = Attach(oo);
+        if (!at.ok()) CountDeviceFailure(at);
+        ASSERT_TRUE(at.ok()) << at.ToString();
         ASSERT_TRUE(ftl_->attach_info().from_checkpoint);
         CheckAll(fmt("seed {} round {} after clean restart", seed, r));
       } else {
@@ -403,6 +435,12 @@ TEST_P(FtlModelShard, RandomWorkloadsWithPowerCutsNeverLoseAcknowledgedData) {
                 static_cast<unsigned long long>(ecc_totals_.miscorrected_reads));
     EXPECT_GT(ecc_totals_.ecc_codewords_decoded, 0u);
   }
+  fc_.exposures["seeds"] = static_cast<uint64_t>(ran + static_cast<int>(failed_seeds.size()));
+  fc_.exposures["failed_seeds"] = failed_seeds.size();
+  fc_.exposures["acknowledged_ops"] = acked;
+  fc_.exposures["sector_checks"] = checked;
+  fc_.exposures["sector_reads_reported_lost_after_double_failure"] = lost;
+  fc_.Append("ftl_model");
   EXPECT_TRUE(failed_seeds.empty()) << "failing seeds:" << failed_list;
   EXPECT_GT(acked, static_cast<uint64_t>(ran) * 100);
   EXPECT_GT(checked, static_cast<uint64_t>(ran) * 100);

@@ -1,0 +1,792 @@
+#!/usr/bin/python3
+"""The performance report: docs/performance.md and its plots (scripts/bench runs this).
+
+  perf_report.py BUILD_DIR [--out docs/performance.md] [--quick] [--render-only]
+                 [--only virtual|realtime|waf ...]
+
+Runs, on this machine:
+  1. virtual time (bench/card_perf_bench): the full-size duo-slc card (1.2 TB) fresh, as
+     shipped (24.75 W slot limit) and with the 55 W power override; and a duo-slc card of
+     the same shape with 64 blocks per die, stock and high-performance formats,
+     preconditioned to SNIA steady state, then models.md's workloads and the 1T/1Q ...
+     16T/16Q sweep. Deterministic: the figures repeat exactly on any machine.
+  2. write amplification against the formula (bench/ftl_waf_bench).
+  3. real time on this machine: vsld serving a duo-slc-small card, against `nbdkit memory`
+     of the same size in the same run: fio over NBD (the block path) and vsl-bench (the
+     SDK attached to vsld, against libnbd to nbdkit); ratios, not absolute claims. Also
+     vsld's resident memory and its attach time after a clean stop and after SIGKILL.
+Every result goes to docs/performance/results.json; --render-only rewrites the markdown
+and plots from it without running anything. Exit 1 if any run counted I/O errors.
+"""
+import argparse
+import concurrent.futures
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from procs import stop_all, wait_for  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The reference card (models.md): spec sheet and the independent review.
+REF = {
+    "spec_read_4k": 580000, "spec_write_4k": 535000, "spec_read_512": 700000, "spec_write_512": 1100000,
+    "spec_read_1m_gbs": 3.0, "spec_write_1m_gbs": 2.5, "spec_read_lat_us": 47, "spec_write_lat_us": 15,
+    "review_read_4k": 460000, "review_burst_write_4k": 550000,
+    "review_steady_stock": 140000, "review_steady_hp": 231000,
+    "review_avg_ms_stock": "1.85-2.20", "review_avg_ms_hp": "1.10-1.25", "review_max_ms_linux": "20-50",
+}
+
+# WAF formula table (models.md) and the formula itself.
+def waf_formula(rho):
+    a = 1 + rho
+    x = -a * math.exp(-a)
+    w = -0.5 if x > -0.3 else -0.9  # Lambert W0 by Newton from a start in its branch
+    for _ in range(100):
+        ew = math.exp(w)
+        w -= (w * ew - x) / (ew * (w + 1))
+    return a / (a + w)
+
+
+def machine():
+    cpu = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    distro = ""
+    try:
+        distro = dict(l.rstrip().split("=", 1) for l in open("/etc/os-release") if "=" in l).get("PRETTY_NAME", "").strip('"')
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem / 2**30, 1), "kernel": platform.release(),
+            "os": distro, "hostname": platform.node()}
+
+
+def git(*args):
+    r = subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True)
+    return r.stdout.strip()
+
+
+# ---------------------------------------------------------------- virtual time
+
+
+def run_virtual(build, quick):
+    exe = os.path.join(build, "bench", "card_perf_bench")
+    if quick:
+        runs = {"full_stock": ["--window-ms", "20", "--span-gib", "0.25"],
+                "steady_stock": ["--blocks", "24", "--steady", "--quick"],
+                "steady_hp": ["--blocks", "24", "--steady", "--quick", "--format", "hp"]}
+    else:
+        runs = {"full_stock": [],
+                "full_override": ["--power-override", "55"],
+                "steady_stock": ["--blocks", "64", "--steady"],
+                "steady_hp": ["--blocks", "64", "--steady", "--format", "hp"]}
+    tmp = tempfile.mkdtemp()
+
+    def one(name):
+        path = os.path.join(tmp, name + ".json")
+        t0 = time.time()
+        r = subprocess.run([exe, "--json", path] + runs[name], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("card_perf_bench %s failed (%d): %s" % (" ".join(runs[name]), r.returncode, r.stderr[-3000:]))
+        d = json.load(open(path))
+        d["wall_seconds"] = time.time() - t0
+        d["command"] = "card_perf_bench " + " ".join(runs[name])
+        print("virtual: %s done in %.0f s" % (name, d["wall_seconds"]), flush=True)
+        return name, d
+
+    out = {}
+    # The two cores run two cards at a time; the slow steady-state runs first.
+    order = ["steady_stock", "steady_hp"] + [n for n in runs if not n.startswith("steady")]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as ex:
+        for name, d in ex.map(one, order):
+            out[name] = d
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+# ---------------------------------------------------------------- WAF
+
+
+def run_waf(build, quick):
+    exe = os.path.join(build, "bench", "ftl_waf_bench")
+    tmp = tempfile.mkdtemp()
+    md = os.path.join(tmp, "waf.md")
+    r = subprocess.run([exe, "--out", md] + (["--quick"] if quick else []), capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("ftl_waf_bench failed: " + r.stderr[-2000:])
+    rows = []
+    for line in open(md):
+        m = re.match(r"\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|\s*([0-9.]+)\s*\|", line)
+        if m:
+            rows.append({"rho": float(m.group(1)), "rho_effective": float(m.group(2)), "measured": float(m.group(3)),
+                         "formula": float(m.group(4))})
+    skew = []
+    for line in open(md):
+        m = re.match(r"\|\s*(greedy[^|]*|cost-benefit[^|]*)\|\s*([0-9.]+)", line)
+        if m:
+            skew.append({"policy": m.group(1).strip(), "waf": float(m.group(2))})
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"uniform": rows, "skewed": skew, "command": "ftl_waf_bench" + (" --quick" if quick else "")}
+
+
+# ---------------------------------------------------------------- real time
+
+FIO_MIX = {  # models.md's workloads; sizes under the 4 KiB sector go as 4 KiB
+    "4k-randread": ["--rw=randread", "--bs=4k"],
+    "4k-randwrite": ["--rw=randwrite", "--bs=4k"],
+    "8k-randrw-70": ["--rw=randrw", "--rwmixread=70", "--bs=8k"],
+    "fileserver": ["--rw=randrw", "--rwmixread=80", "--bssplit=4k/80:8k/2:16k/4:32k/4:64k/10"],
+    "webserver": ["--rw=randread", "--bssplit=4k/68:8k/15:16k/2:32k/6:64k/7:128k/1:512k/1"],
+}
+
+
+def run_realtime(build, quick):
+    for tool in ("fio", "nbdkit", "nbdinfo"):
+        if shutil.which(tool) is None:
+            return {"skipped": "%s is not installed (scripts/setup installs it)" % tool}
+    vsld_exe = os.path.join(build, "tools", "vsld")
+    vslctl = os.path.join(build, "tools", "vslctl")
+    vsl_bench = os.path.join(build, "tools", "vsl-bench")
+    seconds = 1 if quick else 5
+    region_mib = 64 if quick else 256
+    t = tempfile.mkdtemp()
+    procs = []
+    res = {"seconds": seconds, "region_mib": region_mib, "rows": []}
+    state = {}
+
+    def start():
+        log = open(t + "/vsld.log", "a")
+        for s in ("vsld.sock", "vsld-nbd.sock", "vsld-sdk.sock"):
+            try:
+                os.unlink(os.path.join(t, s))
+            except OSError:
+                pass
+        t0 = time.time()
+        p = subprocess.Popen([vsld_exe, "--card", t + "/card", "--socket", t + "/vsld.sock", "--ublk", "off"],
+                             stdout=log, stderr=log)
+        procs.append(p)
+        state["vsld"] = p
+        wait_for(t + "/vsld.sock", p)
+        wait_for(t + "/vsld-nbd.sock", p)
+        return t0
+
+    def ready():
+        # Every LUN online: the NBD export of the last LUN answers and status says online.
+        r = subprocess.run([vslctl, "--socket", t + "/vsld.sock", "--json", "status"], capture_output=True, text=True)
+        if r.returncode != 0:
+            return False
+        states = re.findall(r'"state":\s*"([a-z_-]+)"', r.stdout)
+        lun_states = [s for s in states if s in ("online", "offline", "attaching", "detaching", "failed",
+                                                  "unformatted")]
+        return bool(lun_states) and all(s == "online" for s in lun_states)
+
+    def wait_ready(t0):
+        for _ in range(6000):
+            if ready():
+                return time.time() - t0
+            time.sleep(0.01)
+        sys.exit("vsld's LUNs never came online; log in " + t)
+
+    def fio(uri, mix, jobs, qd, extra=()):
+        cmd = ["fio", "--name=b", "--ioengine=nbd", "--uri=" + uri, "--iodepth=%d" % qd, "--numjobs=%d" % jobs,
+               "--group_reporting", "--size=%dM" % region_mib, "--time_based", "--runtime=%gs" % seconds,
+               "--ramp_time=0.5s", "--output-format=json", "--output=" + t + "/fio.json"] + FIO_MIX[mix] + list(extra)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        j = json.load(open(t + "/fio.json"))["jobs"][0]
+        iops = j["read"]["iops"] + j["write"]["iops"]
+        sides = [j[s] for s in ("read", "write") if j[s]["total_ios"] > 0]
+        n = sum(s["total_ios"] for s in sides)
+        avg = sum(s["clat_ns"]["mean"] * s["total_ios"] for s in sides) / n / 1000 if n else 0
+        p99 = max(s["clat_ns"].get("percentile", {}).get("99.000000", 0) for s in sides) / 1000
+        mx = max(s["clat_ns"]["max"] for s in sides) / 1000
+        return {"iops": iops, "avg_us": avg, "p99_us": p99, "max_us": mx,
+                "errors": j.get("error", 0)}
+
+    def vb(target, mix, jobs, qd):
+        span = str(region_mib * 256)  # 4 KiB sectors
+        r = subprocess.run([vsl_bench, "--json"] + target + ["--workload", mix, "--jobs", str(jobs), "--iodepth",
+                                                              str(qd), "--runtime", str(seconds), "--ramp", "0.5",
+                                                              "--span", span], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("vsl-bench %s failed: %s %s" % (" ".join(target), r.stdout, r.stderr))
+        x = json.loads(r.stdout)["result"]
+        return {"iops": x["iops"], "avg_us": x["lat_us"]["avg"], "p99_us": x["lat_us"].get("p99", 0),
+                "max_us": x["lat_us"].get("max", 0), "errors": x.get("errors", 0)}
+
+    try:
+        subprocess.run([vslctl, "create-card", t + "/card", "--profile", "duo-slc-small"], check=True,
+                       stdout=subprocess.DEVNULL)
+        t0 = start()
+        subprocess.run([vslctl, "--socket", t + "/vsld.sock", "format", "--yes"], check=True,
+                       stdout=subprocess.DEVNULL)
+        wait_ready(t0)
+        size = int(subprocess.run(["nbdinfo", "--size", "nbd+unix:///lun0?socket=%s/vsld-nbd.sock" % t], check=True,
+                                  capture_output=True, text=True).stdout)
+        log = open(t + "/kit.log", "w")
+        kit = subprocess.Popen(["nbdkit", "--foreground", "--unix", t + "/kit.sock", "memory", "size=%d" % size],
+                               stdout=log, stderr=log)
+        procs.append(kit)
+        wait_for(t + "/kit.sock", kit)
+        vsld_uri = "nbd+unix:///lun0?socket=%s/vsld-nbd.sock" % t
+        kit_uri = "nbd+unix:///?socket=%s/kit.sock" % t
+        sdk = ["--attach", t + "/vsld-sdk.sock", "--lun", "lun0"]
+        for uri in (vsld_uri, kit_uri):  # both written once over the region
+            subprocess.run(["fio", "--name=p", "--ioengine=nbd", "--uri=" + uri, "--rw=write", "--bs=1m",
+                            "--iodepth=8", "--size=%dM" % region_mib], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        res["lun_bytes"] = size
+        for mix in FIO_MIX:
+            for jobs, qd in ((1, 1), (4, 4)):
+                row = {"workload": mix, "jobs": jobs, "qd": qd}
+                # Back to back, so host noise falls on both sides of each ratio.
+                row["block_vsld"] = fio(vsld_uri, mix, jobs, qd)
+                row["block_nbdkit"] = fio(kit_uri, mix, jobs, qd)
+                row["sdk_vsld"] = vb(sdk, mix, jobs, qd)
+                row["sdk_nbdkit"] = vb(["--nbd", kit_uri], mix, jobs, qd)
+                row["nbd_vsld"] = vb(["--nbd", vsld_uri], mix, jobs, qd)
+                print("realtime: %s %dx%d: block %.2f, sdk %.2f of nbdkit" % (
+                    mix, jobs, qd, row["block_vsld"]["iops"] / max(1, row["block_nbdkit"]["iops"]),
+                    row["sdk_vsld"]["iops"] / max(1, row["sdk_nbdkit"]["iops"])), flush=True)
+                res["rows"].append(row)
+        pid = state["vsld"].pid
+        status = open("/proc/%d/status" % pid).read()
+        rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) * 1024
+        hwm = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) * 1024
+        kit_rss = int(re.search(r"VmRSS:\s+(\d+)", open("/proc/%d/status" % kit.pid).read()).group(1)) * 1024
+        res["memory"] = {"vsld_rss_bytes": rss, "vsld_hwm_bytes": hwm, "nbdkit_rss_bytes": kit_rss,
+                         "card_user_bytes": size * 4, "written_bytes": (region_mib << 20)}
+        # Attach after a clean stop (SIGTERM: checkpoints) and after SIGKILL under writes.
+        att = {}
+        for trial in range(3):
+            state["vsld"].send_signal(signal.SIGTERM)
+            state["vsld"].wait(120)
+            att.setdefault("clean_s", []).append(wait_ready(start()))
+            w = subprocess.Popen(["fio", "--name=k", "--ioengine=nbd", "--uri=" + vsld_uri, "--rw=randwrite",
+                                  "--bs=4k", "--iodepth=16", "--size=%dM" % region_mib, "--time_based",
+                                  "--runtime=30s"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.5)
+            state["vsld"].send_signal(signal.SIGKILL)
+            state["vsld"].wait(30)
+            w.wait(60)
+            att.setdefault("unclean_s", []).append(wait_ready(start()))
+        res["attach"] = att
+    finally:
+        stop_all(procs, 60)
+        shutil.rmtree(t, ignore_errors=True)
+    return res
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def fmt_n(x):
+    return "{:,.0f}".format(x)
+
+
+def ceilings(d):
+    """The model's own ceilings for a card of this profile (bytes/s, ops/s)."""
+    g, tm = d["geometry"], d["timing"]
+    pipes, dies, page = g["pipes"], g["dies_per_pipe"], g["page_bytes"]
+    link = tm["link_bytes_per_sec"] * g["controllers"]
+    channel = tm["bus_bytes_per_sec"] * g["channels_per_pipe"] * pipes
+    program = pipes * dies * page / (tm["t_prog_us"] * 1e-6)
+    read_pages = pipes * dies / (tm["t_read_us"] * 1e-6)
+    return {"link": link, "channel": channel, "program": program, "read_pages": read_pages,
+            "parity": 1 + 1 / (dies - 1), "power_limit_w": d.get("power_limit_w")}
+
+
+def find(rows, workload, t=16):
+    for r in rows:
+        if r["workload"] == workload and r["threads"] == t:
+            return r
+    return None
+
+
+def save_bars(plt, fig, ax, labels, fontsize, ylabel, path):
+    """Labels, legend and grid of a bar chart, then the PNG."""
+    ax.set_xticks(list(range(len(labels))))
+    ax.set_xticklabels(labels, fontsize=fontsize)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def render(res, out_md, quick):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figdir = os.path.join(os.path.dirname(out_md), "performance")
+    os.makedirs(figdir, exist_ok=True)
+    L = []
+    w = L.append
+    meta = res["meta"]
+    v = res.get("virtual", {})
+    w("# Performance and reliability report")
+    w("")
+    w("Generated by `scripts/bench` (`bench/perf_report.py`) at commit `%s`%s on %s." % (
+        meta["commit"], " (with uncommitted changes)" if meta.get("dirty") else "", meta["date"]))
+    m = meta["machine"]
+    w("Machine: %s, %s cores, %s GiB RAM, %s, kernel %s. Wall time of the whole run: %.0f min." % (
+        m["cpu"], m["cores"], m["memory_gib"], m["os"], m["kernel"], meta.get("wall_seconds", 0) / 60))
+    if quick:
+        w("")
+        w("**Quick run (`scripts/bench --quick`): short windows and a small card; the figures below are a smoke test, not the report.**")
+    w("")
+    w("Raw results: [performance/results.json](performance/results.json). Regenerate the text and plots "
+      "from them with `bench/perf_report.py build --render-only`; rerun everything with `scripts/bench`. "
+      "The fault campaigns are in [campaign.md](campaign.md) (`scripts/campaign`).")
+    w("")
+    w("How to read it: the **virtual-time** figures come from the card model (bench/card_perf_bench): the "
+      "duo-slc profile's NAND timing, channels, host link and power governor, with the real FTL, FlashBack "
+      "parity and grooming on top, run on a virtual clock. They are deterministic (the same on any machine) "
+      "and charge **no host CPU**: they say what the flash, the controller model and the FTL's policies allow, "
+      "not what this 2-core VM can push (the real-time section measures that, as ratios). "
+      "Every virtual-time request is one 4 KiB-sector request on a card volume striped over the four LUNs in "
+      "128 KiB chunks (the card's `volume`); T threads x Q queue means T x Q requests outstanding.")
+    w("")
+
+    fs, fo = v.get("full_stock"), v.get("full_override")
+    ss, sh = v.get("steady_stock"), v.get("steady_hp")
+    if fs:
+        c = ceilings(fs)
+        w("## Model ceilings (duo-slc, whole card)")
+        w("")
+        w("| limit | figure | as 4 KiB IOPS |")
+        w("|---|---|---|")
+        w("| host link, 2 controllers x %.1f GB/s payload | %.1f GB/s | %s |" % (
+            fs["timing"]["link_bytes_per_sec"] / 1e9, c["link"] / 1e9, fmt_n(c["link"] / 4096)))
+        w("| NAND programs, 96 dies x 8 KiB / tPROG %.0f us (plus 1/23 parity) | %.2f GB/s | %s at WAF 1 |" % (
+            fs["timing"]["t_prog_us"], c["program"] / 1e9, fmt_n(c["program"] / c["parity"] / 4096)))
+        w("| NAND reads, 96 dies / tR %.0f us | %s pages/s | %s |" % (
+            fs["timing"]["t_read_us"], fmt_n(c["read_pages"]), fmt_n(c["read_pages"])))
+        w("| channels, 24 x %.0f MB/s (data and spare of each page) | %.1f GB/s | - |" % (
+            fs["timing"]["bus_bytes_per_sec"] / 1e6, c["channel"] / 1e9))
+        w("| power: writes held to the slot limit as shipped (docs/power.md) | %.2f W | writes at ~1.4 GB/s |" % (
+            fs["power_limit_w"]))
+        w("")
+        w("Steady-state random writes are further bounded by the program ceiling divided by the write "
+          "amplification (each host page costs WAF page programs, plus parity).")
+        w("")
+
+    # ---- headline comparison
+    if fs and ss and sh:
+        w("## Against the reference card (ioDrive2 Duo SLC 1.2 TB)")
+        w("")
+        w("| measure | reference spec sheet | reference, review | OpenVSL model (virtual time) | model's own ceiling |")
+        w("|---|---|---|---|---|")
+        c = ceilings(fs)
+        rr = find(fs["phases"]["scaling"], "4k-randread")
+        w("| 4K random read IOPS, 16T/16Q | %s | %s | %s (full-size card) | %s (link) |" % (
+            fmt_n(REF["spec_read_4k"]), fmt_n(REF["review_read_4k"]), fmt_n(rr["iops"]), fmt_n(c["link"] / 4096)))
+        b = fs["phases"]["burst"]
+        bo = fo["phases"]["burst"] if fo else None
+        w("| 4K random write IOPS, burst (fresh card) | %s | about %s | %s as shipped (slot limit); %s with the 55 W override | %s (link) |" % (
+            fmt_n(REF["spec_write_4k"]), fmt_n(REF["review_burst_write_4k"]), fmt_n(b["iops"]),
+            fmt_n(bo["iops"]) if bo else "-", fmt_n(c["link"] / 4096)))
+        for name, d, ref, avg in (("stock", ss, REF["review_steady_stock"], REF["review_avg_ms_stock"]),
+                                  ("high-performance", sh, REF["review_steady_hp"], REF["review_avg_ms_hp"])):
+            win = d["phases"]["rounds"][-5:]  # the SNIA steady-state window
+            iops = sum(r["iops"] for r in win) / len(win)
+            avg_ms = sum(r["lat"]["avg_us"] for r in win) / len(win) / 1e3
+            p99_ms = max(r["lat"]["p99_us"] for r in win) / 1e3
+            max_ms = max(r["lat"]["max_us"] for r in win) / 1e3
+            waf = sum(r.get("waf", 0) for r in win) / len(win)
+            w("| 4K random write, steady state, %s format, 16T/16Q | - | %s IOPS, avg %s ms, max %s ms | %s IOPS, avg %.2f ms, p99 %.1f ms, max %.1f ms (WAF %.2f; last 5 rounds) | %s at that WAF |" % (
+                name, fmt_n(ref), avg, REF["review_max_ms_linux"], fmt_n(iops), avg_ms, p99_ms, max_ms, waf,
+                fmt_n(c["program"] / c["parity"] / 4096 / max(waf, 1))))
+        sr = find(fs["phases"]["workloads"], "1m-seqread", 1)
+        sw = fs["phases"]["seq_write"]
+        swo = fo["phases"]["seq_write"] if fo else None
+        w("| 1 MB sequential read | %.1f GB/s | - | %.2f GB/s | %.1f GB/s (link) |" % (
+            REF["spec_read_1m_gbs"], sr["mb_s"] / 1e3, c["link"] / 1e9))
+        w("| 1 MB sequential write | %.1f GB/s | - | %.2f GB/s as shipped; %s with the override | %.2f GB/s (programs + parity) |" % (
+            REF["spec_write_1m_gbs"], sw["mb_s"] / 1e3, ("%.2f GB/s" % (swo["mb_s"] / 1e3)) if swo else "-",
+            c["program"] / c["parity"] / 1e9))
+        r1 = find(fs["phases"]["scaling"], "4k-randread", 1)
+        w1 = find(ss["phases"]["scaling"], "4k-randwrite", 1)
+        w("| read latency, 4K QD1 | %d us | - | avg %.1f us, p99 %.1f us | tR %.0f us + transfers |" % (
+            REF["spec_read_lat_us"], r1["lat"]["avg_us"], r1["lat"]["p99_us"], fs["timing"]["t_read_us"]))
+        w("| write latency, 4K QD1 (acknowledged from the protected buffer) | %d us | - | avg %.1f us, p99 %.1f us (steady state) | link transfer |" % (
+            REF["spec_write_lat_us"], w1["lat"]["avg_us"], w1["lat"]["p99_us"]))
+        w("| 512 B read / write IOPS | %s / %s | - | not measured (needs a 512-byte-sector format run) | - |" % (
+            fmt_n(REF["spec_read_512"]), fmt_n(REF["spec_write_512"])))
+        w("")
+        w("Where the model falls short of the reference and why:")
+        w("")
+        w("- The steady-state rows use a card of the same shape with 64 blocks per die (4.0 GB user in stock "
+          "format, 3.2 GB high-performance) instead of 16,384: preconditioning the full 1.2 TB card to steady state "
+          "needs several full-capacity passes of 4 KiB random writes, about %.0f CPU-hours of the model on this machine "
+          "(%.0f s of CPU per GB written, measured below). Steady-state throughput depends on the spare ratio, the "
+          "dies and the timing, not on the number of blocks (ftl_waf_bench and ftl_latency_bench show the same WAF "
+          "at 64 and 512 blocks); fewer LEBs make greedy victim choice slightly worse, so if anything this understates." % (
+              3 * 1223.4 * ss["host_cpu_seconds"] / max(1, ss["_gb_written"]) / 3600, ss["host_cpu_seconds"] / max(1, ss["_gb_written"])))
+        w("- Writes as shipped are held to the 24.75 W slot limit by the power governor (the reference needs "
+          "its external power cable or the power override for its 2.5 GB/s too); the override rows show the "
+          "flash and link ceilings.")
+        w("")
+
+    # ---- burst vs steady plot + rounds table
+    if ss and sh:
+        w("## Preconditioning: burst, then rounds to SNIA steady state (4K random writes, 16T/16Q)")
+        w("")
+        w("After a sequential fill of the whole volume, rounds of 4 KiB random writes, each half the user "
+          "capacity, until the SNIA criterion holds over the last five rounds (range within 20% of the mean, "
+          "fitted slope's excursion within 10%). Burst is the fresh card before the fill.")
+        w("")
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        for d, lab, ref in ((ss, "stock", REF["review_steady_stock"]), (sh, "high-performance", REF["review_steady_hp"])):
+            rounds = d["phases"]["rounds"]
+            ax.plot([r["round"] for r in rounds], [r["iops"] / 1e3 for r in rounds], marker="o", label="OpenVSL " + lab)
+            ax.axhline(ref / 1e3, linestyle="--", linewidth=0.8, color=ax.lines[-1].get_color(),
+                       label="reference %s (review)" % lab)
+        ax.set_xlabel("round (half the user capacity each)")
+        ax.set_ylabel("kIOPS")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(figdir, "precondition.png"), dpi=110)
+        plt.close(fig)
+        w("![IOPS per preconditioning round](performance/precondition.png)")
+        w("")
+        for d, lab in ((ss, "stock"), (sh, "high-performance")):
+            sst = d["phases"]["steady_state"]
+            w("**%s format** (%.2f GB user): burst %s IOPS; steady state %s at round %s: mean %s IOPS, range %.1f%%, slope excursion %.1f%%." % (
+                lab, d["phases"]["attach_fresh"]["user_bytes"] / 1e9, fmt_n(d["phases"]["burst"]["iops"]),
+                "reached" if sst.get("reached") else "NOT reached", len(d["phases"]["rounds"]),
+                fmt_n(sst.get("mean_iops", 0)), sst.get("range_pct", 0), sst.get("slope_excursion_pct", 0)))
+            w("")
+            w("| round | IOPS | WAF | avg us | stddev us | p99 us | p99.9 us | max us |")
+            w("|---|---|---|---|---|---|---|---|")
+            for r in d["phases"]["rounds"]:
+                l = r["lat"]
+                w("| %d | %s | %.2f | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
+                    r["round"], fmt_n(r["iops"]), r.get("waf", 0), l["avg_us"], l["stddev_us"], l["p99_us"],
+                    l["p999_us"], l["max_us"]))
+            w("")
+
+    # ---- workloads tables
+    def wl_table(rows, title):
+        w(title)
+        w("")
+        w("| workload | T/Q | IOPS | MB/s | avg us | stddev us | p99 us | p99.9 us | max us |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            l = r["lat"]
+            w("| %s | %d/%d | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
+                r["workload"], r["threads"], r["queue"], fmt_n(r["iops"]), fmt_n(r["mb_s"]), l["avg_us"],
+                l["stddev_us"], l["p99_us"], l["p999_us"], l["max_us"]))
+        w("")
+
+    if ss or fs:
+        w("## Workloads (models.md), 16T/16Q, virtual time")
+        w("")
+        w("Each window is %s ms of card time after a quarter of that unmeasured. File and web server sizes under "
+          "4 KiB go as one 4 KiB sector (4 KiB-sector formats)." % (
+              "200" if not quick else "20"))
+        w("")
+    if ss:
+        wl_table(ss["phases"]["workloads"], "### Steady state, stock format (64 blocks/die)")
+        raw_ = ss["phases"].get("read_after_writes")
+        if raw_:
+            w("Right after the preconditioning rounds, before the card idles, 4K random reads at 16T/16Q "
+              "give %s IOPS (average %.0f us, max %.0f us): the groomer is still working off the backlog the "
+              "writes left, and reads wait behind its programs and erases. The workloads above start after "
+              "the card has idled %s s of card time." % (fmt_n(raw_["iops"]), raw_["lat"]["avg_us"], raw_["lat"]["max_us"],
+                                                      "2" if not quick else "0.2"))
+            w("")
+    if sh:
+        wl_table(sh["phases"]["workloads"], "### Steady state, high-performance format (64 blocks/die)")
+    if fs:
+        burst = dict(fs["phases"]["burst"], workload="4k-randwrite, burst (fresh)")
+        wl_table([burst] + fs["phases"]["workloads"],
+                 "### Full-size card (1.2 TB), fresh: burst writes, then the workloads over the %.2f GiB written sequentially" % (
+                     fs["phases"]["seq_write"]["ops"] / 1024))
+        w("On the fresh card writes land in empty space (nothing to groom): these are burst figures. Random "
+          "reads over the written span touch every die as a full card would.")
+        w("")
+
+    # ---- scaling
+    if ss and fs:
+        w("## Scaling 1T/1Q ... 16T/16Q")
+        w("")
+        fig, axs = plt.subplots(1, 2, figsize=(9, 3.6))
+        for ax, metric, lab in ((axs[0], "iops", "kIOPS"), (axs[1], "avg", "average latency (us)")):
+            for d, wl, name in ((fs, "4k-randread", "4K read (full card)"), (ss, "4k-randread", "4K read (steady, stock)"),
+                                (ss, "4k-randwrite", "4K write (steady, stock)"), (sh, "4k-randwrite", "4K write (steady, HP)"),
+                                (ss, "8k-randrw-70", "8K 70/30 (steady, stock)")):
+                if d is None:
+                    continue
+                pts = [r for r in d["phases"]["scaling"] if r["workload"] == wl]
+                xs = [r["threads"] * r["queue"] for r in pts]
+                ys = [r["iops"] / 1e3 if metric == "iops" else r["lat"]["avg_us"] for r in pts]
+                ax.plot(xs, ys, marker="o", label=name)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("requests outstanding (T x Q)")
+            ax.set_ylabel(lab)
+            if metric == "avg":
+                ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+        axs[0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(figdir, "scaling.png"), dpi=110)
+        plt.close(fig)
+        w("![IOPS and latency against requests outstanding](performance/scaling.png)")
+        w("")
+        for d, title in ((ss, "steady state, stock"), (sh, "steady state, high-performance"), (fs, "full-size card, fresh")):
+            if d:
+                wl_table(d["phases"]["scaling"], "### %s" % title)
+
+    # ---- latency plot
+    if ss and fs:
+        fig, ax = plt.subplots(figsize=(8, 3.6))
+        rows = [("burst write\n(full)", fs["phases"]["burst"])] + [
+            (r["workload"].replace("-", "\n", 1) + "\n(steady)", r) for r in ss["phases"]["workloads"]]
+        xs = range(len(rows))
+        for k, key in enumerate(("avg_us", "p99_us", "p999_us", "max_us")):
+            ax.bar([x + (k - 1.5) * 0.2 for x in xs], [r["lat"][key] for _, r in rows], width=0.2, label=key[:-3])
+        ax.set_yscale("log")
+        save_bars(plt, fig, ax, [n for n, _ in rows], 7, "us (16T/16Q)", os.path.join(figdir, "latency.png"))
+        w("## Latency at 16T/16Q (stock format)")
+        w("")
+        w("![average, p99, p99.9 and maximum latency per workload](performance/latency.png)")
+        w("")
+
+    # ---- WAF
+    waf = res.get("waf")
+    if waf or ss:
+        w("## Write amplification against the formula")
+        w("")
+        w("Formula (models.md): WAF = a / (a + W0(-a e^-a)), a = 1 + rho; greedy cleaning, uniform random writes.")
+        w("")
+        if waf:
+            w("`%s`: one pipe of 2x2 dies, 510 data LEBs of 256 4 KiB sectors, no faults, data sectors only:" % waf["command"])
+            w("")
+            w("| rho (format) | rho (effective) | measured WAF | formula WAF | measured / formula |")
+            w("|---|---|---|---|---|")
+            for r in waf["uniform"]:
+                w("| %.2f | %.3f | %.3f | %.3f | %.3f |" % (r["rho"], r["rho_effective"], r["measured"], r["formula"],
+                                                         r["measured"] / r["formula"]))
+            w("")
+            if waf["skewed"]:
+                w("80% of writes to 20% of the space, rho 0.28: " + "; ".join(
+                    "%s %.3f" % (s["policy"], s["waf"]) for s in waf["skewed"]) + ".")
+                w("")
+        if ss and sh:
+            w("On the duo-slc card at steady state (the last round; data sectors only, parity adds 1/23 on top):")
+            w("")
+            w("| format | user GB | raw data GB | rho (spare / user) | measured WAF | formula WAF |")
+            w("|---|---|---|---|---|---|")
+            for d, lab in ((ss, "stock"), (sh, "high-performance")):
+                user = d["phases"]["attach_fresh"]["user_bytes"]
+                g = d["geometry"]
+                raw = g["pipes"] * g["dies_per_pipe"] * d["blocks_per_die"] * g["pages_per_block"] * g["page_bytes"] * (
+                    1 - 1 / g["dies_per_pipe"])
+                rho = raw / user - 1
+                last = d["phases"]["rounds"][-1]
+                w("| %s | %.2f | %.2f | %.3f | %.2f | %.2f |" % (lab, user / 1e9, raw / 1e9, rho, last.get("waf", 0),
+                                                               waf_formula(rho)))
+            w("")
+            w("rho here is the raw data capacity less parity over the user capacity: bad blocks, metadata and "
+              "the groomer's free LEBs come out of it, so the effective rho is lower than the figure.")
+            w("")
+
+    # ---- memory
+    w("## Host RAM")
+    w("")
+    if fs:
+        af, mem = fs["phases"]["attach_fresh"], fs["phases"]["memory"]
+        user_gib = af["user_bytes"] / 2**30
+        w("| card | user GiB | mapped GiB | FTL memory (MiB) | per GiB of user capacity |")
+        w("|---|---|---|---|---|")
+        w("| full-size duo-slc, empty | %.0f | 0 | %.1f | %.1f KiB |" % (
+            user_gib, af["ftl_memory_bytes"] / 2**20, af["ftl_memory_bytes"] / 1024 / user_gib))
+        w("| full-size duo-slc, after the runs | %.0f | %.2f | %.1f | %.1f KiB |" % (
+            user_gib, mem["mapped_bytes"] / 2**30, mem["ftl_memory_bytes"] / 2**20,
+            mem["ftl_memory_bytes"] / 1024 / user_gib))
+        if ss:
+            m2 = ss["phases"]["memory"]
+            w("| 64 blocks/die, full (steady state) | %.2f | %.2f | %.1f | %.0f KiB |" % (
+                m2["user_bytes"] / 2**30, m2["mapped_bytes"] / 2**30, m2["ftl_memory_bytes"] / 2**20,
+                m2["ftl_memory_bytes"] / 1024 / (m2["user_bytes"] / 2**30)))
+        full_est = af["ftl_memory_bytes"] + af["user_bytes"] / 4096 * 4
+        w("")
+        w("The forward map costs 4 bytes per 4 KiB sector, in 16 KiB chunks (4,096 sectors) allocated on "
+          "the first write into them, so random writes spread over the whole card allocate chunks faster "
+          "than they map sectors (the burst above touched most chunks of the 1.2 TB); the per-LEB and "
+          "per-block tables are fixed (the empty row). The full-size card written end to end holds about "
+          "%.2f GiB of FTL memory: %.2f MiB per GiB of capacity (about 0.1%% of it)." % (
+              full_est / 2**30, full_est / 2**20 / user_gib))
+        w("")
+        w("The card model itself (not part of a real deployment) keeps per-page state for the simulated NAND: "
+          "the full-size run peaks at %.1f GiB of RSS (commands below)." % (fs["max_rss_bytes"] / 2**30))
+        w("")
+    rt = res.get("realtime", {})
+    if rt.get("memory"):
+        mm = rt["memory"]
+        w("vsld (real time, duo-slc-small card, %.1f GB user over 4 LUNs, %d MiB written on LUN 0, after the runs): "
+          "resident %.0f MiB (peak %.0f MiB), nbdkit memory beside it %.0f MiB (its own data). Most of vsld's "
+          "resident memory is the card model's and the daemon's (buffers, rings), not the FTL's." % (
+              mm["card_user_bytes"] / 1e9, mm["written_bytes"] >> 20, mm["vsld_rss_bytes"] / 2**20,
+              mm["vsld_hwm_bytes"] / 2**20, mm["nbdkit_rss_bytes"] / 2**20))
+        w("")
+
+    # ---- attach
+    w("## Attach time after clean and unclean shutdown")
+    w("")
+    w("| card | clean: card ms | unclean (power cut under 16T/16Q writes): card ms | LEBs scanned / page reads |")
+    w("|---|---|---|---|")
+    for d, lab in ((fs, "full-size, %.2f GiB written sequentially, then the runs" % ((fs or {}).get("phases", {}).get("seq_write", {}).get("ops", 0) / 1024)),
+                   (fo, "full-size, override"), (ss, "64 blocks/die, full, stock"), (sh, "64 blocks/die, full, HP")):
+        if d:
+            a_ = d["phases"]["attach"]
+            w("| %s | %.1f | %.1f | %d / %s |" % (lab, a_["clean_attach_card_ms"], a_["unclean_attach_card_ms"],
+                                                 a_["unclean_lebs_scanned"], fmt_n(a_["unclean_pages_read"])))
+    w("")
+    if fs:
+        w("First attach after format of the full-size card: %.1f card ms (format itself %.0f card ms). A full-size "
+          "LUN's checkpoint does not fit a metadata LEB (docs/ftl.md), so every attach of it scans: row 0 of "
+          "each of the card's LEBs, and the LEBs written since through their summaries; the clean and unclean "
+          "figures are therefore alike, and grow with what was written (about 0.28 ms of card time per LEB "
+          "written, bench/ftl_attach_bench)." % (
+            fs["phases"]["attach_fresh"]["attach_card_ms"], fs["phases"]["attach_fresh"]["format_card_ms"]))
+        w("")
+    if rt.get("attach"):
+        a_ = rt["attach"]
+        w("vsld in real time (duo-slc-small card, 4 LUNs; from process start to every LUN online, as a user "
+          "waits for it): after SIGTERM %s s; after SIGKILL under fio random writes %s s." % (
+              " / ".join("%.2f" % x for x in a_["clean_s"]), " / ".join("%.2f" % x for x in a_["unclean_s"])))
+        w("")
+
+    # ---- realtime
+    w("## Real time on this machine: block path and SDK path against nbdkit memory")
+    w("")
+    if rt.get("skipped"):
+        w("Skipped: " + rt["skipped"])
+    elif rt.get("rows"):
+        w("vsld serves a duo-slc-small card in real time (its NAND timing modelled, its CPU on this machine) "
+          "beside `nbdkit memory` of the same size, in the same run, workloads back to back so host noise "
+          "falls on both. Block path: fio's nbd engine to each. SDK path: vsl-bench through the SDK attached to "
+          "vsld, against vsl-bench through libnbd to nbdkit (the same load generator). %g s per run over %d MiB "
+          "written first. The ratio (vsld / nbdkit) is the figure to read: nbdkit memory is a RAM disk behind the "
+          "same protocol, so it shows what vsld's FTL, card model and protocol cost on this machine. The last "
+          "column is the SDK against NBD to the same vsld with the same load generator (vsl-bench --nbd): "
+          "what skipping the block protocol gains." % (
+              rt["seconds"], rt["region_mib"]))
+        w("")
+        w("| workload | jobs x QD | block: vsld IOPS | nbdkit IOPS | ratio | vsld avg / p99 us | SDK: vsld IOPS | nbdkit (libnbd) IOPS | ratio | SDK avg / p99 us | SDK / NBD to vsld (same tool) |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rt["rows"]:
+            bv, bk, sv, sk = r["block_vsld"], r["block_nbdkit"], r["sdk_vsld"], r["sdk_nbdkit"]
+            nv = r.get("nbd_vsld")
+            w("| %s | %dx%d | %s | %s | %.2f | %.0f / %.0f | %s | %s | %.2f | %.0f / %.0f | %s |" % (
+                r["workload"], r["jobs"], r["qd"], fmt_n(bv["iops"]), fmt_n(bk["iops"]), bv["iops"] / max(1, bk["iops"]),
+                bv["avg_us"], bv["p99_us"], fmt_n(sv["iops"]), fmt_n(sk["iops"]), sv["iops"] / max(1, sk["iops"]),
+                sv["avg_us"], sv["p99_us"], ("%.2f" % (sv["iops"] / max(1, nv["iops"]))) if nv else "-"))
+        w("")
+        fig, ax = plt.subplots(figsize=(8, 3.4))
+        labels = ["%s\n%dx%d" % (r["workload"], r["jobs"], r["qd"]) for r in rt["rows"]]
+        xs = range(len(labels))
+        ax.bar([x - 0.2 for x in xs], [r["block_vsld"]["iops"] / max(1, r["block_nbdkit"]["iops"]) for r in rt["rows"]],
+               width=0.4, label="block (fio/NBD): vsld / nbdkit")
+        ax.bar([x + 0.2 for x in xs], [r["sdk_vsld"]["iops"] / max(1, r["sdk_nbdkit"]["iops"]) for r in rt["rows"]],
+               width=0.4, label="SDK attached / libnbd to nbdkit")
+        ax.axhline(1, color="black", linewidth=0.7)
+        save_bars(plt, fig, ax, labels, 6, "IOPS ratio to nbdkit memory", os.path.join(figdir, "realtime.png"))
+        w("![IOPS ratios to nbdkit memory](performance/realtime.png)")
+        w("")
+        w("This VM has 2 cores shared by fio (or vsl-bench), the server and, for vsld, the card model's engine "
+          "threads: ratios move by about 10% between runs; absolute figures more.")
+        w("")
+
+    # ---- commands
+    w("## Commands and run times")
+    w("")
+    for name, d in sorted(v.items()):
+        w("- `%s`: %.0f s wall, %.0f s CPU, peak RSS %.0f MiB" % (d["command"], d["wall_seconds"], d["host_cpu_seconds"],
+                                                             d["max_rss_bytes"] / 2**20))
+    if waf:
+        w("- `%s`" % waf["command"])
+    w("")
+    with open(out_md, "w") as f:
+        f.write("\n".join(L) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance.md"))
+    ap.add_argument("--quick", action="store_true", help="short runs on small cards (a smoke test of the whole report)")
+    ap.add_argument("--render-only", action="store_true")
+    ap.add_argument("--only", action="append", choices=["virtual", "realtime", "waf"])
+    a = ap.parse_args()
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("SKIP: python3-matplotlib is not installed (scripts/setup installs it); the report needs it for its plots")
+        return 77
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    results_path = os.path.join(os.path.dirname(a.out), "performance", "results.json")
+    if a.render_only:
+        res = json.load(open(results_path))
+        render(res, a.out, res["meta"].get("quick", False))
+        return 0
+    t0 = time.time()
+    parts = a.only or ["virtual", "waf", "realtime"]
+    res = {}
+    if a.only and os.path.exists(results_path):
+        res = json.load(open(results_path))  # refresh some parts, keep the others
+    res["meta"] = {"commit": git("rev-parse", "--short=12", "HEAD"), "dirty": bool(git("status", "--porcelain",
+                                                                                          "--untracked-files=no")),
+                   "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                   "machine": machine(), "quick": a.quick}
+    if "virtual" in parts:
+        res["virtual"] = run_virtual(a.build, a.quick)
+    if "waf" in parts:
+        res["waf"] = run_waf(a.build, a.quick)
+    if "realtime" in parts:
+        res["realtime"] = run_realtime(a.build, a.quick)
+    res["meta"]["wall_seconds"] = time.time() - t0
+    for d in res.get("virtual", {}).values():
+        d["_gb_written"] = sum(r["writes"] * 4096 for r in d["phases"].get("rounds", [])) / 1e9 + \
+            d["phases"]["seq_write"]["mb_s"] * d["phases"]["seq_write"]["seconds"] / 1e3
+    os.makedirs(os.path.dirname(results_path), exist_ok=True)
+    with open(results_path, "w") as f:
+        json.dump(res, f, indent=1)
+    render(res, a.out, a.quick)
+    errors = sum(d.get("io_errors", 0) for d in res.get("virtual", {}).values())
+    for r in res.get("realtime", {}).get("rows", []):
+        errors += sum(r[k].get("errors", 0) for k in ("block_vsld", "block_nbdkit", "sdk_vsld", "sdk_nbdkit", "nbd_vsld")
+                      if k in r)
+    print("wrote %s (%d I/O errors)" % (a.out, errors))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
