@@ -349,6 +349,10 @@ int main(int argc, char** argv) {
                {{"t_read_us", tm.t_read_ns / 1e3}, {"t_prog_us", tm.t_prog_ns / 1e3},
                 {"t_erase_us", tm.t_erase_ns / 1e3}, {"cmd_overhead_us", tm.cmd_overhead_ns / 1e3},
                 {"bus_bytes_per_sec", tm.bus_bytes_per_sec}, {"link_bytes_per_sec", tm.link_bytes_per_sec}}}};
+  const simcard::Power& pw = profile->power;
+  out["power"] = {{"static_w_per_controller", pw.static_w}, {"read_uj", pw.read_uj}, {"program_uj", pw.program_uj},
+                  {"erase_uj", pw.erase_uj}, {"channel_nj_per_byte", pw.channel_nj_per_byte},
+                  {"link_nj_per_byte", pw.link_nj_per_byte}};
   json& ph = out["phases"];
 
   // Format and the first attach.
