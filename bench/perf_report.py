@@ -320,31 +320,35 @@ def ceilings(d):
 
 
 def ceiling_iops(d, r):
-    """What the model's resources allow a window's mix at most (ops/s), and which binds:
-    the host link moves every byte; the dies spend tR per page read and, per byte written,
-    WAF x (1 + parity) bytes of programs at the program rate; writes as shipped are held
-    to the power limit's rate besides (not counted here: see the ceilings table)."""
+    """What the model's resources allow a window's mix at most (ops/s), and which binds.
+    Per request of b bytes with read share rs and write amplification WAF: the host link
+    moves b, plus every relocated byte twice (the groomer runs on the host: read up,
+    written back down); the channels move every page read and programmed; the dies spend
+    tR per page read (host reads and relocations) and tPROG per page programmed (WAF x
+    (1 + parity)); the power limit pays each of those operations' energy above static
+    power."""
     c = ceilings(d)
     if r["iops"] <= 0:
         return 0, "-"
+    g = d["geometry"]
+    page = g["page_bytes"]
     b = r["mb_s"] * 1e6 / r["iops"]  # bytes per request in this window
     rs = r["reads"] / max(1, r["reads"] + r["writes"])
-    pages = max(1.0, b / d["geometry"]["page_bytes"])
     waf = r.get("waf") or 1.0
-    t_link = b / c["link"]
-    t_dies = rs * pages / c["read_pages"] + (1 - rs) * b * waf * c["parity"] / c["program"]
-    best = (1 / t_link, "link") if t_link >= t_dies else (1 / t_dies, "NAND at WAF %.2f" % waf if rs < 1 else "NAND reads")
+    wb = (1 - rs) * b                       # host bytes written per request
+    moved = wb * (waf - 1)                  # relocated bytes per request
+    read_pages = rs * max(1.0, b / page) + moved / page
+    prog_pages = wb * waf * c["parity"] / page
+    t = {"link": (b + 2 * moved) / c["link"],
+         "channels": (rs * b + moved + prog_pages * page) / c["channel"],  # reads move only what they need
+         "NAND": read_pages / c["read_pages"] + prog_pages * page / c["program"]}
+    bound = max(t, key=t.get)
+    best = (1 / t[bound], bound + (" at WAF %.2f" % waf if rs < 1 else ""))
     pw = d.get("power")
     if pw and d.get("power_limit_w"):
-        # Energy per request against what the limit leaves above static power: pages
-        # programmed (with parity and WAF) and read (host reads and WAF-1 relocations),
-        # erases per programmed page, bytes over the channels and the link.
-        g = d["geometry"]
-        page = g["page_bytes"]
-        prog_pages = (1 - rs) * b * waf * c["parity"] / page
-        read_pages = rs * pages + (1 - rs) * b * (waf - 1) / page
         uj = (prog_pages * (pw["program_uj"] + pw["erase_uj"] / g["pages_per_block"]) + read_pages * pw["read_uj"] +
-              (prog_pages + read_pages) * page * pw["channel_nj_per_byte"] / 1e3 + b * pw["link_nj_per_byte"] / 1e3)
+              (prog_pages + read_pages) * page * pw["channel_nj_per_byte"] / 1e3 +
+              (b + 2 * moved) * pw["link_nj_per_byte"] / 1e3)
         spare_w = d["power_limit_w"] - pw["static_w_per_controller"] * g["controllers"]
         if uj > 0 and spare_w > 0 and spare_w / (uj * 1e-6) < best[0]:
             best = (spare_w / (uj * 1e-6), "power %.2f W" % d["power_limit_w"])
@@ -444,13 +448,15 @@ def render(res, out_md, quick):
             fmt_n(REF["spec_read_4k"]), fmt_n(REF["review_read_4k"]), fmt_n(rr["iops"]), fmt_n(c["link"] / 4096)))
         b = fs["phases"]["burst"]
         bo = fo["phases"]["burst"] if fo else None
-        w("| 4K random write IOPS, burst (fresh card) | %s | about %s | %s as shipped (slot limit); %s with the 55 W override | %s (link) |" % (
+        cb, cbb = ceiling_iops(fs, b)
+        cbo = ceiling_iops(fo, bo) if bo else None
+        w("| 4K random write IOPS, burst (fresh card) | %s | about %s | %s as shipped (slot limit); %s with the 55 W override | %s (%s); %s |" % (
             fmt_n(REF["spec_write_4k"]), fmt_n(REF["review_burst_write_4k"]), fmt_n(b["iops"]),
-            fmt_n(bo["iops"]) if bo else "-", fmt_n(c["link"] / 4096)))
+            fmt_n(bo["iops"]) if bo else "-", fmt_n(cb), cbb, ("%s (%s)" % (fmt_n(cbo[0]), cbo[1])) if cbo else "-"))
         for name, d, ref, avg in (("stock", ss, REF["review_steady_stock"], REF["review_avg_ms_stock"]),
                                   ("high-performance", sh, REF["review_steady_hp"], REF["review_avg_ms_hp"]),
-                                  ("stock, 55 W override", sso, REF["review_steady_stock"], REF["review_avg_ms_stock"]),
-                                  ("high-performance, 55 W override", sho, REF["review_steady_hp"],
+                                  ("stock with the 55 W override", sso, REF["review_steady_stock"], REF["review_avg_ms_stock"]),
+                                  ("high-performance with the 55 W override", sho, REF["review_steady_hp"],
                                    REF["review_avg_ms_hp"])):
             if d is None:
                 continue
@@ -460,9 +466,10 @@ def render(res, out_md, quick):
             p99_ms = max(r["lat"]["p99_us"] for r in win) / 1e3
             max_ms = max(r["lat"]["max_us"] for r in win) / 1e3
             waf = sum(r.get("waf", 0) for r in win) / len(win)
-            w("| 4K random write, steady state, %s format, 16T/16Q | - | %s IOPS, avg %s ms, max %s ms | %s IOPS, avg %.2f ms, p99 %.1f ms, max %.1f ms (WAF %.2f; last 5 rounds) | %s at that WAF |" % (
+            cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf})
+            w("| 4K random write, steady state, %s format, 16T/16Q | - | %s IOPS, avg %s ms, max %s ms | %s IOPS, avg %.2f ms, p99 %.1f ms, max %.1f ms (WAF %.2f; last 5 rounds) | %s (%s) |" % (
                 name, fmt_n(ref), avg, REF["review_max_ms_linux"], fmt_n(iops), avg_ms, p99_ms, max_ms, waf,
-                fmt_n(c["program"] / c["parity"] / 4096 / max(waf, 1))))
+                fmt_n(cap), bound))
         sr = find(fs["phases"]["workloads"], "1m-seqread", 1)
         sw = fs["phases"]["seq_write"]
         swo = fo["phases"]["seq_write"] if fo else None
@@ -493,6 +500,17 @@ def render(res, out_md, quick):
           "its external power cable or the power override for its 2.5 GB/s too); the override rows show the "
           "flash and link ceilings. Steady-state random writes spend more energy per host write (WAF programs, "
           "relocation reads, erases), so the slot limit binds them too: compare the as-shipped and override rows.")
+        for d, lab in ((sso, "stock"), (sho, "high-performance")):
+            if d is None:
+                continue
+            win = d["phases"]["rounds"][-5:]
+            iops = sum(r["iops"] for r in win) / len(win)
+            waf = sum(r.get("waf", 0) for r in win) / len(win)
+            cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf})
+            w("- Steady state, %s format, with the override: %s IOPS against %s the model's resources allow (%s): "
+              "%.0f%%. What is left is the FTL's own pace: its groomer relocates one victim LEB at a time per pipe, "
+              "through host memory, and host writes are paced against it." % (lab, fmt_n(iops), fmt_n(cap), bound,
+                                                                               100 * iops / cap))
         w("")
 
     # ---- burst vs steady plot + rounds table
@@ -654,20 +672,20 @@ def render(res, out_md, quick):
         if ss and sh:
             w("On the duo-slc card at steady state (the last round; data sectors only, parity adds 1/23 on top):")
             w("")
-            w("| format | user GB | raw data GB | rho (spare / user) | measured WAF | formula WAF |")
+            w("| format | user GB | rho (format) | measured WAF (last 5 rounds) | formula WAF | measured / formula |")
             w("|---|---|---|---|---|---|")
-            for d, lab in ((ss, "stock"), (sh, "high-performance")):
+            # The formats' nominal spare (ftl.h ReserveMode): stock 28% over user capacity,
+            # high-performance 20% less user capacity than stock.
+            for d, lab, rho in ((ss, "stock", 0.28), (sh, "high-performance", 1.28 / 0.8 - 1)):
                 user = d["phases"]["attach_fresh"]["user_bytes"]
-                g = d["geometry"]
-                raw = g["pipes"] * g["dies_per_pipe"] * d["blocks_per_die"] * g["pages_per_block"] * g["page_bytes"] * (
-                    1 - 1 / g["dies_per_pipe"])
-                rho = raw / user - 1
-                last = d["phases"]["rounds"][-1]
-                w("| %s | %.2f | %.2f | %.3f | %.2f | %.2f |" % (lab, user / 1e9, raw / 1e9, rho, last.get("waf", 0),
-                                                               waf_formula(rho)))
+                win = d["phases"]["rounds"][-5:]
+                waf_m = sum(r.get("waf", 0) for r in win) / len(win)
+                w("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |" % (lab, user / 1e9, rho, waf_m, waf_formula(rho),
+                                                               waf_m / waf_formula(rho)))
             w("")
-            w("rho here is the raw data capacity less parity over the user capacity: bad blocks, metadata and "
-              "the groomer's free LEBs come out of it, so the effective rho is lower than the figure.")
+            w("The format sets the user capacity from what the flash holds after its fixed costs (metadata LEBs, "
+              "parity, summaries, the groomer's free LEBs, bad blocks), so rho is the format's nominal spare. "
+              "Data sectors only: FlashBack's parity adds 1/23 of programs on top.")
             w("")
 
     # ---- memory
