@@ -292,6 +292,11 @@ class Ftl {
   // Writes a metadata record (mount or checkpoint) to the metadata LEB not holding the
   // newest one. NoSpace when a checkpoint does not fit in one metadata LEB.
   void WriteMetaRecord(uint32_t kind, Done done);
+  // Writes checkpoint record `kind` (clean or dirty). A checkpoint too large for a
+  // metadata LEB (the dense map of a LUN of hundreds of GB) is replaced by a mount
+  // record: nothing is lost, the next attach scans the LEBs. `done` gets the status and
+  // whether the checkpoint itself was written.
+  void WriteCheckpointRecord(uint32_t kind, Function<void(Status, bool)> done);
   // OK, or why a host request must be refused: FailedPrecondition after Shutdown,
   // InvalidArgument for a missing buffer or a range outside the device.
   Status CheckRequest(const char* what, uint64_t lba, uint64_t count, const void* buf,

@@ -221,6 +221,15 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
   return Status::Ok();
 }
 
+void Ftl::WriteCheckpointRecord(uint32_t kind, Function<void(Status, bool)> done) {
+  WriteMetaRecord(kind, [this, d = std::move(done)](Status s) mutable {
+    if (s.code() != StatusCode::kNoSpace) return d(s, s.ok());
+    Logger("ftl")->warn("{}: a mount record instead, the next attach scans", s.message());
+    WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount),
+                    [d = std::move(d)](Status s2) mutable { d(s2, false); });
+  });
+}
+
 void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
   const uint32_t target = meta_leb_ == 0 ? 1 : 0;
   Leb& l = lebs_.leb(target);
@@ -669,26 +678,18 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
         };
         const uint64_t seq = raw->next_seq_;
         const uint32_t target = raw->meta_leb_ == 0 ? 1 : 0;
-        raw->WriteMetaRecord(
+        raw->WriteCheckpointRecord(
             static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint),
-            [raw, shared_done, done_ok, seq, target](Status s2) mutable {
-              if (s2.ok()) {
-                raw->base_ckpt_seq_ = seq;
-                raw->base_ckpt_leb_ = target;
-                return done_ok();
-              }
-              if (s2.code() != StatusCode::kNoSpace) {
+            [raw, shared_done, done_ok, seq, target](Status s2, bool checkpointed) mutable {
+              if (!s2.ok()) {
                 std::unique_ptr<Ftl> owner2(raw);
                 return (*shared_done)(s2);
               }
-              raw->WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount),
-                                   [raw, shared_done, done_ok](Status s3) mutable {
-                                     if (!s3.ok()) {
-                                       std::unique_ptr<Ftl> owner3(raw);
-                                       return (*shared_done)(s3);
-                                     }
-                                     done_ok();
-                                   });
+              if (checkpointed) {
+                raw->base_ckpt_seq_ = seq;
+                raw->base_ckpt_leb_ = target;
+              }
+              done_ok();
             });
         owner.release();
       };

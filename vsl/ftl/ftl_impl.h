@@ -802,17 +802,19 @@ struct Ftl::Impl {
                          : (capacity > usable || reserve_low) ? HealthMode::kReducedWrite
                                                               : HealthMode::kNormal;
     surviving_sectors = usable;
-    if (m != mode) {
-      mode = m;
-      Event(fmt::format("pipe health: {} (reserve {:.1f}%; surviving flash holds {} of {} sectors)",
-                        HealthModeName(m), reserve_percent, usable, f.map_.sectors()));
-    }
+    // The warning is raised no later than the mode it warns of: when one update crosses
+    // both levels (several bad blocks at once), its event comes first.
     const bool warn = reserve_percent <= kReserveWarnPercent;
     if (warn && !reserve_warned) {
       Event(fmt::format("reserve space {:.1f}%: at or below the {:.0f}% warning level", reserve_percent,
                         kReserveWarnPercent));
     }
     reserve_warned = warn;
+    if (m != mode) {
+      mode = m;
+      Event(fmt::format("pipe health: {} (reserve {:.1f}%; surviving flash holds {} of {} sectors)",
+                        HealthModeName(m), reserve_percent, usable, f.map_.sectors()));
+    }
     f.room_valid_ = false;
   }
   uint64_t reserve_sectors = 0, reserve_full_sectors = 0;
@@ -2490,16 +2492,10 @@ struct Ftl::Impl {
       }
     }
     if (!pages.empty()) return;
-    // Everything is on flash and covered by parity now. A checkpoint too large for a
-    // metadata LEB (the dense map of a LUN of hundreds of GB) cannot be written: the
-    // shutdown is still clean, and a mount record makes the next attach scan the LEBs
-    // (as after the mount record that attach wrote when its dirty checkpoint did not fit).
-    f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kCheckpoint),
-                      [this, d = std::move(shutdown_done)](Status s) mutable {
-                        if (s.code() != StatusCode::kNoSpace) return d(s);
-                        Logger("ftl")->warn("shutdown: {}; the next attach scans", s.message());
-                        f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kMount), std::move(d));
-                      });
+    // Everything is on flash and covered by parity now: the shutdown is clean even when
+    // the checkpoint does not fit and a mount record stands in for it.
+    f.WriteCheckpointRecord(static_cast<uint32_t>(f::MetaKind::kCheckpoint),
+                            [d = std::move(shutdown_done)](Status s, bool) mutable { d(s); });
   }
 };
 
