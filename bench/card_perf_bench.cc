@@ -47,6 +47,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/latency_summary.h"
 #include "tests/testutil/temp_dir.h"
 #include "vsl/card/card.h"
 #include "vsl/card/volume.h"
@@ -91,21 +92,9 @@ struct Window {
 
   static json Stats(std::vector<DurNs>& v) {
     if (v.empty()) return json::object();
-    std::sort(v.begin(), v.end());
-    double sum = 0, sq = 0;
-    for (DurNs x : v) sum += static_cast<double>(x);
-    const double mean = sum / static_cast<double>(v.size());
-    for (DurNs x : v) sq += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
-    auto pct = [&](double p) {
-      const auto i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
-      return static_cast<double>(v[std::min(v.size() - 1, i)]) / 1e3;
-    };
-    return {{"avg_us", mean / 1e3},
-            {"stddev_us", std::sqrt(sq / static_cast<double>(v.size())) / 1e3},
-            {"p50_us", pct(0.50)},
-            {"p99_us", pct(0.99)},
-            {"p999_us", pct(0.999)},
-            {"max_us", static_cast<double>(v.back()) / 1e3}};
+    const bench::LatencySummary l = bench::SummarizeLatency(v);
+    return {{"avg_us", l.avg_us}, {"stddev_us", l.stddev_us}, {"p50_us", l.p50_us},
+            {"p99_us", l.p99_us}, {"p999_us", l.p999_us},     {"max_us", l.max_us}};
   }
   json ToJson() {
     const double secs = static_cast<double>(span) / 1e9;

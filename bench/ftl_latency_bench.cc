@@ -22,6 +22,7 @@
 
 #include "bench/bench_report.h"
 #include "bench/ftl_bench_pipe.h"
+#include "bench/latency_summary.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
@@ -33,13 +34,6 @@ namespace {
 struct Round {
   double iops, avg_us, p99_us, p999_us, max_us, waf;
 };
-
-double Pct(std::vector<uint64_t>& v, double p) {
-  if (v.empty()) return 0;
-  const auto k = static_cast<std::size_t>(std::min<double>(v.size() - 1, std::ceil(p * v.size()) - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return static_cast<double>(v[k]) / 1000.0;
-}
 
 }  // namespace
 }  // namespace vsl
@@ -117,10 +111,8 @@ int main(int argc, char** argv) {
     const double host = static_cast<double>(s1.host_write_sectors - s0.host_write_sectors);
     const double flash = static_cast<double>((s1.host_write_sectors + s1.gc_write_sectors + s1.pad_sectors) -
                                              (s0.host_write_sectors + s0.gc_write_sectors + s0.pad_sectors));
-    double sum = 0;
-    for (uint64_t v : lat) sum += static_cast<double>(v);
-    Round rd{static_cast<double>(lat.size()) / secs, sum / static_cast<double>(lat.size()) / 1000.0,
-             Pct(lat, 0.99), Pct(lat, 0.999), Pct(lat, 1.0), flash / host};
+    const bench::LatencySummary l = bench::SummarizeLatency(lat);
+    Round rd{static_cast<double>(l.count) / secs, l.avg_us, l.p99_us, l.p999_us, l.max_us, flash / host};
     rs.push_back(rd);
     std::snprintf(buf, sizeof(buf), "| %u | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f |", r + 1, rd.iops, rd.avg_us,
                   rd.p99_us, rd.p999_us, rd.max_us, rd.waf);

@@ -33,6 +33,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/latency_summary.h"
 #include "vsl/core/random.h"
 #include "vsl/vsl.h"
 #include "vsl/vsl_kv.h"
@@ -287,17 +288,8 @@ nlohmann::json Report(std::vector<JobStats>& stats, double seconds) {
     reads += s.reads;
     writes += s.writes;
   }
-  std::sort(all.begin(), all.end());
-  auto pct = [&](double p) {
-    return all.empty() ? 0.0 : all[std::min<std::size_t>(all.size() - 1, static_cast<std::size_t>(p * all.size()))] / 1000.0;
-  };
-  double sum = 0, sq = 0;
-  for (uint32_t v : all) {
-    sum += v;
-    sq += double(v) * v;
-  }
+  const vsl::bench::LatencySummary l = vsl::bench::SummarizeLatency(all);
   const double n = static_cast<double>(all.size());
-  const double mean = n ? sum / n : 0;
   nlohmann::json j;
   j["ios"] = all.size();
   j["reads"] = reads;
@@ -306,12 +298,8 @@ nlohmann::json Report(std::vector<JobStats>& stats, double seconds) {
   j["seconds"] = seconds;
   j["iops"] = n / seconds;
   j["mib_per_s"] = static_cast<double>(bytes) / seconds / (1 << 20);
-  j["lat_us"] = {{"avg", mean / 1000.0},
-                 {"p50", pct(0.50)},
-                 {"p99", pct(0.99)},
-                 {"p999", pct(0.999)},
-                 {"max", all.empty() ? 0.0 : all.back() / 1000.0},
-                 {"stddev", n ? std::sqrt(std::max(0.0, sq / n - mean * mean)) / 1000.0 : 0.0}};
+  j["lat_us"] = {{"avg", l.avg_us}, {"p50", l.p50_us}, {"p99", l.p99_us},
+                 {"p999", l.p999_us}, {"max", l.max_us}, {"stddev", l.stddev_us}};
   return j;
 }
 
