@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -21,11 +22,23 @@
 #ifndef UBLK_F_CMD_IOCTL_ENCODE
 #define UBLK_F_CMD_IOCTL_ENCODE (1ULL << 6)
 #endif
+// DEL_DEV without waiting for the device's last user (Linux 6.9 and later); older kernels
+// answer it with an error and get the waiting DEL_DEV, after vsld has let go of the device.
+constexpr uint32_t kCmdDelDevAsyncNr = 0x14;
 
 namespace vsl::ublk {
 namespace {
 
-constexpr uint64_t kEventTag = ~0ULL;  // user_data of the eventfd poll
+constexpr uint64_t kEventTag = ~0ULL;      // user_data of the eventfd poll
+constexpr uint64_t kCancelTag = ~0ULL - 1;  // user_data of a control command's cancel
+constexpr std::size_t kCtrlBufBytes = 4096;  // larger than any control payload
+
+__kernel_timespec Ms(uint32_t ms) {
+  __kernel_timespec t{};
+  t.tv_sec = ms / 1000;
+  t.tv_nsec = static_cast<long long>(ms % 1000) * 1000000;
+  return t;
+}
 
 std::shared_ptr<spdlog::logger> Log() {
   static auto l = Logger("ublk");
@@ -95,10 +108,6 @@ int32_t ErrnoFor(const Status& s) {
   }
 }
 
-namespace {
-
-}  // namespace
-
 void Serve(nbd::BlockExport& e, const Request& r, uint8_t* buf, Function<void(int32_t)> done) {
   const uint64_t off = r.start_sector << 9;
   const uint64_t len = uint64_t{r.nr_sectors} << 9;
@@ -141,28 +150,96 @@ void Serve(nbd::BlockExport& e, const Request& r, uint8_t* buf, Function<void(in
 // ---------------------------------------------------------------- device
 
 Status Device::Control(uint32_t op, uint64_t data0, void* buf, uint16_t len) {
+  const uint32_t cmd_op = ioctl_encode_ ? static_cast<uint32_t>(_IOWR('u', op, struct ublksrv_ctrl_cmd)) : op;
+  return ControlEncoded(cmd_op, op, data0, buf, len);
+}
+
+Status Device::ControlEncoded(uint32_t cmd_op, uint32_t nr, uint64_t data0, void* buf, uint16_t len) {
+  if (ctrl_wedged_) return Status::Busy("an earlier ublk control command is still held by the kernel");
+  if (len > kCtrlBufBytes) return Status::InvalidArgument("ublk control payload too large");
   io_uring* r = Ring(ctrl_ring_);
+  if (buf != nullptr && len > 0) std::memcpy(ctrl_buf_, buf, len);
+  const uint64_t seq = ++ctrl_seq_;
   io_uring_sqe* sqe = Sqe128(r);
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = ctrl_fd_;
-  sqe->cmd_op = ioctl_encode_ ? static_cast<uint32_t>(_IOWR('u', op, struct ublksrv_ctrl_cmd)) : op;
+  sqe->cmd_op = cmd_op;
+  sqe->user_data = seq;
   auto* c = reinterpret_cast<ublksrv_ctrl_cmd*>(sqe->cmd);
   c->dev_id = static_cast<uint32_t>(id_);
   c->queue_id = 0xFFFF;
-  c->addr = reinterpret_cast<uint64_t>(buf);
-  c->len = len;
+  c->addr = buf != nullptr ? reinterpret_cast<uint64_t>(ctrl_buf_) : 0;
+  c->len = buf != nullptr ? len : 0;
   c->data[0] = data0;
-  if (int rc = io_uring_submit_and_wait(r, 1); rc < 0) {
+  if (int rc = io_uring_submit(r); rc < 0) {
     return Status::IOError(fmt::format("ublk control submit: {}", std::strerror(-rc)));
   }
-  io_uring_cqe* cqe = nullptr;
-  if (int rc = io_uring_wait_cqe(r, &cqe); rc < 0) {
-    return Status::IOError(fmt::format("ublk control wait: {}", std::strerror(-rc)));
+  // Waits for the completion of `seq` (earlier cancelled commands may still complete).
+  auto wait_for = [&](uint32_t ms, int* res) -> bool {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      __kernel_timespec ts = Ms(static_cast<uint32_t>(left.count()));
+      io_uring_cqe* cqe = nullptr;
+      const int rc = io_uring_wait_cqe_timeout(r, &cqe, &ts);
+      if (rc == -ETIME) return false;
+      if (rc == -EINTR) continue;
+      if (rc < 0) {
+        *res = rc;
+        return true;
+      }
+      const uint64_t ud = cqe->user_data;
+      const int v = cqe->res;
+      io_uring_cqe_seen(r, cqe);
+      if (ud == seq) {
+        *res = v;
+        return true;
+      }
+    }
+  };
+  int res = 0;
+  if (!wait_for(opts_.control_timeout_ms, &res)) {
+    Log()->error("{}: ublk control command {:#x} on device {}: no answer from the kernel in {} ms; cancelling it",
+                 name_, nr, id_, opts_.control_timeout_ms);
+    io_uring_sqe* cs = Sqe128(r);
+    io_uring_prep_cancel64(cs, seq, 0);
+    io_uring_sqe_set_data64(cs, kCancelTag);
+    io_uring_submit(r);
+    if (!wait_for(2000, &res)) {
+      ctrl_wedged_ = true;  // its buffer is never reused or freed
+      Log()->error("{}: ublk control command {:#x} could not be cancelled; the control ring is abandoned", name_, nr);
+    }
+    return Status::TimedOut(fmt::format("ublk control command {:#x}: no answer in {} ms", nr, opts_.control_timeout_ms));
   }
-  const int res = cqe->res;
-  io_uring_cqe_seen(r, cqe);
-  if (res < 0) return Status::IOError(fmt::format("ublk control command {:#x}: {}", op, std::strerror(-res)));
+  if (res < 0) return Status::IOError(fmt::format("ublk control command {:#x}: {}", nr, std::strerror(-res)));
+  if (buf != nullptr && len > 0) std::memcpy(buf, ctrl_buf_, len);
   return Status::Ok();
+}
+
+Status Device::WaitQuiesced(ublksrv_ctrl_dev_info* info) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.recover_wait_ms);
+  bool said = false;
+  for (;;) {
+    if (info->state == UBLK_S_DEV_QUIESCED) return Status::Ok();
+    const pid_t pid = info->ublksrv_pid;
+    const bool server_alive = pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM);
+    if (info->state != UBLK_S_DEV_LIVE || server_alive) {
+      return Status::FailedPrecondition(fmt::format("ublk device {} is {} (server pid {}{})", id_,
+                                                    info->state == UBLK_S_DEV_LIVE ? "live" : "stopped", pid,
+                                                    server_alive ? ", alive" : ""));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::TimedOut(fmt::format("ublk device {}: its server (pid {}) is gone but the kernel did not "
+                                          "quiesce it within {} ms", id_, pid, opts_.recover_wait_ms));
+    }
+    if (!said) {
+      Log()->info("{}: waiting for the kernel to quiesce ublk device {} (its server, pid {}, is gone)", name_, id_, pid);
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (Status s = Control(UBLK_CMD_GET_DEV_INFO, 0, info, sizeof *info); !s.ok()) return s;
+  }
 }
 
 Result<std::unique_ptr<Device>> Device::Start(std::shared_ptr<nbd::BlockExport> e, const Options& o,
@@ -174,13 +251,16 @@ Result<std::unique_ptr<Device>> Device::Start(std::shared_ptr<nbd::BlockExport> 
   d->name_ = std::move(name);
   d->ctrl_fd_ = ::open(o.control.c_str(), O_RDWR | O_CLOEXEC);
   if (d->ctrl_fd_ < 0) return Status::IOError(fmt::format("open {}: {}", o.control, std::strerror(errno)));
+  d->ctrl_buf_ = static_cast<uint8_t*>(std::aligned_alloc(64, kCtrlBufBytes));
   d->ctrl_ring_ = new io_uring();
-  if (int rc = io_uring_queue_init(4, Ring(d->ctrl_ring_), IORING_SETUP_SQE128); rc < 0) {
+  if (int rc = io_uring_queue_init(8, Ring(d->ctrl_ring_), IORING_SETUP_SQE128); rc < 0) {
     delete Ring(d->ctrl_ring_);
     d->ctrl_ring_ = nullptr;
     return Status::NotSupported(fmt::format("io_uring with 128-byte entries: {}", std::strerror(-rc)));
   }
   const DeviceShape shape{d->exp_->size_bytes(), d->exp_->block_bytes(), false, o.max_io_bytes};
+  d->size_bytes_ = shape.size_bytes;
+  d->block_bytes_ = shape.block_bytes;
 
   // A device a vsld that died left waiting for its server: take it over if it matches.
   if (o.recover_id >= 0) {
@@ -193,8 +273,8 @@ Result<std::unique_ptr<Device>> Device::Start(std::shared_ptr<nbd::BlockExport> 
       d->ioctl_encode_ = false;
       gi = d->Control(UBLK_CMD_GET_DEV_INFO, 0, &info, sizeof info);
     }
-    const bool quiesced = gi.ok() && info.state == UBLK_S_DEV_QUIESCED;
-    const bool same = quiesced && d->Control(UBLK_CMD_GET_PARAMS, 0, &p, sizeof p).ok() &&
+    Status waiting = gi.ok() ? d->WaitQuiesced(&info) : gi;
+    const bool same = waiting.ok() && d->Control(UBLK_CMD_GET_PARAMS, 0, &p, sizeof p).ok() &&
                       p.basic.dev_sectors == shape.size_bytes >> 9 &&
                       p.basic.logical_bs_shift == Shift(shape.block_bytes) && info.queue_depth == o.queue_depth;
     if (same && d->Control(UBLK_CMD_START_USER_RECOVERY, 0, nullptr, 0).ok()) {
@@ -208,10 +288,15 @@ Result<std::unique_ptr<Device>> Device::Start(std::shared_ptr<nbd::BlockExport> 
       Log()->info("{}: {} recovered (it waited while vsld was down)", d->name_, d->block_path());
       return d;
     }
-    if (gi.ok()) {
+    if (gi.ok() && (waiting.ok() || info.state != UBLK_S_DEV_LIVE)) {
+      // Ours (the state file names it) but not a match (the LUN was reformatted), or
+      // stopped and never deleted: delete it. A live device another server runs is not
+      // touched.
       Log()->info("{}: ublk device {} is not a waiting match (state {}): replacing it", d->name_, d->id_, info.state);
       (void)d->Control(UBLK_CMD_STOP_DEV, 0, nullptr, 0);
       (void)d->Control(UBLK_CMD_DEL_DEV, 0, nullptr, 0);
+    } else if (gi.ok()) {
+      Log()->warn("{}: not recovering ublk device {}: {}; adding a new one", d->name_, d->id_, waiting.message());
     }
     d->ioctl_encode_ = true;
   }
@@ -222,7 +307,11 @@ Result<std::unique_ptr<Device>> Device::Start(std::shared_ptr<nbd::BlockExport> 
   info.max_io_buf_bytes = o.max_io_bytes;
   info.dev_id = UINT32_MAX;  // any free id
   info.ublksrv_pid = ::getpid();
-  info.flags = UBLK_F_USER_RECOVERY | UBLK_F_CMD_IOCTL_ENCODE;
+  // USER_RECOVERY: the block device outlives a vsld that dies, its I/O held; REISSUE: the
+  // requests the dead vsld had taken are handed to the next one instead of failing with
+  // EIO, so a filesystem on the device never sees the crash (a write re-issued writes the
+  // same data to the same blocks again: idempotent).
+  info.flags = UBLK_F_USER_RECOVERY | UBLK_F_USER_RECOVERY_REISSUE | UBLK_F_CMD_IOCTL_ENCODE;
   d->id_ = -1;
   Status add = d->Control(UBLK_CMD_ADD_DEV, 0, &info, sizeof info);
   if (!add.ok()) {  // kernels before 6.3 know only the plain command numbers
@@ -292,6 +381,7 @@ Status Device::SetUpQueue() {
     io_uring_submit(r);
     posted.set_value();
     QueueLoop();
+    queue_done_ = true;
   });
   f.wait();
   return Status::Ok();
@@ -316,7 +406,7 @@ void Device::QueueLoop() {
     sqe->user_data = tag;
     ++fetching;
   };
-  while (fetching > 0 || serving > 0) {
+  while ((fetching > 0 && !abandon_fetches_) || serving > 0) {
     io_uring_submit_and_wait(r, 1);
     io_uring_cqe* cqe = nullptr;
     unsigned head = 0, seen = 0;
@@ -359,30 +449,80 @@ void Device::QueueLoop() {
   }
 }
 
-Device::~Device() {
-  stopping_ = true;
-  if (started_) {
-    if (Status s = Control(UBLK_CMD_STOP_DEV, 0, nullptr, 0); !s.ok()) Log()->warn("{}: {}", name_, s.ToString());
+std::string Device::InUse() const {
+  const int fd = ::open(block_path().c_str(), O_RDONLY | O_EXCL | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0) {
+    ::close(fd);
+    return "";
   }
-  if (queue_thread_.joinable()) queue_thread_.join();
-  if (id_ >= 0 && ctrl_ring_ != nullptr) {
-    if (Status s = Control(UBLK_CMD_DEL_DEV, 0, nullptr, 0); !s.ok() && started_) {
-      Log()->warn("{}: {}", name_, s.ToString());
-    }
-  }
+  if (errno == EBUSY) return fmt::format("{} is mounted or open exclusively", block_path());
+  return "";
+}
+
+void Device::ReleaseQueue() {
   if (descs_ != nullptr) ::munmap(const_cast<ublksrv_io_desc*>(descs_), descs_bytes_);
-  for (uint8_t* b : bufs_) std::free(b);
-  if (queue_ring_ != nullptr) {
+  descs_ = nullptr;
+  if (queue_ring_ != nullptr) {  // cancels any fetch the kernel still holds
     io_uring_queue_exit(Ring(queue_ring_));
     delete Ring(queue_ring_);
+    queue_ring_ = nullptr;
   }
+  for (int* fd : {&cdev_fd_, &event_fd_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
+Device::~Device() {
+  stopping_ = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (started_) {
+    if (Status s = Control(UBLK_CMD_STOP_DEV, 0, nullptr, 0); !s.ok()) Log()->warn("{}: stop: {}", name_, s.ToString());
+  }
+  if (queue_thread_.joinable()) {
+    // After STOP_DEV the kernel aborts every fetch and the loop ends; a device that never
+    // started has nothing to abort them.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.control_timeout_ms);
+    while (started_ && !queue_done_ && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!queue_done_) {
+      if (started_) {
+        Log()->warn("{}: the kernel did not abort the queue's commands within {} ms; closing the queue", name_,
+                    opts_.control_timeout_ms);
+      }
+      abandon_fetches_ = true;
+      const uint64_t one = 1;
+      (void)!::write(event_fd_, &one, sizeof one);
+    }
+    queue_thread_.join();
+  }
+  // The char device open or mapped keeps the device from being freed: DEL_DEV would wait
+  // on vsld itself.
+  ReleaseQueue();
+  if (id_ >= 0 && ctrl_ring_ != nullptr && !ctrl_wedged_) {
+    Status del = Status::NotSupported("plain DEL_DEV");
+    if (ioctl_encode_) {
+      del = ControlEncoded(static_cast<uint32_t>(_IOR('u', kCmdDelDevAsyncNr, struct ublksrv_ctrl_cmd)),
+                           kCmdDelDevAsyncNr, 0, nullptr, 0);
+    }
+    if (!del.ok() && del.code() != StatusCode::kTimedOut) del = Control(UBLK_CMD_DEL_DEV, 0, nullptr, 0);
+    if (!del.ok() && started_) {
+      Log()->warn("{}: delete {}: {} (still open? the kernel frees it when its last user closes it)", name_,
+                  block_path(), del.ToString());
+    }
+  }
+  if (started_) {
+    Log()->info("{}: {} stopped and deleted in {} ms", name_, block_path(),
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+  }
+  for (uint8_t* b : bufs_) std::free(b);
   if (ctrl_ring_ != nullptr) {
     io_uring_queue_exit(Ring(ctrl_ring_));
     delete Ring(ctrl_ring_);
   }
-  for (int fd : {cdev_fd_, event_fd_, ctrl_fd_}) {
-    if (fd >= 0) ::close(fd);
-  }
+  if (!ctrl_wedged_) std::free(ctrl_buf_);
+  if (ctrl_fd_ >= 0) ::close(ctrl_fd_);
 }
 
 }  // namespace vsl::ublk

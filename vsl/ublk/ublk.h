@@ -67,21 +67,45 @@ class Device {
     uint32_t max_io_bytes = 512 * 1024;
     int recover_id = -1;  // a device left by a vsld that died: take it over if it waits
     std::string control = kControlPath;
+    // Bound on each control command (ADD/SET_PARAMS/START/STOP/DEL...) and on the queue's
+    // drain at stop. A command the kernel does not answer in time is cancelled and logged.
+    uint32_t control_timeout_ms = 10000;
+    // How long a recovering vsld waits for a device whose old server died to be quiesced
+    // by the kernel (it notices the death within a few seconds).
+    uint32_t recover_wait_ms = 30000;
   };
   // Creates (or recovers) /dev/ublkbN serving `e`.
   static Result<std::unique_ptr<Device>> Start(std::shared_ptr<nbd::BlockExport> e, const Options& o,
                                                std::string name);
-  // Stops and deletes the block device (every request answered first).
+  // Stops and deletes the block device: STOP_DEV (requests in flight are answered first),
+  // the queue drained, the char device closed and unmapped, then DEL_DEV (the
+  // asynchronous form where the kernel has it: a device still held open, e.g. mounted, is
+  // freed by the kernel when its last user closes it, and vsld does not wait for that).
+  // Every step is bounded by Options::control_timeout_ms; a step the kernel does not
+  // answer is logged and the rest still run.
   ~Device();
+  // Why the block device is held ("" when it is not): mounted, or open exclusively
+  // (mkfs, a device mapper, another O_EXCL user). Probed by an exclusive open of its own.
+  std::string InUse() const;
+  // The shape it was made with.
+  uint64_t size_bytes() const { return size_bytes_; }
+  uint32_t block_bytes() const { return block_bytes_; }
   int id() const { return id_; }
   bool recovered() const { return recovered_; }
   std::string block_path() const { return "/dev/ublkb" + std::to_string(id_); }
 
  private:
   Device() = default;
+  // One control command on /dev/ublk-control. `buf` (len bytes) is copied in and out of
+  // a buffer the device owns, so a command the kernel holds past the timeout never
+  // writes into the caller's memory. TimedOut when the kernel did not answer in time.
   Status Control(uint32_t op, uint64_t data0, void* buf, uint16_t len);
+  Status ControlEncoded(uint32_t cmd_op, uint32_t nr, uint64_t data0, void* buf, uint16_t len);
   Status SetUpQueue();
   void QueueLoop();
+  void ReleaseQueue();
+  // Waits (bounded) for a device whose server was `pid` to reach QUIESCED.
+  Status WaitQuiesced(ublksrv_ctrl_dev_info* info);
 
   std::shared_ptr<nbd::BlockExport> exp_;
   std::string name_;
@@ -90,11 +114,16 @@ class Device {
   int cdev_fd_ = -1;
   int event_fd_ = -1;
   int id_ = -1;
+  uint64_t size_bytes_ = 0;
+  uint32_t block_bytes_ = 0;
   bool ioctl_encode_ = true;
   bool recovered_ = false;
   bool started_ = false;
-  void* ctrl_ring_ = nullptr;  // io_uring
-  void* queue_ring_ = nullptr;  // io_uring
+  bool ctrl_wedged_ = false;      // a control command is still held by the kernel
+  uint64_t ctrl_seq_ = 0;         // user_data of control commands
+  uint8_t* ctrl_buf_ = nullptr;   // control payloads (leaked if a command is wedged)
+  void* ctrl_ring_ = nullptr;     // io_uring
+  void* queue_ring_ = nullptr;    // io_uring
   const ublksrv_io_desc* descs_ = nullptr;
   std::size_t descs_bytes_ = 0;
   std::vector<uint8_t*> bufs_;
@@ -102,6 +131,8 @@ class Device {
   std::vector<std::pair<uint16_t, int32_t>> done_;  // (tag, result) from the engines
   std::thread queue_thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> abandon_fetches_{false};  // stop waiting for the kernel to abort fetches
+  std::atomic<bool> queue_done_{false};
 };
 
 }  // namespace vsl::ublk
