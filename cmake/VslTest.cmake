@@ -3,9 +3,10 @@
 # One line per test binary. The binary links GoogleTest's main and the given libraries;
 # each TEST() becomes its own ctest case (discovered when ctest runs) carrying the labels,
 # so `ctest -L ftl` or `ctest -LE slow` select by area. Areas: foundation ftl flashback
-# card block sdk power hls rtl alveo bench; add `slow` for long campaigns.
+# card block sdk power hls rtl alveo bench backend monitor ha kernel (VM tests) formal; add
+# `slow` for long campaigns.
 include(GoogleTest)
-set(VSL_TEST_AREAS foundation ftl flashback card block sdk power hls rtl alveo bench)
+set(VSL_TEST_AREAS foundation ftl flashback card block sdk power hls rtl alveo bench backend monitor ha kernel formal)
 
 function(vsl_add_test name)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})

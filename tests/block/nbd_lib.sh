@@ -36,8 +36,10 @@ make_card() {
   ctl format --yes --sector-size "$sector" >/dev/null || fail "format"
 }
 # start [vsld args]: starts vsld on $T/card and waits for both sockets.
+# VSLD_ARGS (an array, empty by default) is passed to every start.
+VSLD_ARGS=()
 start() {
-  "$VSLD" --card "$T/card" --socket "$SOCK" --log-level info "$@" >>"$T/vsld.log" 2>&1 &
+  "$VSLD" --card "$T/card" --socket "$SOCK" --log-level info "${VSLD_ARGS[@]}" "$@" >>"$T/vsld.log" 2>&1 &
   PID=$!
   for _ in $(seq 1 400); do
     if [ -S "$SOCK" ] && ctl --json status >/dev/null 2>&1; then

@@ -293,12 +293,16 @@ int main(int argc, char** argv) {
   status->add_flag("-a,--all", all, "everything (blocks, wear, events)");
 
   int lun = -1;
+  bool force = false;
+  const char* kForceHelp = "even if the LUN's block device is mounted or open (its users then see I/O errors)";
   auto* attach = app.add_subcommand("attach", "attach a LUN (or all)");
   attach->add_option("--lun", lun, "LUN index");
   auto* detach = app.add_subcommand("detach", "detach a LUN (or all): flush and checkpoint");
   detach->add_option("--lun", lun, "LUN index");
+  detach->add_flag("--force", force, kForceHelp);
   auto* reset = app.add_subcommand("reset", "drop a LUN's host state and recover it from flash");
   reset->add_option("--lun", lun, "LUN index")->required();
+  reset->add_flag("--force", force, kForceHelp);
 
   int controller = -1;
   std::string mode = "dual", reserve = "stock";
@@ -313,10 +317,12 @@ int main(int argc, char** argv) {
   format->add_option("--spare-percent", spare, "spare for custom and under-provision");
   format->add_flag("--no-flashback", no_flashback, "no parity across dies (more capacity, no die-failure protection)");
   format->add_flag("-y,--yes", yes, "do not ask for confirmation");
+  format->add_flag("--force", force, kForceHelp);
 
   auto* erase = app.add_subcommand("sure-erase", "erase every block of a controller and verify it (data is gone for good)");
   erase->add_option("--controller", controller, "controller")->required();
   erase->add_flag("-y,--yes", yes, "do not ask for confirmation");
+  erase->add_flag("--force", force, kForceHelp);
 
   std::string onoff;
   auto* beacon = app.add_subcommand("beacon", "identify the card");
@@ -398,8 +404,8 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (*attach) return Simple(g, {{"cmd", "attach"}, {"lun", lun}}, "attached");
-  if (*detach) return Simple(g, {{"cmd", "detach"}, {"lun", lun}}, "detached");
-  if (*reset) return Simple(g, {{"cmd", "reset"}, {"lun", lun}}, "reset");
+  if (*detach) return Simple(g, {{"cmd", "detach"}, {"lun", lun}, {"force", force}}, "detached");
+  if (*reset) return Simple(g, {{"cmd", "reset"}, {"lun", lun}, {"force", force}}, "reset");
   if (*format) {
     const std::string what =
         controller < 0 ? fmt::format("Format every controller of card {}", std::max(g.card, 0))
@@ -410,7 +416,7 @@ int main(int argc, char** argv) {
     }
     return Simple(g,
                   {{"cmd", "format"}, {"controller", controller}, {"mode", mode}, {"sector_bytes", sector_size},
-                   {"reserve", reserve}, {"spare_percent", spare}, {"flashback", !no_flashback}},
+                   {"reserve", reserve}, {"spare_percent", spare}, {"flashback", !no_flashback}, {"force", force}},
                   "formatted");
   }
   if (*erase) {
@@ -420,7 +426,7 @@ int main(int argc, char** argv) {
                  yes)) {
       return kExitDeclined;
     }
-    json reply = Request(g, {{"cmd", "sure-erase"}, {"controller", controller}});
+    json reply = Request(g, {{"cmd", "sure-erase"}, {"controller", controller}, {"force", force}});
     if (int rc = Check(g, reply); rc != kExitOk) return rc;
     if (g.json_out) {
       std::cout << reply["result"].dump(2) << "\n";

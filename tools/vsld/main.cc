@@ -244,11 +244,20 @@ int main(int argc, char** argv) {
     }
     return j;
   });
+  if (ublk) {
+    // A LUN whose /dev/ublkbN is mounted is not detached, reset or formatted under it.
+    (*d)->SetInUseCheck([&ublk, &catalog](std::size_t card, const vsl::card::Lun& lun) {
+      return ublk->InUse(catalog.ExportOf(card, lun));
+    });
+    (*d)->SetFormatted([&ublk] { ublk->Refresh(); });
+  }
   vsl::Logger("vsld")->info("ready: {} card(s), control socket {}", (*d)->card_count(), cfg.socket_path);
   int sig = 0;
   sigwait(&stop_signals, &sig);
   vsl::Logger("vsld")->info("signal {}: detaching every LUN", sig);
   (*d)->SetFrontEndStatus(nullptr);
+  (*d)->SetInUseCheck(nullptr);
+  (*d)->SetFormatted(nullptr);
   ublk.reset();  // block devices stopped (their requests answered) and deleted
   nbd.reset();   // every connection's accepted requests answered first
   sdk.reset();   // every application's requests in flight answered first

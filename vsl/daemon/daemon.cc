@@ -1,5 +1,7 @@
 #include "vsl/daemon/daemon.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -601,6 +604,20 @@ Result<json> Daemon::SureErase(card::Card& c, uint32_t controller) {
   return json{{"luns", out}};
 }
 
+vsl::Status Daemon::RefuseInUse(const json& req, const card::Card& c, const std::vector<card::Lun*>& luns) {
+  VSL_ASSIGN_OR_RETURN(bool force, Arg<bool>(req, "force", false));
+  std::lock_guard<std::mutex> l(front_mu_);
+  if (force || !in_use_) return vsl::Status::Ok();
+  std::size_t k = 0;
+  while (k < cards_.size() && cards_[k].get() != &c) ++k;
+  for (const card::Lun* lun : luns) {
+    if (std::string why = in_use_(k, *lun); !why.empty()) {
+      return vsl::Status::Busy(fmt::format("{} is in use: {}; unmount it first (or force)", lun->name(), why));
+    }
+  }
+  return vsl::Status::Ok();
+}
+
 Result<json> Daemon::Dispatch(const json& req) {
   VSL_ASSIGN_OR_RETURN(std::string cmd, Arg<std::string>(req, "cmd", ""));
   if (cmd == "version") {
@@ -624,6 +641,7 @@ Result<json> Daemon::Dispatch(const json& req) {
   if (cmd == "attach" || cmd == "detach" || cmd == "reset") {
     VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
     VSL_ASSIGN_OR_RETURN(auto luns, LunsArg(req, *c));
+    if (cmd != "attach") VSL_RETURN_IF_ERROR(RefuseInUse(req, *c, luns));
     json done = json::array();
     for (card::Lun* l : luns) {
       vsl::Status s = l->Call([l, &cmd](card::Lun::Done d) {
@@ -662,9 +680,18 @@ Result<json> Daemon::Dispatch(const json& req) {
     } else {
       ctrls.push_back(static_cast<uint32_t>(ctrl));
     }
+    std::vector<card::Lun*> affected;
+    for (card::Lun* l : c->luns()) {
+      if (std::find(ctrls.begin(), ctrls.end(), l->controller()) != ctrls.end()) affected.push_back(l);
+    }
+    VSL_RETURN_IF_ERROR(RefuseInUse(req, *c, affected));
     for (uint32_t k : ctrls) VSL_RETURN_IF_ERROR(c->FormatController(k, mode, fo));
     VSL_ASSIGN_OR_RETURN(bool attach, Arg<bool>(req, "attach", true));
     if (attach) VSL_RETURN_IF_ERROR(c->AttachAll());
+    {
+      std::lock_guard<std::mutex> l(front_mu_);
+      if (formatted_) formatted_();
+    }
     json luns = json::array();
     for (card::Lun* l : c->luns()) {
       luns.push_back({{"lun", l->name()}, {"state", std::string(card::LunStateName(l->state()))}});
@@ -675,6 +702,11 @@ Result<json> Daemon::Dispatch(const json& req) {
     VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
     VSL_ASSIGN_OR_RETURN(int64_t ctrl, Arg<int64_t>(req, "controller", -1));
     if (ctrl < 0) return vsl::Status::InvalidArgument("sure-erase needs a controller");
+    std::vector<card::Lun*> affected;
+    for (card::Lun* l : c->luns()) {
+      if (l->controller() == static_cast<uint32_t>(ctrl)) affected.push_back(l);
+    }
+    VSL_RETURN_IF_ERROR(RefuseInUse(req, *c, affected));
     return SureErase(*c, static_cast<uint32_t>(ctrl));
   }
   if (cmd == "beacon") {

@@ -132,9 +132,25 @@ class Daemon {
     std::lock_guard<std::mutex> l(front_mu_);
     front_status_ = std::move(f);
   }
+  // Who holds a LUN's block device: `f(card, lun)` returns why the LUN is in use (e.g.
+  // "/dev/ublkb0 is mounted or open exclusively") or "" when it is not. detach, reset,
+  // format and sure-erase refuse a LUN in use with Busy unless the request says "force";
+  // set by whoever serves block devices, cleared (nullptr) before they stop.
+  void SetInUseCheck(std::function<std::string(std::size_t card, const card::Lun& lun)> f) {
+    std::lock_guard<std::mutex> l(front_mu_);
+    in_use_ = std::move(f);
+  }
+  // Called after a format (the LUNs' sizes or sector sizes may have changed), so block
+  // front ends can remake their devices; cleared (nullptr) before they stop.
+  void SetFormatted(std::function<void()> f) {
+    std::lock_guard<std::mutex> l(front_mu_);
+    formatted_ = std::move(f);
+  }
   std::size_t card_count() const { return cards_.size(); }
 
  private:
+  // Busy naming the holder when any of `luns` is in use and `req` does not force.
+  vsl::Status RefuseInUse(const nlohmann::json& req, const card::Card& c, const std::vector<card::Lun*>& luns);
   Daemon() = default;
   Result<nlohmann::json> Dispatch(const nlohmann::json& req);
   Result<nlohmann::json> StatusCmd(const nlohmann::json& req);
@@ -151,6 +167,8 @@ class Daemon {
   std::mutex mu_;
   std::mutex front_mu_;
   std::function<nlohmann::json()> front_status_;
+  std::function<std::string(std::size_t, const card::Lun&)> in_use_;
+  std::function<void()> formatted_;
 };
 
 // Serves a daemon's control protocol on a Unix socket, on its own thread.

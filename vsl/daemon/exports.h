@@ -27,6 +27,10 @@ class CardCatalog : public nbd::ExportCatalog {
       : cards_(std::move(cards)), chunk_(volume_chunk_bytes) {}
   std::vector<nbd::ExportInfo> List() override;
   Result<std::shared_ptr<nbd::BlockExport>> Open(const std::string& name) override;
+  // The export that holds LUN `l` of card `card`: the LUN's own, or the card's volume.
+  std::string ExportOf(std::size_t card, const card::Lun& l) const {
+    return Prefix(card) + (chunk_ != 0 ? std::string("volume") : l.name());
+  }
 
  private:
   std::string Prefix(std::size_t card) const;

@@ -15,6 +15,8 @@ Result<std::unique_ptr<UblkFrontEnd>> UblkFrontEnd::Start(nbd::ExportCatalog& ca
   if (vsl::Status s = ublk::Probe(control); !s.ok()) return s;
   std::unique_ptr<UblkFrontEnd> f(new UblkFrontEnd());
   f->state_path_ = state_path;
+  f->catalog_ = &catalog;
+  f->control_ = control;
   nlohmann::json old = nlohmann::json::object();
   if (std::ifstream in(state_path); in) {
     try {
@@ -23,7 +25,6 @@ Result<std::unique_ptr<UblkFrontEnd>> UblkFrontEnd::Start(nbd::ExportCatalog& ca
       Logger("ublk")->warn("{}: not JSON: ignored (devices are added afresh)", state_path);
     }
   }
-  nlohmann::json now = nlohmann::json::object();
   for (const nbd::ExportInfo& info : catalog.List()) {
     auto e = catalog.Open(info.name);
     if (!e.ok()) {
@@ -37,11 +38,47 @@ Result<std::unique_ptr<UblkFrontEnd>> UblkFrontEnd::Start(nbd::ExportCatalog& ca
     }
     auto d = ublk::Device::Start(std::move(e).value(), o, info.name);
     if (!d.ok()) return d.status().WithContext(fmt::format("ublk device for {}", info.name));
-    now[info.name] = (*d)->id();
     f->devices_.emplace_back(info.name, std::move(d).value());
   }
-  std::ofstream(state_path) << now.dump() << "\n";
+  f->WriteState();
   return f;
+}
+
+void UblkFrontEnd::WriteState() const {
+  nlohmann::json now = nlohmann::json::object();
+  for (const auto& [name, d] : devices_) now[name] = d->id();
+  std::ofstream(state_path_) << now.dump() << "\n";
+}
+
+std::string UblkFrontEnd::InUse(const std::string& name) const {
+  for (const auto& [n, d] : devices_) {
+    if (n == name) return d->InUse();
+  }
+  return "";
+}
+
+void UblkFrontEnd::Refresh() {
+  for (auto& [name, d] : devices_) {
+    auto e = catalog_->Open(name);
+    if (!e.ok()) {
+      Logger("ublk")->warn("{}: after the format: {}; {} stays as it was", name, e.status().message(), d->block_path());
+      continue;
+    }
+    if ((*e)->size_bytes() == d->size_bytes() && (*e)->block_bytes() == d->block_bytes()) continue;
+    Logger("ublk")->info("{}: reformatted ({} -> {} bytes, {} -> {}-byte blocks): making {} again", name,
+                         d->size_bytes(), (*e)->size_bytes(), d->block_bytes(), (*e)->block_bytes(), d->block_path());
+    d.reset();
+    ublk::Device::Options o;
+    o.control = control_;
+    auto nd = ublk::Device::Start(std::move(e).value(), o, name);
+    if (!nd.ok()) {
+      Logger("ublk")->error("{}: {}; served over NBD only", name, nd.status().ToString());
+      continue;
+    }
+    d = std::move(nd).value();
+  }
+  std::erase_if(devices_, [](const auto& p) { return p.second == nullptr; });
+  WriteState();
 }
 
 UblkFrontEnd::~UblkFrontEnd() {

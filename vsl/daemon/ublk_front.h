@@ -23,9 +23,17 @@ class UblkFrontEnd {
                                                      const std::string& control = ublk::kControlPath);
   ~UblkFrontEnd();
   nlohmann::json Status() const;
+  // Why the device serving export `name` is held ("" when it is not, or there is none).
+  std::string InUse(const std::string& name) const;
+  // After a format: every device whose export now has another size or sector size is
+  // deleted and made again with the new shape (at the same id where the kernel allows).
+  void Refresh();
 
  private:
   UblkFrontEnd() = default;
+  void WriteState() const;
+  nbd::ExportCatalog* catalog_ = nullptr;
+  std::string control_;
   std::string state_path_;
   std::vector<std::pair<std::string, std::unique_ptr<ublk::Device>>> devices_;
 };
