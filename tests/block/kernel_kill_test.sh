@@ -75,6 +75,15 @@ writer() {  # writer ROUND: files r<ROUND>-<i>
   done
   exit $r
 }
+# wait_writer SECS: the writer's exit status; fails the test if it has not ended by then.
+wait_writer() {
+  for _ in $(seq 1 $(($1 * 10))); do kill -0 "$WPID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$WPID" 2>/dev/null && fail "the writer is stuck $1 s after it was told to stop"
+  local rc=0
+  wait "$WPID" || rc=$?
+  WPID=""
+  return $rc
+}
 : >"$T/acked"
 : >"$T/failed"
 total_kills=0
@@ -95,8 +104,7 @@ for round in $(seq 1 "$ROUNDS"); do
     [ "$(dev lun1)" = "$DEV" ] || fail "lun1 came back as $(dev lun1), not $DEV"
     sleep 2  # the writer goes on through the recovered device
     touch "$T/stop-writer"
-    wait "$WPID" || fail "the writer saw $? failed writes through a recovered ublk device: $(tail -3 "$T/writer.err")"
-    WPID=""
+    wait_writer 60 || fail "the writer saw $? failed writes through a recovered ublk device: $(tail -3 "$T/writer.err")"
     [ "$(wc -l <"$T/acked")" -gt "$before" ] || fail "no write completed after the recovery"
     if dmesg 2>/dev/null | grep -E "I/O error|EXT4-fs error|Buffer I/O" | grep -v "^$" >"$T/kerr"; then
       cat "$T/kerr"
@@ -106,8 +114,11 @@ for round in $(seq 1 "$ROUNDS"); do
   else
     start "${start_args[@]}"
     touch "$T/stop-writer"
-    wait "$WPID" || echo "   the writer saw $? failed writes while the connection was down (expected over NBD)"
-    WPID=""
+    # The connection is dead and nbd-client does not reconnect it: disconnecting the device
+    # fails whatever the kernel still holds for it (a writer can otherwise wait for ever in
+    # writeback), then the writer ends.
+    nbd-client -d "$DEV" >/dev/null 2>&1 || true
+    wait_writer 60 || echo "   the writer saw $? failed writes while the connection was down (expected over NBD)"
     umount "$M" 2>/dev/null || umount -l "$M"
     nbd-client -d "$DEV" >/dev/null 2>&1 || true
     sleep 0.5
@@ -119,6 +130,37 @@ echo "== every fsynced file intact, fsck clean ($(wc -l <"$T/acked") files, $tot
 (cd "$M" && sha256sum --quiet -c "$T/acked") || fail "an fsynced file differs after the kills"
 umount "$M"
 fsck.ext4 -fn "$DEV" >"$T/fsck" 2>&1 || { cat "$T/fsck"; fail "fsck after the kills"; }
+if [ "$MODE" = ublk ]; then
+  echo "== vsld killed and not coming back: the writer waits; vsld --ublk-release fails its I/O"
+  mount "$DEV" "$M" || fail "mount before the release"
+  rm -f "$T/stop-writer"
+  : >"$T/failed"
+  writer release &
+  WPID=$!
+  sleep 1
+  crash
+  sleep 3
+  held=$(wc -l <"$T/acked")
+  sleep 2
+  [ "$(wc -l <"$T/acked")" = "$held" ] || fail "writes completed with no vsld serving the device"
+  kill -0 "$WPID" 2>/dev/null || fail "the writer ended while its I/O should be held"
+  "$VSLD" --socket "$SOCK" --ublk-release >"$T/release.out" 2>&1 || { cat "$T/release.out"; fail "vsld --ublk-release"; }
+  grep -q "4 ublk device(s) released" "$T/release.out" || { cat "$T/release.out"; fail "not every device released"; }
+  touch "$T/stop-writer"
+  for _ in $(seq 1 200); do kill -0 "$WPID" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$WPID" 2>/dev/null && fail "the writer is still blocked 10 s after the release"
+  wait "$WPID" && fail "the writer saw no error after its device was released"
+  WPID=""
+  [ -e "/sys/block/$(basename "$DEV")" ] && fail "$DEV still there after the release"
+  umount -l "$M"
+  echo "   the writer's held I/O failed; every file fsynced before the kill is still on the LUN:"
+  start
+  DEV=$(dev lun1)
+  fsck.ext4 -fy "$DEV" >"$T/fsck" 2>&1 || [ $? -le 1 ] || { cat "$T/fsck"; fail "fsck after the release"; }
+  mount "$DEV" "$M" || fail "mount after the release"
+  (cd "$M" && sha256sum --quiet -c "$T/acked") || fail "an fsynced file differs after the release"
+  umount "$M"
+fi
 if [ "$MODE" = nbd ]; then nbd-client -d "$DEV" >/dev/null 2>&1; fi
 stop
 echo "PASS: $MODE: $total_kills SIGKILLs under an fsyncing writer, $(wc -l <"$T/acked") fsynced files intact, fsck clean"

@@ -55,7 +55,11 @@ for d in "$D0" "$D1" "$D2" "$D3"; do [ -b "$d" ] || fail "$d is not a block devi
 [ "$(blockdev --getss "$D0")" = 4096 ] || fail "$D0 logical block size $(blockdev --getss "$D0"), not 4096"
 size=$(blockdev --getsize64 "$D0")
 [ "$(cat /sys/block/$(basename "$D0")/queue/discard_granularity)" = 4096 ] || fail "discard granularity"
-[ "$(cat /sys/block/$(basename "$D0")/queue/write_cache)" = "write back" ] || fail "no volatile cache advertised"
+q="/sys/block/$(basename "$D0")"
+[ "$(cat "$q/queue/write_cache")" = "write back" ] || fail "no volatile cache advertised"
+[ "$(cat "$q/queue/fua")" = 1 ] || fail "FUA not advertised (the kernel would turn FUA writes into flushes)"
+[ "$(cat "$q/queue/max_hw_sectors_kb")" = 512 ] || fail "max I/O $(cat "$q/queue/max_hw_sectors_kb") KiB, not 512"
+[ "$(cat "$q/mq/0/nr_tags")" = 128 ] || fail "queue depth $(cat "$q/mq/0/nr_tags"), not 128"
 echo "   $D0 $D1 $D2 $D3, $size bytes each"
 
 echo "== ext4 on $D0, XFS on $D1"

@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_option("--sdk-socket-mode", sdk_socket_mode, "its permissions, octal (default 0600)");
   std::string ublk_mode;
   app.add_option("--ublk", ublk_mode, "auto (default: /dev/ublkbN per export where the kernel has ublk) or off");
+  bool ublk_release = false;
+  app.add_flag("--ublk-release", ublk_release,
+               "vsld died and will not come back: delete the ublk devices it left waiting (their held I/O fails "
+               "with EIO) and exit");
   app.add_option("--tls", tls_mode, "NBD TLS: off, on (offered), require (plaintext refused)");
   app.add_option("--tls-cert", tls_cert, "PEM server certificate");
   app.add_option("--tls-key", tls_key, "PEM private key of the certificate");
@@ -126,6 +130,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "vsld: --sdk-socket-mode: %s\n", e.what());
       return 2;
     }
+  }
+  if (ublk_release) {
+    auto n = vsl::daemon::UblkFrontEnd::Release(vsl::daemon::BesideControlSocket(cfg.socket_path, "-ublk.json"));
+    if (!n.ok()) {
+      std::fprintf(stderr, "vsld: --ublk-release: %s\n", n.status().ToString().c_str());
+      return n.status().code() == vsl::StatusCode::kNotFound ? 0 : 1;
+    }
+    std::printf("vsld: %d ublk device(s) released\n", *n);
+    return 0;
   }
   if (!ublk_mode.empty()) {
     if (ublk_mode != "auto" && ublk_mode != "off") {

@@ -44,6 +44,38 @@ Result<std::unique_ptr<UblkFrontEnd>> UblkFrontEnd::Start(nbd::ExportCatalog& ca
   return f;
 }
 
+Result<int> UblkFrontEnd::Release(const std::string& state_path, const std::string& control) {
+  if (vsl::Status s = ublk::Probe(control); !s.ok()) return s;
+  std::ifstream in(state_path);
+  if (!in) return vsl::Status::NotFound(fmt::format("{}: no ublk devices recorded (vsld stopped cleanly?)", state_path));
+  nlohmann::json old;
+  try {
+    old = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return vsl::Status::Corruption(fmt::format("{}: not JSON", state_path));
+  }
+  if (!old.is_object()) return vsl::Status::Corruption(fmt::format("{}: not a JSON object", state_path));
+  int released = 0;
+  bool kept = false;
+  ublk::Device::Options o;
+  o.control = control;
+  for (const auto& [name, id] : old.items()) {
+    if (!id.is_number_integer()) continue;
+    vsl::Status s = ublk::Device::Release(id.get<int>(), o);
+    if (s.ok()) {
+      ++released;
+      Logger("ublk")->info("{}: /dev/ublkb{} released", name, id.get<int>());
+    } else if (s.code() == vsl::StatusCode::kNotFound) {
+      Logger("ublk")->info("{}: {}", name, s.message());
+    } else {
+      kept = true;
+      Logger("ublk")->warn("{}: {}", name, s.ToString());
+    }
+  }
+  if (!kept) ::unlink(state_path.c_str());
+  return released;
+}
+
 void UblkFrontEnd::WriteState() const {
   nlohmann::json now = nlohmann::json::object();
   for (const auto& [name, d] : devices_) now[name] = d->id();

@@ -21,6 +21,10 @@ class UblkFrontEnd {
   // device cannot be set up.
   static Result<std::unique_ptr<UblkFrontEnd>> Start(nbd::ExportCatalog& catalog, const std::string& state_path,
                                                      const std::string& control = ublk::kControlPath);
+  // `vsld --ublk-release`: when vsld died and is not coming back, deletes the devices the
+  // state file names (their held I/O fails with EIO) and removes the file. Returns how many
+  // were released; devices a live server runs are left alone and named in the log.
+  static Result<int> Release(const std::string& state_path, const std::string& control = ublk::kControlPath);
   ~UblkFrontEnd();
   nlohmann::json Status() const;
   // Why the device serving export `name` is held ("" when it is not, or there is none).

@@ -242,22 +242,55 @@ Status Device::WaitQuiesced(ublksrv_ctrl_dev_info* info) {
   }
 }
 
+Status Device::OpenControl() {
+  if (Status s = Probe(opts_.control); !s.ok()) return s;
+  ctrl_fd_ = ::open(opts_.control.c_str(), O_RDWR | O_CLOEXEC);
+  if (ctrl_fd_ < 0) return Status::IOError(fmt::format("open {}: {}", opts_.control, std::strerror(errno)));
+  ctrl_buf_ = static_cast<uint8_t*>(std::aligned_alloc(64, kCtrlBufBytes));
+  ctrl_ring_ = new io_uring();
+  if (int rc = io_uring_queue_init(8, Ring(ctrl_ring_), IORING_SETUP_SQE128); rc < 0) {
+    delete Ring(ctrl_ring_);
+    ctrl_ring_ = nullptr;
+    return Status::NotSupported(fmt::format("io_uring with 128-byte entries: {}", std::strerror(-rc)));
+  }
+  return Status::Ok();
+}
+
+Status Device::Release(int id, const Options& o) {
+  std::unique_ptr<Device> d(new Device());
+  d->opts_ = o;
+  d->name_ = fmt::format("ublk device {}", id);
+  if (Status s = d->OpenControl(); !s.ok()) return s;
+  d->id_ = id;
+  ublksrv_ctrl_dev_info info{};
+  Status gi = d->Control(UBLK_CMD_GET_DEV_INFO, 0, &info, sizeof info);
+  if (!gi.ok()) {
+    d->ioctl_encode_ = false;
+    gi = d->Control(UBLK_CMD_GET_DEV_INFO, 0, &info, sizeof info);
+  }
+  if (!gi.ok()) {
+    d->id_ = -1;
+    return Status::NotFound(fmt::format("no ublk device {}: {}", id, gi.message()));
+  }
+  d->ioctl_encode_ = (info.flags & UBLK_F_CMD_IOCTL_ENCODE) != 0;
+  const pid_t pid = info.ublksrv_pid;
+  if (info.state == UBLK_S_DEV_LIVE && pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) {
+    d->id_ = -1;
+    return Status::Busy(fmt::format("ublk device {} is live, served by pid {}: stop that server instead", id, pid));
+  }
+  // STOP_DEV of a device without a server fails the I/O it holds (EIO to its users).
+  if (Status s = d->Control(UBLK_CMD_STOP_DEV, 0, nullptr, 0); !s.ok()) return s;
+  Log()->warn("/dev/ublkb{}: released without a server: the I/O it held failed with EIO", id);
+  return Status::Ok();  // the destructor deletes it
+}
+
 Result<std::unique_ptr<Device>> Device::Start(std::shared_ptr<nbd::BlockExport> e, const Options& o,
                                               std::string name) {
-  if (Status s = Probe(o.control); !s.ok()) return s;
   std::unique_ptr<Device> d(new Device());
   d->exp_ = std::move(e);
   d->opts_ = o;
   d->name_ = std::move(name);
-  d->ctrl_fd_ = ::open(o.control.c_str(), O_RDWR | O_CLOEXEC);
-  if (d->ctrl_fd_ < 0) return Status::IOError(fmt::format("open {}: {}", o.control, std::strerror(errno)));
-  d->ctrl_buf_ = static_cast<uint8_t*>(std::aligned_alloc(64, kCtrlBufBytes));
-  d->ctrl_ring_ = new io_uring();
-  if (int rc = io_uring_queue_init(8, Ring(d->ctrl_ring_), IORING_SETUP_SQE128); rc < 0) {
-    delete Ring(d->ctrl_ring_);
-    d->ctrl_ring_ = nullptr;
-    return Status::NotSupported(fmt::format("io_uring with 128-byte entries: {}", std::strerror(-rc)));
-  }
+  if (Status s = d->OpenControl(); !s.ok()) return s;
   const DeviceShape shape{d->exp_->size_bytes(), d->exp_->block_bytes(), false, o.max_io_bytes};
   d->size_bytes_ = shape.size_bytes;
   d->block_bytes_ = shape.block_bytes;

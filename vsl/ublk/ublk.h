@@ -77,6 +77,11 @@ class Device {
   // Creates (or recovers) /dev/ublkbN serving `e`.
   static Result<std::unique_ptr<Device>> Start(std::shared_ptr<nbd::BlockExport> e, const Options& o,
                                                std::string name);
+  // Gives up on a device a vsld that died left waiting (user recovery holds its I/O for
+  // as long as no server comes): stops and deletes it, so the I/O it holds fails with EIO
+  // and its users see the device gone. NotFound when there is no such device; Busy (and
+  // nothing done) when a live server still runs it.
+  static Status Release(int id, const Options& o);
   // Stops and deletes the block device: STOP_DEV (requests in flight are answered first),
   // the queue drained, the char device closed and unmapped, then DEL_DEV (the
   // asynchronous form where the kernel has it: a device still held open, e.g. mounted, is
@@ -96,6 +101,7 @@ class Device {
 
  private:
   Device() = default;
+  Status OpenControl();
   // One control command on /dev/ublk-control. `buf` (len bytes) is copied in and out of
   // a buffer the device owns, so a command the kernel holds past the timeout never
   // writes into the caller's memory. TimedOut when the kernel did not answer in time.
