@@ -1,6 +1,7 @@
-// The ublk front end. Without the kernel driver (this machine) the device tests skip with
-// the reason; the pure parts run everywhere: SET_PARAMS from an export's shape, and each
-// request kind translated onto an export.
+// The ublk front end. The pure parts run everywhere: SET_PARAMS from an export's shape,
+// and each request kind translated onto an export. The device tests need the kernel
+// driver: on a host without it they skip with the reason; ctest kernel_ublk_device runs
+// this binary in the VM (tests/vm/run-in-vm), where they must pass.
 #include <fcntl.h>
 #include <unistd.h>
 
