@@ -93,9 +93,14 @@ for round in $(seq 1 "$ROUNDS"); do
   WPID=$!
   sleep "$(( RANDOM % 3 + 1 )).$(( RANDOM % 10 ))"
   before=$(wc -l <"$T/acked")
+  # A SIGKILLed vsld is reaped at once: the kernel cancels its queue's commands and
+  # quiesces the devices (the old teardown left it for minutes).
+  t0=$(date +%s%N)
   crash
+  reap_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ "$reap_ms" -lt 10000 ] || fail "vsld took $reap_ms ms to be reaped after SIGKILL"
   total_kills=$((total_kills + 1))
-  echo "== round $round: vsld SIGKILLed after $before fsynced files"
+  echo "== round $round: vsld SIGKILLed after $before fsynced files (reaped in $reap_ms ms)"
   sleep 1
   if [ "$MODE" = ublk ]; then
     start "${start_args[@]}"

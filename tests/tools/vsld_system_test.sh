@@ -102,6 +102,11 @@ json_check "luns[0]['sectors'] > 7*luns[1]['sectors']"  # 2 pipes, 8x smaller se
 ctl detach --lun 2 >/dev/null
 json_check "st['lun2']=='offline' and st['lun3']=='online'"
 ctl attach --lun 2 >/dev/null
+# --force (for a LUN whose ublk device is mounted; docs/vsld.md) is accepted where none is.
+ctl detach --lun 2 --force >/dev/null || fail "detach --force"
+json_check "st['lun2']=='offline'"
+ctl attach --lun 2 >/dev/null
+ctl --json detach --lun 2 --force --bogus >/dev/null 2>&1 && fail "an unknown flag after --force was accepted"
 ctl reset --lun 3 | grep -q "lun3: online" || fail "reset"
 json_check "all(s=='online' for s in st.values())"
 ctl --json reset --lun 1 >/dev/null 2>&1 && fail "reset of a LUN that does not exist"
