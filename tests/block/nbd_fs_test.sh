@@ -89,8 +89,6 @@ make_card "$SECTOR"
 if [ "$DEVICE" != ublk ] && [ -c /dev/ublk-control ]; then
   ls /sys/block | grep -q '^ublkb' && fail "--ublk off, yet ublk devices exist: $(ls /sys/block | grep ublkb)"
 fi
-# ublk devices are made at start, for the format the LUNs had then.
-[ "$DEVICE" = ublk ] && { stop; start; }
 attach_block
 echo "== mkfs.ext4 on $BLK ($SECTOR-byte sectors, $(blockdev --getsize64 "$BLK") bytes)"
 mkfs.ext4 -q -F "$BLK" || fail "mkfs.ext4"

@@ -1,7 +1,5 @@
 #include "vsl/daemon/daemon.h"
 
-#include <algorithm>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -604,6 +602,17 @@ Result<json> Daemon::SureErase(card::Card& c, uint32_t controller) {
   return json{{"luns", out}};
 }
 
+namespace {
+// The LUNs of `c` on any of `controllers`.
+std::vector<card::Lun*> LunsOf(card::Card& c, const std::vector<uint32_t>& controllers) {
+  std::vector<card::Lun*> out;
+  for (card::Lun* l : c.luns()) {
+    if (std::find(controllers.begin(), controllers.end(), l->controller()) != controllers.end()) out.push_back(l);
+  }
+  return out;
+}
+}  // namespace
+
 vsl::Status Daemon::RefuseInUse(const json& req, const card::Card& c, const std::vector<card::Lun*>& luns) {
   VSL_ASSIGN_OR_RETURN(bool force, Arg<bool>(req, "force", false));
   std::lock_guard<std::mutex> l(front_mu_);
@@ -680,18 +689,20 @@ Result<json> Daemon::Dispatch(const json& req) {
     } else {
       ctrls.push_back(static_cast<uint32_t>(ctrl));
     }
-    std::vector<card::Lun*> affected;
-    for (card::Lun* l : c->luns()) {
-      if (std::find(ctrls.begin(), ctrls.end(), l->controller()) != ctrls.end()) affected.push_back(l);
-    }
-    VSL_RETURN_IF_ERROR(RefuseInUse(req, *c, affected));
-    for (uint32_t k : ctrls) VSL_RETURN_IF_ERROR(c->FormatController(k, mode, fo));
+    VSL_RETURN_IF_ERROR(RefuseInUse(req, *c, LunsOf(*c, ctrls)));
     VSL_ASSIGN_OR_RETURN(bool attach, Arg<bool>(req, "attach", true));
-    if (attach) VSL_RETURN_IF_ERROR(c->AttachAll());
+    vsl::Status formatted = vsl::Status::Ok();
+    for (uint32_t k : ctrls) {
+      formatted = c->FormatController(k, mode, fo);
+      if (!formatted.ok()) break;
+    }
+    if (formatted.ok() && attach) formatted = c->AttachAll();
     {
+      // Even after a failure part of the card may have been reformatted.
       std::lock_guard<std::mutex> l(front_mu_);
       if (formatted_) formatted_();
     }
+    VSL_RETURN_IF_ERROR(formatted);
     json luns = json::array();
     for (card::Lun* l : c->luns()) {
       luns.push_back({{"lun", l->name()}, {"state", std::string(card::LunStateName(l->state()))}});
@@ -702,11 +713,7 @@ Result<json> Daemon::Dispatch(const json& req) {
     VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
     VSL_ASSIGN_OR_RETURN(int64_t ctrl, Arg<int64_t>(req, "controller", -1));
     if (ctrl < 0) return vsl::Status::InvalidArgument("sure-erase needs a controller");
-    std::vector<card::Lun*> affected;
-    for (card::Lun* l : c->luns()) {
-      if (l->controller() == static_cast<uint32_t>(ctrl)) affected.push_back(l);
-    }
-    VSL_RETURN_IF_ERROR(RefuseInUse(req, *c, affected));
+    VSL_RETURN_IF_ERROR(RefuseInUse(req, *c, LunsOf(*c, {static_cast<uint32_t>(ctrl)})));
     return SureErase(*c, static_cast<uint32_t>(ctrl));
   }
   if (cmd == "beacon") {

@@ -149,9 +149,9 @@ class Daemon {
   std::size_t card_count() const { return cards_.size(); }
 
  private:
+  Daemon() = default;
   // Busy naming the holder when any of `luns` is in use and `req` does not force.
   vsl::Status RefuseInUse(const nlohmann::json& req, const card::Card& c, const std::vector<card::Lun*>& luns);
-  Daemon() = default;
   Result<nlohmann::json> Dispatch(const nlohmann::json& req);
   Result<nlohmann::json> StatusCmd(const nlohmann::json& req);
   Result<card::Card*> CardArg(const nlohmann::json& req);

@@ -25,22 +25,7 @@ Result<std::unique_ptr<UblkFrontEnd>> UblkFrontEnd::Start(nbd::ExportCatalog& ca
       Logger("ublk")->warn("{}: not JSON: ignored (devices are added afresh)", state_path);
     }
   }
-  for (const nbd::ExportInfo& info : catalog.List()) {
-    auto e = catalog.Open(info.name);
-    if (!e.ok()) {
-      Logger("ublk")->warn("{}: not served over ublk: {}", info.name, e.status().message());
-      continue;
-    }
-    ublk::Device::Options o;
-    o.control = control;
-    if (old.is_object() && old.contains(info.name) && old[info.name].is_number_integer()) {
-      o.recover_id = old[info.name].get<int>();
-    }
-    auto d = ublk::Device::Start(std::move(e).value(), o, info.name);
-    if (!d.ok()) return d.status().WithContext(fmt::format("ublk device for {}", info.name));
-    f->devices_.emplace_back(info.name, std::move(d).value());
-  }
-  f->WriteState();
+  if (vsl::Status st = f->Reconcile(&old); !st.ok()) return st;
   return f;
 }
 
@@ -89,29 +74,58 @@ std::string UblkFrontEnd::InUse(const std::string& name) const {
   return "";
 }
 
-void UblkFrontEnd::Refresh() {
-  for (auto& [name, d] : devices_) {
-    auto e = catalog_->Open(name);
+vsl::Status UblkFrontEnd::Reconcile(const nlohmann::json* recover) {
+  std::vector<std::pair<std::string, std::unique_ptr<ublk::Device>>> now;
+  auto take = [this](const std::string& name) {
+    for (auto& [n, d] : devices_) {
+      if (n == name && d) return std::move(d);
+    }
+    return std::unique_ptr<ublk::Device>();
+  };
+  for (const nbd::ExportInfo& info : catalog_->List()) {
+    std::unique_ptr<ublk::Device> d = take(info.name);
+    auto e = catalog_->Open(info.name);
     if (!e.ok()) {
-      Logger("ublk")->warn("{}: after the format: {}; {} stays as it was", name, e.status().message(), d->block_path());
+      if (d) {
+        Logger("ublk")->warn("{}: {}; {} stays as it was", info.name, e.status().message(), d->block_path());
+        now.emplace_back(info.name, std::move(d));
+      } else {
+        Logger("ublk")->warn("{}: not served over ublk: {}", info.name, e.status().message());
+      }
       continue;
     }
-    if ((*e)->size_bytes() == d->size_bytes() && (*e)->block_bytes() == d->block_bytes()) continue;
-    Logger("ublk")->info("{}: reformatted ({} -> {} bytes, {} -> {}-byte blocks): making {} again", name,
-                         d->size_bytes(), (*e)->size_bytes(), d->block_bytes(), (*e)->block_bytes(), d->block_path());
-    d.reset();
+    if (d && (*e)->size_bytes() == d->size_bytes() && (*e)->block_bytes() == d->block_bytes()) {
+      now.emplace_back(info.name, std::move(d));  // same shape: the device goes on serving
+      continue;
+    }
+    if (d) {
+      Logger("ublk")->info("{}: reformatted ({} -> {} bytes, {} -> {}-byte blocks): making {} again", info.name,
+                           d->size_bytes(), (*e)->size_bytes(), d->block_bytes(), (*e)->block_bytes(),
+                           d->block_path());
+      d.reset();
+    }
     ublk::Device::Options o;
     o.control = control_;
-    auto nd = ublk::Device::Start(std::move(e).value(), o, name);
+    if (recover != nullptr && recover->is_object() && recover->contains(info.name) &&
+        (*recover)[info.name].is_number_integer()) {
+      o.recover_id = (*recover)[info.name].get<int>();
+    }
+    auto nd = ublk::Device::Start(std::move(e).value(), o, info.name);
     if (!nd.ok()) {
-      Logger("ublk")->error("{}: {}; served over NBD only", name, nd.status().ToString());
+      vsl::Status st = nd.status().WithContext(fmt::format("ublk device for {}", info.name));
+      if (recover != nullptr) return st;  // at start: the caller says so, and NBD alone serves
+      Logger("ublk")->error("{}; served over NBD only", st.ToString());
       continue;
     }
-    d = std::move(nd).value();
+    now.emplace_back(info.name, std::move(nd).value());
   }
-  std::erase_if(devices_, [](const auto& p) { return p.second == nullptr; });
+  devices_.swap(now);  // devices of exports no longer listed (a mode change) are deleted here
+  now.clear();
   WriteState();
+  return vsl::Status::Ok();
 }
+
+void UblkFrontEnd::Refresh() { (void)Reconcile(nullptr); }
 
 UblkFrontEnd::~UblkFrontEnd() {
   devices_.clear();  // each stops and deletes its block device

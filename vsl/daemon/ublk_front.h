@@ -29,13 +29,19 @@ class UblkFrontEnd {
   nlohmann::json Status() const;
   // Why the device serving export `name` is held ("" when it is not, or there is none).
   std::string InUse(const std::string& name) const;
-  // After a format: every device whose export now has another size or sector size is
-  // deleted and made again with the new shape (at the same id where the kernel allows).
+  // After a format: the devices follow the catalog again. A device whose export now has
+  // another size or sector size is deleted and made again in the new shape; an export
+  // without a device (a LUN formatted for the first time) gets one; a device whose export
+  // is gone (a pipe-mode change) is deleted. Failures are logged; NBD still serves.
   void Refresh();
 
  private:
   UblkFrontEnd() = default;
   void WriteState() const;
+  // Makes devices_ follow the catalog (Refresh). With `recover` (the state file's ids, at
+  // start) a new device first tries to take over the one a dead vsld left, and a device
+  // that cannot be set up is returned as an error (later, it is logged and skipped).
+  vsl::Status Reconcile(const nlohmann::json* recover);
   nbd::ExportCatalog* catalog_ = nullptr;
   std::string control_;
   std::string state_path_;

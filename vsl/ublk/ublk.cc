@@ -40,6 +40,9 @@ __kernel_timespec Ms(uint32_t ms) {
   return t;
 }
 
+// Whether the ublk server `pid` (a device's ublksrv_pid) still runs, other than us.
+bool ServerAlive(pid_t pid) { return pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM); }
+
 std::shared_ptr<spdlog::logger> Log() {
   static auto l = Logger("ublk");
   return l;
@@ -223,7 +226,7 @@ Status Device::WaitQuiesced(ublksrv_ctrl_dev_info* info) {
   for (;;) {
     if (info->state == UBLK_S_DEV_QUIESCED) return Status::Ok();
     const pid_t pid = info->ublksrv_pid;
-    const bool server_alive = pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM);
+    const bool server_alive = ServerAlive(pid);
     if (info->state != UBLK_S_DEV_LIVE || server_alive) {
       return Status::FailedPrecondition(fmt::format("ublk device {} is {} (server pid {}{})", id_,
                                                     info->state == UBLK_S_DEV_LIVE ? "live" : "stopped", pid,
@@ -240,6 +243,15 @@ Status Device::WaitQuiesced(ublksrv_ctrl_dev_info* info) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (Status s = Control(UBLK_CMD_GET_DEV_INFO, 0, info, sizeof *info); !s.ok()) return s;
   }
+}
+
+Status Device::GetDevInfo(ublksrv_ctrl_dev_info* info) {
+  Status gi = Control(UBLK_CMD_GET_DEV_INFO, 0, info, sizeof *info);
+  if (!gi.ok() && ioctl_encode_ && gi.code() != StatusCode::kTimedOut) {
+    ioctl_encode_ = false;  // kernels before 6.3 know only the plain command numbers
+    gi = Control(UBLK_CMD_GET_DEV_INFO, 0, info, sizeof *info);
+  }
+  return gi;
 }
 
 Status Device::OpenControl() {
@@ -263,18 +275,13 @@ Status Device::Release(int id, const Options& o) {
   if (Status s = d->OpenControl(); !s.ok()) return s;
   d->id_ = id;
   ublksrv_ctrl_dev_info info{};
-  Status gi = d->Control(UBLK_CMD_GET_DEV_INFO, 0, &info, sizeof info);
-  if (!gi.ok()) {
-    d->ioctl_encode_ = false;
-    gi = d->Control(UBLK_CMD_GET_DEV_INFO, 0, &info, sizeof info);
-  }
-  if (!gi.ok()) {
+  if (Status gi = d->GetDevInfo(&info); !gi.ok()) {
     d->id_ = -1;
     return Status::NotFound(fmt::format("no ublk device {}: {}", id, gi.message()));
   }
   d->ioctl_encode_ = (info.flags & UBLK_F_CMD_IOCTL_ENCODE) != 0;
   const pid_t pid = info.ublksrv_pid;
-  if (info.state == UBLK_S_DEV_LIVE && pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) {
+  if (info.state == UBLK_S_DEV_LIVE && ServerAlive(pid)) {
     d->id_ = -1;
     return Status::Busy(fmt::format("ublk device {} is live, served by pid {}: stop that server instead", id, pid));
   }
@@ -301,11 +308,7 @@ Result<std::unique_ptr<Device>> Device::Start(std::shared_ptr<nbd::BlockExport> 
     ublksrv_ctrl_dev_info info{};
     ublk_params p{};
     p.len = sizeof p;
-    Status gi = d->Control(UBLK_CMD_GET_DEV_INFO, 0, &info, sizeof info);
-    if (!gi.ok() && d->ioctl_encode_) {
-      d->ioctl_encode_ = false;
-      gi = d->Control(UBLK_CMD_GET_DEV_INFO, 0, &info, sizeof info);
-    }
+    Status gi = d->GetDevInfo(&info);
     Status waiting = gi.ok() ? d->WaitQuiesced(&info) : gi;
     const bool same = waiting.ok() && d->Control(UBLK_CMD_GET_PARAMS, 0, &p, sizeof p).ok() &&
                       p.basic.dev_sectors == shape.size_bytes >> 9 &&
@@ -507,7 +510,6 @@ void Device::ReleaseQueue() {
 }
 
 Device::~Device() {
-  stopping_ = true;
   const auto t0 = std::chrono::steady_clock::now();
   if (started_) {
     if (Status s = Control(UBLK_CMD_STOP_DEV, 0, nullptr, 0); !s.ok()) Log()->warn("{}: stop: {}", name_, s.ToString());

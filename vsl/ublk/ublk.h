@@ -102,6 +102,9 @@ class Device {
  private:
   Device() = default;
   Status OpenControl();
+  // GET_DEV_INFO, falling back to the plain command number (and staying there) for
+  // kernels before 6.3.
+  Status GetDevInfo(ublksrv_ctrl_dev_info* info);
   // One control command on /dev/ublk-control. `buf` (len bytes) is copied in and out of
   // a buffer the device owns, so a command the kernel holds past the timeout never
   // writes into the caller's memory. TimedOut when the kernel did not answer in time.
@@ -136,7 +139,6 @@ class Device {
   std::mutex mu_;
   std::vector<std::pair<uint16_t, int32_t>> done_;  // (tag, result) from the engines
   std::thread queue_thread_;
-  std::atomic<bool> stopping_{false};
   std::atomic<bool> abandon_fetches_{false};  // stop waiting for the kernel to abort fetches
   std::atomic<bool> queue_done_{false};
 };
