@@ -267,7 +267,10 @@ module vsl_kernel #(
       .m_awaddr(c_awaddr), .m_awlen(c_awlen), .m_awsize(c_awsize), .m_awburst(c_awburst), .m_awvalid(c_awvalid), .m_wdata(c_wdata), .m_wstrb(c_wstrb), .m_wlast(c_wlast),
         .m_wvalid(c_wvalid), .m_bready(c_bready), .m_araddr(c_araddr), .m_arlen(c_arlen), .m_arsize(c_arsize), .m_arburst(c_arburst), .m_arvalid(c_arvalid), .m_rready(c_rready),
         .m_awready(c_awready), .m_wready(c_wready), .m_bresp(c_bresp), .m_bvalid(c_bvalid), .m_arready(c_arready), .m_rdata(c_rdata), .m_rresp(c_rresp), .m_rlast(c_rlast), .m_rvalid(c_rvalid),
-      .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i, .rb_n
+      .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i, .rb_n,
+      // An Alveo kernel has no sensor pins: the platform reports board temperature and
+      // power to the host through XRT, so SENSOR_SEQ reads 0 here.
+      .sensor_present(1'b0), .sensor_temp_mc(32'd0), .sensor_power_mw(32'd0)
   );
 
   vsl_nand_emu #(.LUNS(LUNS), .BLOCKS(BLOCKS), .PAGES(PAGES), .DATA_BYTES(DATA_BYTES), .SPARE_BYTES(SPARE_BYTES)) emu0 (

@@ -65,13 +65,20 @@ module vsl_axil_regs #(
     input  logic [NP-1:0]           pipe_running,
     input  logic [NP-1:0]           pipe_ring_error,
     input  logic [NP-1:0]           pipe_dma_error,
-    input  logic [NP-1:0]           pipe_idle
+    input  logic [NP-1:0]           pipe_idle,
+    // The board's sensors (SENSOR_* registers): sampled every 4096 clocks while
+    // sensor_present is high; tie sensor_present low where nothing feeds them.
+    input  logic                    sensor_present,
+    input  logic [31:0]             sensor_temp_mc,
+    input  logic [31:0]             sensor_power_mw
 );
   localparam logic [1:0] RESP_OKAY = 2'b00, RESP_SLVERR = 2'b10;
 
   logic        start_q, auto_restart_q, done_q, gie_q;
   logic [2:0]  ier_q, isr_q;
   logic [31:0] scratch_q;
+  logic [31:0] sensor_temp_q, sensor_power_q, sensor_seq_q;
+  logic [11:0] sensor_div_q;
   logic [NUM_CHAN*32-1:0] mode_q;
   logic [NUM_CHAN-1:0]    timeout_q;
 
@@ -235,7 +242,8 @@ module vsl_axil_regs #(
               timeout_q  <= '0;
             end
             vsl_regmap_pkg::VSL_CTRL_ID, vsl_regmap_pkg::VSL_CTRL_VERSION, vsl_regmap_pkg::VSL_CTRL_CAPS,
-            vsl_regmap_pkg::VSL_CTRL_STATUS: ;  // read-only: the write is ignored
+            vsl_regmap_pkg::VSL_CTRL_STATUS, vsl_regmap_pkg::VSL_CTRL_SENSOR_TEMP,
+            vsl_regmap_pkg::VSL_CTRL_SENSOR_POWER, vsl_regmap_pkg::VSL_CTRL_SENSOR_SEQ: ;  // read-only: ignored
             default: s_bresp <= RESP_SLVERR;
           endcase
         end
@@ -314,6 +322,9 @@ module vsl_axil_regs #(
           rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_ECC_T_LSB +: 5]             = 5'(ECC_T);
         end
         vsl_regmap_pkg::VSL_CTRL_SCRATCH:    rdata = scratch_q;
+        vsl_regmap_pkg::VSL_CTRL_SENSOR_TEMP:  rdata = sensor_temp_q;
+        vsl_regmap_pkg::VSL_CTRL_SENSOR_POWER: rdata = sensor_power_q;
+        vsl_regmap_pkg::VSL_CTRL_SENSOR_SEQ:   rdata = sensor_seq_q;
         vsl_regmap_pkg::VSL_CTRL_SOFT_RESET: rdata = 32'd0;  // write-only
         vsl_regmap_pkg::VSL_CTRL_STATUS: begin
           rdata[vsl_regmap_pkg::VSL_CTRL_STATUS_RUNNING_LSB] = start_q;
@@ -321,6 +332,22 @@ module vsl_axil_regs #(
         end
         default: rerr = 1'b1;
       endcase
+    end
+  end
+
+  always_ff @(posedge clk or negedge rst_n) begin
+    if (!rst_n) begin
+      sensor_div_q   <= 12'd0;
+      sensor_temp_q  <= 32'd0;
+      sensor_power_q <= 32'd0;
+      sensor_seq_q   <= 32'd0;
+    end else begin
+      sensor_div_q <= sensor_div_q + 12'd1;
+      if (sensor_present && sensor_div_q == 12'd0) begin
+        sensor_temp_q  <= sensor_temp_mc;
+        sensor_power_q <= sensor_power_mw;
+        sensor_seq_q   <= sensor_seq_q + 32'd1;
+      end
     end
   end
 

@@ -70,7 +70,12 @@ module vsl_ctrl #(
     output logic [NUM_PIPES*8-1:0]  dq_o,
     output logic [NUM_PIPES-1:0]    dq_oe,
     input  logic [NUM_PIPES*8-1:0]  dq_i,
-    input  logic [NUM_PIPES-1:0]    rb_n
+    input  logic [NUM_PIPES-1:0]    rb_n,
+    // The board's sensors (SYSMON die temperature, board power) for the SENSOR_*
+    // registers; sensor_present low where nothing feeds them (docs/register-map.md).
+    input  logic                    sensor_present,
+    input  logic [31:0]             sensor_temp_mc,
+    input  logic [31:0]             sensor_power_mw
 );
   logic [NUM_PIPES*32-1:0] timing0, timing1, timing2, rb_timeout;
   logic [NUM_PIPES*64-1:0] sq_base, cq_base;
@@ -100,7 +105,8 @@ module vsl_ctrl #(
       .pipe_cq_size(cq_size), .pipe_cq_head(cq_head), .pipe_poll_gap(poll_gap), .pipe_enable(enable),
       .pipe_lun_reset(lun_reset), .pipe_sq_head(sq_head), .pipe_cq_tail(cq_tail),
       .pipe_completions(completions), .pipe_running(running), .pipe_ring_error(ring_error),
-      .pipe_dma_error(dma_error), .pipe_idle(pipe_idle)
+      .pipe_dma_error(dma_error), .pipe_idle(pipe_idle),
+      .sensor_present, .sensor_temp_mc, .sensor_power_mw
   );
 
   for (genvar p = 0; p < NUM_PIPES; p++) begin : g_pipe

@@ -77,7 +77,8 @@ module vsl_ctrl_top (
       .pipe_cq_size(np_w2), .pipe_cq_head(np_w3), .pipe_poll_gap(np_w4), .pipe_enable(np_en),
       .pipe_lun_reset(np_lr), .pipe_sq_head(32'd0), .pipe_cq_tail(32'd0),
       .pipe_completions(32'd0), .pipe_running(1'b0), .pipe_ring_error(1'b0), .pipe_dma_error(1'b0),
-      .pipe_idle(1'b1)
+      .pipe_idle(1'b1),
+      .sensor_present(1'b0), .sensor_temp_mc(32'd0), .sensor_power_mw(32'd0)
   );
 
   vsl_onfi_channel chan (

@@ -40,14 +40,16 @@ module vsl_ecc #(
     output logic [15:0] corrected,
     output logic        uncorrectable
 );
-  import "DPI-C" function void vsl_ecc_dpi_begin(input int id, input int decode, input int data_bytes,
+  import "DPI-C" context function void vsl_ecc_dpi_begin(input int id, input int decode, input int data_bytes,
                                                  input int meta_bytes, input int spare_bytes);
-  import "DPI-C" function void vsl_ecc_dpi_push(input int id, input longint word, input int nbytes);
-  import "DPI-C" function int vsl_ecc_dpi_finish(input int id);
+  import "DPI-C" context function void vsl_ecc_dpi_push(input int id, input longint word, input int nbytes);
+  import "DPI-C" context function int vsl_ecc_dpi_finish(input int id);
   // The answers of the last finish(): the index-th write ({addr, value}) and the result
-  // ({uncorrectable, corrected}); no side effects.
-  import "DPI-C" pure function int vsl_ecc_dpi_fix(input int id, input int index);
-  import "DPI-C" pure function int vsl_ecc_dpi_result(input int id);
+  // ({uncorrectable, corrected}); no side effects. Every import is a context function: the
+  // C++ side keeps each instance's engine by its scope, so any number of controllers (each
+  // with engines 0 and 1) share one simulation.
+  import "DPI-C" context function int vsl_ecc_dpi_fix(input int id, input int index);
+  import "DPI-C" context function int vsl_ecc_dpi_result(input int id);
 
   logic        running;
   int          fixes, next_fix;

@@ -5,7 +5,7 @@
 package vsl_regmap_pkg;
 
   localparam int unsigned VSL_REGMAP_MAJOR = 1;
-  localparam int unsigned VSL_REGMAP_MINOR = 0;
+  localparam int unsigned VSL_REGMAP_MINOR = 1;
   localparam int unsigned VSL_REG_ADDR_BITS = 16;
 
   // CTRL: Control block. 0x00-0x0C follow the layout XRT expects of a user-managed RTL kernel (ap_ctrl_hs registers, interrupt enables and status).
@@ -42,7 +42,7 @@ package vsl_regmap_pkg;
   localparam logic [15:0] VSL_CTRL_ID = 16'h0010;  // ro
   localparam logic [31:0] VSL_CTRL_ID_RESET = 32'h4F56534C;
   localparam logic [15:0] VSL_CTRL_VERSION = 16'h0014;  // ro
-  localparam logic [31:0] VSL_CTRL_VERSION_RESET = 32'h00010000;
+  localparam logic [31:0] VSL_CTRL_VERSION_RESET = 32'h00010001;
   localparam int unsigned VSL_CTRL_VERSION_MINOR_LSB = 0;
   localparam int unsigned VSL_CTRL_VERSION_MINOR_WIDTH = 16;
   localparam int unsigned VSL_CTRL_VERSION_MAJOR_LSB = 16;
@@ -65,6 +65,9 @@ package vsl_regmap_pkg;
   localparam int unsigned VSL_CTRL_STATUS_RUNNING_WIDTH = 1;
   localparam int unsigned VSL_CTRL_STATUS_ERROR_LSB = 1;
   localparam int unsigned VSL_CTRL_STATUS_ERROR_WIDTH = 1;
+  localparam logic [15:0] VSL_CTRL_SENSOR_TEMP = 16'h0028;  // ro
+  localparam logic [15:0] VSL_CTRL_SENSOR_POWER = 16'h002C;  // ro
+  localparam logic [15:0] VSL_CTRL_SENSOR_SEQ = 16'h0030;  // ro
 
   // PIPE: One per pipe: its submission and completion rings in device memory (64-bit addresses), doorbells and status. Each pipe is an independent device to the host.
   localparam logic [15:0] VSL_PIPE_BASE = 16'h0100;

@@ -16,6 +16,7 @@
 #include "testbench/onfi/onfi_target.h"
 #include "testbench/onfi/onfi_timing.h"
 #include "testbench/onfi/tb_common.h"
+#include "vsl/simcard/thermal.h"
 #include "vsl/hw/board.h"
 #include "vsl/hw/regmap.h"
 
@@ -168,10 +169,8 @@ SC_MODULE(PinGlue) {
 
 }  // namespace
 
-struct CosimCard::Impl {
-  CosimOptions o;
-  sc_clock clk;
-  sc_signal<bool> rst_n;
+// One controller: the Verilated vsl_ctrl, its device memory and its two ONFI targets.
+struct CosimCard::Ctrl {
   // AXI4-Lite
   AxiLiteMaster s;
   sc_signal<bool> irq;
@@ -182,14 +181,21 @@ struct CosimCard::Impl {
       m_rready;
   // ONFI
   sc_signal<uint32_t> ce_n, cle, ale, we_n, re_n, wp_n, dq_o, dq_oe, dq_i, rb_n;
+  // The board's sensors, and the model behind them (Sense).
+  sc_signal<bool> sensor_present;
+  sc_signal<uint32_t> sensor_temp_mc, sensor_power_mw;
+  BoardModel board;
+  simcard::HeatSource heat;
+  double nand_j = 0, avg_w = 0;
+  int64_t sensed_at_ns = 0;
 
-  Vvsl_ctrl top{"ctrl"};
-  AxiMem mem{"mem"};
-  PinGlue glue{"glue"};
-  std::vector<std::unique_ptr<OnfiTarget>> targets;
-  FstTrace trace;
+  Vvsl_ctrl top;
+  AxiMem mem;
+  PinGlue glue;
+  std::vector<std::unique_ptr<OnfiTarget>> targets;  // this controller's pipes
 
-  explicit Impl(const CosimOptions& opt) : o(opt), clk("clk", sc_time(opt.clock_ns, SC_NS)) {
+  Ctrl(uint32_t index, const CosimOptions& opt, sc_clock& clk, sc_signal<bool>& rst_n)
+      : top(sc_gen_unique_name("ctrl")), mem(sc_gen_unique_name("mem")), glue(sc_gen_unique_name("glue")) {
     top.clk(clk);
     top.rst_n(rst_n);
     top.s_awaddr(s.awaddr), top.s_awvalid(s.awvalid), top.s_awready(s.awready), top.s_wdata(s.wdata);
@@ -206,6 +212,9 @@ struct CosimCard::Impl {
     top.m_rready(m_rready);
     top.ce_n(ce_n), top.cle(cle), top.ale(ale), top.we_n(we_n), top.re_n(re_n), top.wp_n(wp_n);
     top.dq_o(dq_o), top.dq_oe(dq_oe), top.dq_i(dq_i), top.rb_n(rb_n);
+    top.sensor_present(sensor_present), top.sensor_temp_mc(sensor_temp_mc), top.sensor_power_mw(sensor_power_mw);
+    board = opt.board;
+    sensor_present.write(true);
 
     mem.clk(clk);
     mem.awaddr(m_awaddr), mem.wdata(m_wdata), mem.araddr(m_araddr), mem.awlen(m_awlen), mem.awvalid(m_awvalid);
@@ -235,9 +244,34 @@ struct CosimCard::Impl {
       t->ce_n(glue.t_ce_n[p]), t->cle(glue.t_cle[p]), t->ale(glue.t_ale[p]), t->we_n(glue.t_we_n[p]);
       t->re_n(glue.t_re_n[p]), t->dq_oe(glue.t_dq_oe[p]), t->dq_o(glue.t_dq_o[p]), t->dq_i(glue.t_dq_i[p]);
       t->rb_n(glue.t_rb_n[p]);
-      if (opt.stores[p] != nullptr) t->set_store(opt.stores[p]);
+      TargetStore* store = opt.stores[index * kPipes + p];
+      if (store != nullptr) t->set_store(store);
       targets.push_back(std::move(t));
     }
+  }
+
+  // The sensors at `now_ns`: the array operations since the last call charged, the
+  // temperature and the average power over the last millisecond on the sensor pins.
+  void Sense(int64_t now_ns) {
+    double ops_j = 0;
+    for (const auto& t : targets) {
+      ops_j += 1e-6 * (static_cast<double>(t->reads) * board.read_uj + static_cast<double>(t->programs) * board.program_uj +
+                       static_cast<double>(t->erases) * board.erase_uj);
+    }
+    const double r = board.r_c_per_w, c = board.heat_capacity_j_per_c;
+    if (sensed_at_ns == 0) heat.SetPower(now_ns, board.static_w, r, c);
+    if (ops_j > nand_j) heat.Deposit(now_ns, ops_j - nand_j, r, c);
+    const double dt = static_cast<double>(now_ns - sensed_at_ns) / 1e9;
+    if (dt > 0) {
+      const double w = board.static_w + (ops_j - nand_j) / dt;
+      const double k = std::min(1.0, dt / 1e-3);
+      avg_w = sensed_at_ns == 0 ? w : avg_w + k * (w - avg_w);
+    }
+    nand_j = ops_j;
+    sensed_at_ns = now_ns;
+    const double temp = board.ambient_c + heat.Read(now_ns, r, c).rise_c;
+    sensor_temp_mc.write(static_cast<uint32_t>(static_cast<int32_t>(temp * 1000.0)));
+    sensor_power_mw.write(static_cast<uint32_t>(avg_w * 1000.0));
   }
 
   // The dies' parameter page: the card's geometry, encoded by the host's own code, three
@@ -263,17 +297,63 @@ struct CosimCard::Impl {
     return pages;
   }
 
+};
+
+
+struct CosimCard::Impl {
+  CosimOptions o;
+  sc_clock clk;
+  sc_signal<bool> rst_n;
+  std::vector<std::unique_ptr<Ctrl>> ctrls;
+  std::vector<OnfiTarget*> targets;  // every pipe's, card-wide pipe order
+  FstTrace trace;
+
+  explicit Impl(const CosimOptions& opt) : o(opt), clk("clk", sc_time(opt.clock_ns, SC_NS)) {
+    for (uint32_t c = 0; c < opt.controllers; ++c) {
+      ctrls.push_back(std::make_unique<Ctrl>(c, opt, clk, rst_n));
+      for (auto& t : ctrls.back()->targets) targets.push_back(t.get());
+    }
+  }
   void Cycle(int n = 1) { sc_start(sc_time(o.clock_ns * n, SC_NS)); }
 };
 
-CosimCard::CosimCard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+// Controller c's registers and memory (CosimCard::port).
+class CosimCard::Port final : public hw::RegMemPort {
+ public:
+  Port(Impl& m, uint32_t c) : m_(m), c_(*m.ctrls.at(c)) {}
+  bool Read32(uint32_t offset, uint32_t* value) override {
+    return c_.s.Read(offset, value, [this] { m_.Cycle(); });
+  }
+  bool Write32(uint32_t offset, uint32_t value) override {
+    return c_.s.Write(offset, value, [this] { m_.Cycle(); });
+  }
+  uint64_t mem_base() const override { return kMemBase; }
+  uint64_t mem_size() const override { return c_.mem.mem.bytes.size(); }
+  void WriteMem(uint64_t addr, const void* src, std::size_t len) override { c_.mem.mem.Write(addr, src, len); }
+  void ReadMem(uint64_t addr, void* dst, std::size_t len) override { c_.mem.mem.Read(addr, dst, len); }
+  void Advance(int64_t now_ns) override {
+    const double now = sc_time_stamp().to_seconds() * 1e9;
+    if (static_cast<double>(now_ns) > now) sc_start(sc_time(static_cast<double>(now_ns) - now, SC_NS));
+    for (auto& c : m_.ctrls) c->Sense(static_cast<int64_t>(sc_time_stamp().to_seconds() * 1e9));
+  }
+  bool InterruptPending() override { return c_.irq.read(); }
+
+ private:
+  Impl& m_;
+  Ctrl& c_;
+};
+
+CosimCard::CosimCard(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  for (uint32_t c = 0; c < impl_->ctrls.size(); ++c) ports_.push_back(std::make_unique<Port>(*impl_, c));
+}
 CosimCard::~CosimCard() = default;
 
 std::unique_ptr<CosimCard> CosimCard::Create(const CosimOptions& o) {
+  if (o.controllers < 1 || o.controllers > kMaxControllers) return nullptr;
   if (!OncePerProcess()) return nullptr;
   auto impl = std::make_unique<Impl>(o);
   Impl& m = *impl;
-  StartSimulation(m.top, m.rst_n, [&m](int n) { m.Cycle(n); }, o.trace_fst, &m.trace);
+  StartSimulation(m.ctrls[0]->top, m.rst_n, [&m](int n) { m.Cycle(n); }, o.trace_fst, &m.trace);
   std::unique_ptr<CosimCard> card(new CosimCard(std::move(impl)));
   // Board set-up, as a host does it (vsl/hw/board.h): each channel's timing for the dies'
   // mode at this clock, and a 20 ms R/B# timeout (a die busy longer is dead).
@@ -281,32 +361,25 @@ std::unique_ptr<CosimCard> CosimCard::Create(const CosimOptions& o) {
   cs.onfi_mode = o.onfi_mode;
   cs.clock_ns = o.clock_ns;
   cs.rb_timeout_ns = 20'000'000;
-  if (!hw::SetUpChannels(*card, kPipes, cs).ok()) return nullptr;
+  for (uint32_t c = 0; c < o.controllers; ++c) {
+    if (!hw::SetUpChannels(card->port(c), kPipes, cs).ok()) return nullptr;
+  }
   return card;
 }
 
-bool CosimCard::Write32(uint32_t offset, uint32_t value) {
-  return impl_->s.Write(offset, value, [this] { impl_->Cycle(); });
-}
+uint32_t CosimCard::controllers() const { return static_cast<uint32_t>(ports_.size()); }
+hw::RegMemPort& CosimCard::port(uint32_t controller) { return *ports_.at(controller); }
 
-bool CosimCard::Read32(uint32_t offset, uint32_t* value) {
-  return impl_->s.Read(offset, value, [this] { impl_->Cycle(); });
-}
-
+bool CosimCard::Write32(uint32_t offset, uint32_t value) { return ports_[0]->Write32(offset, value); }
+bool CosimCard::Read32(uint32_t offset, uint32_t* value) { return ports_[0]->Read32(offset, value); }
 uint64_t CosimCard::mem_base() const { return kMemBase; }
-uint64_t CosimCard::mem_size() const { return impl_->mem.mem.bytes.size(); }
+uint64_t CosimCard::mem_size() const { return ports_[0]->mem_size(); }
 uint64_t CosimCard::region_base(uint32_t pipe) const { return kMemBase + pipe * impl_->o.mem_bytes_per_pipe; }
 uint64_t CosimCard::region_bytes() const { return impl_->o.mem_bytes_per_pipe; }
-
-void CosimCard::WriteMem(uint64_t addr, const void* src, std::size_t len) { impl_->mem.mem.Write(addr, src, len); }
-void CosimCard::ReadMem(uint64_t addr, void* dst, std::size_t len) { impl_->mem.mem.Read(addr, dst, len); }
-
-void CosimCard::Advance(int64_t now_ns) {
-  const double now = sc_time_stamp().to_seconds() * 1e9;
-  if (static_cast<double>(now_ns) > now) sc_start(sc_time(static_cast<double>(now_ns) - now, SC_NS));
-}
-
-bool CosimCard::InterruptPending() { return impl_->irq.read(); }
+void CosimCard::WriteMem(uint64_t addr, const void* src, std::size_t len) { ports_[0]->WriteMem(addr, src, len); }
+void CosimCard::ReadMem(uint64_t addr, void* dst, std::size_t len) { ports_[0]->ReadMem(addr, dst, len); }
+void CosimCard::Advance(int64_t now_ns) { ports_[0]->Advance(now_ns); }
+bool CosimCard::InterruptPending() { return ports_[0]->InterruptPending(); }
 
 void CosimCard::StickLunOnNextRead(uint32_t pipe, uint32_t lun) {
   impl_->targets.at(pipe)->stuck_read_lun = static_cast<int>(lun);
@@ -315,21 +388,31 @@ void CosimCard::KillLun(uint32_t pipe, uint32_t lun) { impl_->targets.at(pipe)->
 void CosimCard::FailNextProgram(uint32_t pipe, uint32_t lun) {
   impl_->targets.at(pipe)->fail_next_program_lun = static_cast<int>(lun);
 }
-void CosimCard::FailDma(uint64_t addr, uint64_t len) { impl_->mem.mem.failing.emplace_back(addr, len); }
+void CosimCard::FailDma(uint64_t addr, uint64_t len) { impl_->ctrls[0]->mem.mem.failing.emplace_back(addr, len); }
 
 int CosimCard::timing_violations() const {
   int n = 0;
-  for (const auto& t : impl_->targets) n += t->total_violations();
+  for (const OnfiTarget* t : impl_->targets) n += t->total_violations();
   return n;
 }
 std::map<std::string, int> CosimCard::violations() const {
   std::map<std::string, int> all;
-  for (const auto& t : impl_->targets) {
+  for (const OnfiTarget* t : impl_->targets) {
     for (const auto& [k, v] : t->violations()) all[k] += v;
   }
   return all;
 }
 uint64_t CosimCard::array_reads(uint32_t pipe) const { return impl_->targets.at(pipe)->reads; }
+uint64_t CosimCard::array_programs(uint32_t pipe) const { return impl_->targets.at(pipe)->programs; }
+uint64_t CosimCard::array_erases(uint32_t pipe) const { return impl_->targets.at(pipe)->erases; }
+void CosimCard::SetAmbient(double ambient_c, double r_c_per_w) {
+  for (auto& c : impl_->ctrls) {
+    const int64_t now = static_cast<int64_t>(sc_time_stamp().to_seconds() * 1e9);
+    c->heat.Advance(now, c->board.r_c_per_w, c->board.heat_capacity_j_per_c);
+    c->board.ambient_c = ambient_c;
+    c->board.r_c_per_w = r_c_per_w;
+  }
+}
 uint64_t CosimCard::lun_resets(uint32_t pipe) const { return impl_->targets.at(pipe)->lun_resets; }
 uint64_t CosimCard::cycles() const {
   return static_cast<uint64_t>(sc_time_stamp().to_seconds() * 1e9 / impl_->o.clock_ns);

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vsl/hw/port.h"
 
@@ -21,7 +22,25 @@ namespace vsl::tb {
 
 class TargetStore;
 
+// Controllers one card may have (each an FPGA with two pipes).
+inline constexpr uint32_t kMaxControllers = 4;
+
+// The board model behind each controller's sensor pins (SENSOR_* registers): a first-order
+// thermal model like the simulated card's (vsl/simcard/thermal.h): static power plus the
+// energy of each array operation the dies perform, heating a heat capacity through a
+// thermal resistance to the ambient air.
+struct BoardModel {
+  double static_w = 10.0;
+  double read_uj = 2.5, program_uj = 20.0, erase_uj = 150.0;
+  double heat_capacity_j_per_c = 21.0;
+  double r_c_per_w = 1.33;  // at 300 LFM
+  double ambient_c = 25.0;
+};
+
 struct CosimOptions {
+  // Controllers on the card, each its own vsl_ctrl with its own device memory and two
+  // ONFI targets, all on one clock in one simulation (a duo card has two).
+  uint32_t controllers = 1;
   double clock_ns = 5.0;       // controller clock (200 MHz)
   int onfi_mode = 5;           // the targets' timing mode; the checker measures it
   uint32_t luns = 4;           // per channel (= per pipe)
@@ -32,13 +51,18 @@ struct CosimOptions {
   double t_r_us = 25, t_prog_us = 200, t_bers_us = 1500;
   uint64_t mem_bytes_per_pipe = 4 << 20;  // device memory; pipe p's region follows p - 1's
   uint32_t mem_latency_cycles = 8;        // first read beat after the address
-  // Where each pipe's target keeps its pages (not owned; must outlive the card); null:
-  // in memory, no errors (testbench/onfi/target_store.h, testbench/cosim/image_store.h).
-  TargetStore* stores[2] = {nullptr, nullptr};
+  // Where each pipe's target keeps its pages, card-wide pipe order (controller * 2 +
+  // pipe; not owned; must outlive the card); null: in memory, no errors
+  // (testbench/onfi/target_store.h, testbench/cosim/image_store.h).
+  TargetStore* stores[2 * kMaxControllers] = {};
+  BoardModel board;
   std::string trace_fst;                  // non-empty: dump every RTL signal there (FST,
                                           // for GTKWave); the tests take VSL_COSIM_FST
 };
 
+// The card's own RegMemPort methods are controller 0's (a one-controller card); port(c)
+// reaches any controller. Pipe indices of the fault hooks and counters are card-wide
+// (controller * 2 + pipe); region_base is per controller (each has its own memory).
 class CosimCard : public hw::RegMemPort {
  public:
   // Builds and resets the card (fails if one was already built in this process).
@@ -54,6 +78,9 @@ class CosimCard : public hw::RegMemPort {
   void Advance(int64_t now_ns) override;
   bool InterruptPending() override;
 
+  uint32_t controllers() const;
+  hw::RegMemPort& port(uint32_t controller);
+
   // Pipe p's share of device memory: [region_base(p), region_base(p) + region_bytes()).
   uint64_t region_base(uint32_t pipe) const;
   uint64_t region_bytes() const;
@@ -68,19 +95,27 @@ class CosimCard : public hw::RegMemPort {
   void FailNextProgram(uint32_t pipe, uint32_t lun);
   void FailDma(uint64_t addr, uint64_t len);
 
+  // The board's surroundings (its sensors follow from the next Advance on).
+  void SetAmbient(double ambient_c, double r_c_per_w);
+
   // What the models saw.
   int timing_violations() const;                       // both targets' checkers
   std::map<std::string, int> violations() const;       // by name, both targets
   uint64_t array_reads(uint32_t pipe) const;
+  uint64_t array_programs(uint32_t pipe) const;
+  uint64_t array_erases(uint32_t pipe) const;
   uint64_t lun_resets(uint32_t pipe) const;
   uint64_t cycles() const;                             // clock cycles simulated
   int64_t now_ns() const;
   const CosimOptions& options() const;
 
  private:
+  struct Ctrl;
   struct Impl;
+  class Port;
   explicit CosimCard(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::vector<std::unique_ptr<Port>> ports_;
 };
 
 }  // namespace vsl::tb

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <vector>
+
+#include "svdpi.h"
 
 #include "hls/bch.h"
 
@@ -25,13 +28,15 @@ struct Engine {
   bool uncorrectable = false;
 };
 
+// Each vsl_ecc instance's engine, by the instance's DPI scope (its ID parameter only tells
+// a controller's two pipes apart, not the controllers of a card).
 Engine& Get(int id) {
-  static Engine engines[8];
+  static std::map<const void*, Engine> engines;
   if (id < 0 || id >= 8) {
     std::fprintf(stderr, "vsl_ecc DPI: engine id %d out of range\n", id);
     std::abort();
   }
-  return engines[id];
+  return engines[svGetScope()];
 }
 
 void Finish(Engine& e) {

@@ -417,6 +417,15 @@ void ControllerPipe::Finish(uint32_t die, const CompletionEntry& e) {
   if (e.status() == cst::kDmaError) Logger("hw")->error("pipe {} die {}: AXI error on the command's transfers", pipe_, die);
   if (out.status == nand::FlashStatus::kDieTimeout) ++stats_.timeouts;
   if (out.status == nand::FlashStatus::kAborted) ++stats_.aborted;
+  if (c.opc == opc::kRead) ++stats_.reads;
+  if (c.opc == opc::kProgram) {
+    ++stats_.programs;
+    if (!out.ok()) ++stats_.program_fails;
+  }
+  if (c.opc == opc::kErase) {
+    ++stats_.erases;
+    if (!out.ok()) ++stats_.erase_fails;
+  }
   if (c.opc == opc::kRead) {
     out.corrected_bits = e.corrected();
     stats_.corrected_bits += e.corrected();

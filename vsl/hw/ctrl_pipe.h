@@ -70,6 +70,7 @@ class ControllerPipe final : public nand::FlashPipe {
   struct Stats {
     uint64_t commands = 0, completions = 0, ticks = 0, corrected_bits = 0, uncorrectable = 0, timeouts = 0,
              aborted = 0, lun_resets = 0, stale_completions = 0;
+    uint64_t reads = 0, programs = 0, erases = 0, program_fails = 0, erase_fails = 0;  // completed
   };
   const Stats& stats() const { return stats_; }
   // The pipe's ONFI row of a page (LUN bits above block bits above page bits).

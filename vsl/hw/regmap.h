@@ -8,7 +8,7 @@
 namespace vsl::hw::regs {
 
 inline constexpr uint32_t kRegmapMajor = 1;
-inline constexpr uint32_t kRegmapMinor = 0;
+inline constexpr uint32_t kRegmapMinor = 1;
 
 // A field of a register: bits [lsb, lsb + width).
 struct Field {
@@ -42,7 +42,7 @@ inline constexpr Field kIsrError{2, 1};
 inline constexpr uint32_t kId = 0x10;  // ro
 inline constexpr uint32_t kIdReset = 0x4F56534C;
 inline constexpr uint32_t kVersion = 0x14;  // ro
-inline constexpr uint32_t kVersionReset = 0x00010000;
+inline constexpr uint32_t kVersionReset = 0x00010001;
 inline constexpr Field kVersionMinor{0, 16};
 inline constexpr Field kVersionMajor{16, 16};
 inline constexpr uint32_t kCaps = 0x18;  // ro
@@ -56,6 +56,9 @@ inline constexpr Field kSoftResetReset{0, 1};
 inline constexpr uint32_t kStatus = 0x24;  // ro
 inline constexpr Field kStatusRunning{0, 1};
 inline constexpr Field kStatusError{1, 1};
+inline constexpr uint32_t kSensorTemp = 0x28;  // ro
+inline constexpr uint32_t kSensorPower = 0x2C;  // ro
+inline constexpr uint32_t kSensorSeq = 0x30;  // ro
 }  // namespace ctrl
 
 // PIPE: One per pipe: its submission and completion rings in device memory (64-bit addresses), doorbells and status. Each pipe is an independent device to the host.
