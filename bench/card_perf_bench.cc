@@ -47,6 +47,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/testutil/sim_of.h"
 #include "bench/latency_summary.h"
 #include "tests/testutil/temp_dir.h"
 #include "vsl/card/card.h"
@@ -488,7 +489,7 @@ int main(int argc, char** argv) {
     for (int q = 0; q < 256; ++q) next();
     clock.RunFor(window / 2);
     cut = true;
-    c->sim().PowerCut();
+    vsl::testing::SimOf(*c).PowerCut();
     clock.RunUntilIdle();
     io_errors += bench->errors();
     bench.reset();

@@ -25,6 +25,7 @@
 #include "tests/testutil/temp_dir.h"
 #include "vsl/card/card.h"
 #include "vsl/card/volume.h"
+#include "vsl/simcard/sim_card.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
 

@@ -303,6 +303,26 @@ def run_realtime(build, quick):
 # ---------------------------------------------------------------- rendering
 
 
+def run_backends(build, quick):
+    """vsld over NBD on the sim, rtl and kernel backends, same workload, same run."""
+    exe = os.path.join(build, "tools")
+    out = tempfile.mktemp(suffix=".json")
+    args = [sys.executable, os.path.join(ROOT, "bench", "backend_bench.py"), os.path.join(exe, "vsld"),
+            os.path.join(exe, "vslctl"), os.path.join(exe, "vsl-bench"), "--out", out]
+    if quick:
+        args.append("--quick")
+    t0 = time.time()
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        return {"skipped": "backend_bench.py failed: " + (r.stderr or r.stdout)[-400:]}
+    res = json.load(open(out))
+    os.unlink(out)
+    res["command"] = "bench/backend_bench.py build/tools/vsld build/tools/vslctl build/tools/vsl-bench" + (
+        " --quick" if quick else "")
+    res["wall_seconds"] = time.time() - t0
+    return res
+
+
 def fmt_n(x):
     return "{:,.0f}".format(x)
 
@@ -796,6 +816,44 @@ def render(res, out_md, quick):
           "threads: ratios move by about 10% between runs; absolute figures more.")
         w("")
 
+    # ---- backends
+    be = res.get("backends", {})
+    if be:
+        w("## Card backends in real time: the simulated card, the co-simulated RTL controller, the co-simulated Alveo kernel")
+        w("")
+        if be.get("skipped"):
+            w("Skipped: " + be["skipped"])
+        else:
+            w("vsld over NBD (vsl-bench --nbd, 1 job, QD4, %g s per workload over a working set of at most 16 MiB of "
+              "lun0) on each backend (docs/backends.md), back to back in one run: `sim` is the simulated card with the "
+              "co-simulated card's shape (profile rtl-duo, %d blocks per die) in real time; `rtl` is the Verilated "
+              "vsl_ctrl (two controllers) with pin-level ONFI die models; `kernel` is the Verilated Alveo kernel with "
+              "its NAND emulators (the kernel-emu shape). Every sector on rtl and kernel passes through the RTL: the "
+              "rings, the DMA, the ECC, the ONFI pin engine. The controller cycles per second are what the simulator "
+              "achieved on this machine (the RTL runs at 100 MHz on rtl, 200 MHz on kernel, so the last column is the "
+              "co-simulation's speed as a share of the hardware's)." % (be["seconds"], be["blocks_per_die"]))
+            w("")
+            w("| backend | workload | IOPS | MiB/s | p99 latency | IOPS vs sim | controller cycles/s | share of real time |")
+            w("|---|---|---|---|---|---|---|---|")
+            base = {}
+            for b in be["backends"]:
+                if b["backend"] == "sim":
+                    base = b["workloads"]
+            for b in be["backends"]:
+                for wl, r in b["workloads"].items():
+                    ratio = "%.4f" % (r["iops"] / base[wl]["iops"]) if wl in base and base[wl]["iops"] else "-"
+                    cyc = fmt_n(r["cycles_per_s"]) if r.get("realtime_share") is not None else "-"
+                    share = "%.3f%%" % (100 * r["realtime_share"]) if r.get("realtime_share") is not None else "-"
+                    w("| %s | %s | %s | %.3f | %s us | %s | %s | %s |" % (b["backend"], wl, fmt_n(r["iops"]),
+                                                                       r["mib_per_s"], fmt_n(r["lat_us"]["p99"]),
+                                                                       ratio, cyc, share))
+            w("")
+            w("Format of the whole card: " + ", ".join("%s %.1f s" % (b["backend"], b["format_s"]) for b in be["backends"])
+              + ". The co-simulations are slower than the hardware by the factor in the last column; what they show "
+              "is that the product runs unchanged on the RTL, not how fast the RTL is (its cycle counts per "
+              "operation are in docs/rtl.md).")
+            w("")
+
     # ---- commands
     w("## Commands and run times")
     w("")
@@ -804,6 +862,8 @@ def render(res, out_md, quick):
                                                              d["max_rss_bytes"] / 2**20))
     if waf:
         w("- `%s`" % waf["command"])
+    if be and not be.get("skipped"):
+        w("- `%s`: %.0f s wall" % (be["command"], be["wall_seconds"]))
     w("")
     with open(out_md, "w") as f:
         f.write("\n".join(L) + "\n")
@@ -815,7 +875,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance.md"))
     ap.add_argument("--quick", action="store_true", help="short runs on small cards (a smoke test of the whole report)")
     ap.add_argument("--render-only", action="store_true")
-    ap.add_argument("--only", action="append", choices=["virtual", "realtime", "waf"])
+    ap.add_argument("--only", action="append", choices=["virtual", "realtime", "waf", "backends"])
     a = ap.parse_args()
     try:
         import matplotlib  # noqa: F401
@@ -829,18 +889,18 @@ def main():
         render(res, a.out, res["meta"].get("quick", False))
         return 0
     t0 = time.time()
-    parts = a.only or ["virtual", "waf", "realtime"]
+    parts = a.only or ["virtual", "waf", "realtime", "backends"]
     res = {}
     if a.only and os.path.exists(results_path):
         res = json.load(open(results_path))  # refresh some parts, keep the others
     old_parts = res.get("meta", {}).get("part_commits") or {
-        p: res["meta"]["commit"] for p in ("virtual", "waf", "realtime") if p in res}
+        p: res["meta"]["commit"] for p in ("virtual", "waf", "realtime", "backends") if p in res}
     res["meta"] = {"commit": git("rev-parse", "--short=12", "HEAD"), "dirty": bool(git("status", "--porcelain",
                                                                                           "--untracked-files=no")),
                    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                    "machine": machine(), "quick": a.quick, "part_commits": dict(old_parts)}
-    runners = {"virtual": run_virtual, "waf": run_waf, "realtime": run_realtime}
-    for part in ("virtual", "waf", "realtime"):
+    runners = {"virtual": run_virtual, "waf": run_waf, "realtime": run_realtime, "backends": run_backends}
+    for part in ("virtual", "waf", "realtime", "backends"):
         if part in parts:
             res[part] = runners[part](a.build, a.quick)
             res["meta"].setdefault("part_commits", {})[part] = res["meta"]["commit"] + (

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "tests/testutil/sim_of.h"
 #include "bench/bench_report.h"
 #include "vsl/core/log.h"
 #include "tests/power/power_harness.h"
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
     load.write_qd = 16;
     std::vector<std::pair<double, double>> curve;
     double t0 = 0;
-    for (uint32_t k = 0; k < (*c)->controllers(); ++k) t0 = std::max(t0, (*c)->sim().ReadPower(k).temperature_c);
+    for (uint32_t k = 0; k < (*c)->controllers(); ++k) t0 = std::max(t0, vsl::testing::SimOf(*(*c)).ReadPower(k).temperature_c);
     curve.emplace_back(t0, 0);
     for (int i = 0; i < steps; ++i) {
       const LoadResult r = vsl::testing::RunLoad(**c, clock, load, step);

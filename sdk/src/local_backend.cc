@@ -6,6 +6,9 @@
 #include "sdk/src/device.h"
 #include "sdk/src/lun_exec.h"
 #include "vsl/card/card.h"
+#if VSL_SDK_BACKENDS
+#include "vsl/backend/open.h"
+#endif
 
 namespace vsl::sdk {
 namespace {
@@ -52,13 +55,24 @@ class LocalBackend : public Backend {
 int OpenInProcess(const std::string& card_dir, uint32_t lun, const InProcessOptions& o, vsl_dev** out) {
   if (out == nullptr) return SetLastError(-EINVAL, "no place for the handle");
   *out = nullptr;
-  if (card_dir.empty() || !std::filesystem::is_directory(card_dir)) {
-    return SetLastError(-ENOENT, "no card directory " + card_dir);
+  // `card_dir` is a card spec: a directory (or sim:DIR), rtl:DIR, kernel:DIR, xrt:N.
+  auto spec = card::ParseCardSpec(card_dir);
+  if (!spec.ok()) return SetLastError(-EINVAL, spec.status().ToString());
+  if (spec->kind != "xrt" && !std::filesystem::is_directory(spec->path)) {
+    return SetLastError(-ENOENT, "no card directory " + spec->path);
   }
   card::CardOptions co;
   co.clock = o.clock;
   co.sim.seed = o.seed;
+#if VSL_SDK_BACKENDS
+  auto c = backend::OpenCard(card_dir, co);
+#else
+  if (spec->kind != "sim") {
+    return SetLastError(-EOPNOTSUPP, "libvsl.so opens simulated cards in process; open " + card_dir +
+                                         " through vsld (vsl_open_attached) or link the static SDK");
+  }
   auto c = card::Card::Open(card_dir, co);
+#endif
   if (!c.ok()) {
     return SetLastError(c.status().code() == StatusCode::kBusy ? -EBUSY : ToErrno(c.status()),
                         c.status().ToString());
@@ -68,7 +82,7 @@ int OpenInProcess(const std::string& card_dir, uint32_t lun, const InProcessOpti
   if (l == nullptr) return SetLastError(-ENOENT, "the card has no LUN " + std::to_string(lun));
   Status s = l->Call([l](ftl::Ftl::Done d) { l->Attach(std::move(d)); });
   if (!s.ok()) return SetLastError(s.code() == StatusCode::kNotFound ? -ENODEV : ToErrno(s), s.ToString());
-  const bool plp_ok = card->sim().plp_state() == nand::PlpState::kHealthy;
+  const bool plp_ok = card->backend().plp_state() == nand::PlpState::kHealthy;
   card::Card* raw = card.get();
   auto be = std::make_unique<LocalBackend>(std::move(card), l, o.clock);
   if (Status st = be->Init(); !st.ok()) return SetLastError(ToErrno(st), st.ToString());

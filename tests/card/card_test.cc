@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testutil/sim_of.h"
 #include "tests/testutil/temp_dir.h"
 #include "vsl/card/card.h"
 #include "vsl/card/joined_pipe.h"
@@ -129,7 +130,7 @@ TEST_F(CardTest, SinglePipeModeJoinsTheControllersPipesIntoOneLun) {
   for (uint64_t lba = 0; lba < big; lba += big / 200) lbas.push_back(lba);
   for (uint64_t lba : lbas) ASSERT_TRUE(Write(joined, lba, Pattern(0, lba, 7, sb)).ok());
   // A power cut: every acknowledged write survives, the mode too.
-  card_->sim().PowerCut();
+  vsl::testing::SimOf(*card_).PowerCut();
   clock_.RunUntilIdle();
   card_.reset();
   Open();
@@ -368,7 +369,7 @@ TEST(CardPowerCutTest, SinglePipeLunLosesNoAcknowledgedWriteAcrossCuts) {
       const int kill_at = (seed % 2 == 0 && round == 1) ? static_cast<int>(rng.Below(ops)) : -1;
       for (int i = 0; i < ops; ++i) {
         if (i == kill_at) {
-          (*c)->sim().InjectDieFailure(static_cast<uint32_t>(rng.Below(2)), static_cast<uint32_t>(rng.Below(4)));
+          vsl::testing::SimOf(*(*c)).InjectDieFailure(static_cast<uint32_t>(rng.Below(2)), static_cast<uint32_t>(rng.Below(4)));
         }
         const uint64_t lba = rng.Below(span);
         const uint64_t v = ++version;
@@ -383,7 +384,7 @@ TEST(CardPowerCutTest, SinglePipeLunLosesNoAcknowledgedWriteAcrossCuts) {
         if (rng.Bernoulli(0.2)) clock.RunFor(rng.Range(0, 200 * kUs));
       }
       clock.RunFor(rng.Range(0, 2 * kMs));
-      (*c)->sim().PowerCut();
+      vsl::testing::SimOf(*(*c)).PowerCut();
       clock.RunUntilIdle();
       c->reset();
       c = Card::Open(tmp.Sub("card"), o);

@@ -10,6 +10,7 @@
 #include "vsl/core/random.h"
 #include "vsl/core/time.h"
 #include "vsl/nand/flash.h"
+#include "vsl/nand/card_model.h"
 #include "vsl/nand/geometry.h"
 #include "vsl/nand/onfi.h"
 #include "vsl/hw/board.h"
@@ -17,6 +18,7 @@
 #include "vsl/hw/onfi_timing.h"
 #include "vsl/hw/port.h"
 #include "vsl/hw/regmap.h"
+#include "vsl/simcard/thermal.h"
 #include "vsl/nand/read_retry.h"
 
 static_assert(__cplusplus == 201703L, "this file must be compiled as C++17");

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testutil/sim_of.h"
 #include "tests/power/power_harness.h"
 #include "tests/testutil/campaign.h"
 #include "tests/testutil/temp_dir.h"
@@ -86,14 +87,14 @@ TEST(HealthTest, ReserveExhaustionWalksTheStatesAndLosesNothing) {
   std::vector<HealthMode> walk{HealthMode::kNormal};
   bool warned_before_reduced = false, cap_applied = false;
   double last_percent = 100.0;
-  const auto& g = card->sim().geometry();
+  const auto& g = vsl::testing::SimOf(*card).geometry();
   uint32_t round = 0;
   uint64_t refused = 0;
   for (; round < 400 && walk.back() != HealthMode::kReadOnly; ++round) {
     // One more block of the pipe will fail its next erase.
     for (int k = 0; k < 1; ++k) {
       ++fc.exposures["erase_failures_injected"];
-      card->sim().InjectEraseFail(0, static_cast<uint32_t>(rng.Below(g.dies_per_pipe())),
+      vsl::testing::SimOf(*card).InjectEraseFail(0, static_cast<uint32_t>(rng.Below(g.dies_per_pipe())),
                                   2 + static_cast<uint32_t>(rng.Below(g.blocks_per_lun - 2)));
     }
     ++version;
@@ -170,7 +171,7 @@ TEST(HealthTest, ReserveExhaustionWalksTheStatesAndLosesNothing) {
   // Lifetime counters: the host's writes reach the controller's record (reported while
   // the card is busy and at detach) and survive a restart with it.
   const uint64_t host_written = uint64_t{sb} * (static_cast<uint64_t>(version) * span - refused);
-  const simcard::Lifetime before = card->sim().lifetime(0);
+  const simcard::Lifetime before = vsl::testing::SimOf(*card).lifetime(0);
   EXPECT_GT(before.host_write_bytes, 0u);
   EXPECT_GE(before.nand_program_bytes, before.host_write_bytes);
   EXPECT_GT(before.erase_fails, 0u);
@@ -183,7 +184,7 @@ TEST(HealthTest, ReserveExhaustionWalksTheStatesAndLosesNothing) {
   f = lun->ftl();
   EXPECT_EQ(f->health_mode(), HealthMode::kReadOnly);
   verify("after a restart");
-  const simcard::Lifetime after = card->sim().lifetime(0);
+  const simcard::Lifetime after = vsl::testing::SimOf(*card).lifetime(0);
   EXPECT_GE(after.host_write_bytes, host_written);
   EXPECT_GE(after.host_write_bytes, before.host_write_bytes);
   EXPECT_GE(after.nand_program_bytes, before.nand_program_bytes);

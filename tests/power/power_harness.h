@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/testutil/sim_of.h"
 #include "vsl/card/card.h"
 #include "vsl/core/random.h"
 
@@ -117,7 +118,7 @@ inline LoadResult RunLoad(card::Card& card, VirtualClock& clock, const Load& loa
   auto sample = [&] {
     double e = 0, t = -1e9;
     for (uint32_t c = 0; c < card.controllers(); ++c) {
-      const auto rd = card.sim().ReadPower(c);
+      const auto rd = vsl::testing::SimOf(card).ReadPower(c);
       e += rd.energy_j;
       t = std::max(t, rd.temperature_c);
     }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testutil/sim_of.h"
 #include "tests/power/power_harness.h"
 #include "tests/testutil/temp_dir.h"
 
@@ -35,7 +36,7 @@ class ThermalTest : public ::testing::Test {
   }
   double Temp() {
     double t = -1e9;
-    for (uint32_t c = 0; c < card_->controllers(); ++c) t = std::max(t, card_->sim().ReadPower(c).temperature_c);
+    for (uint32_t c = 0; c < card_->controllers(); ++c) t = std::max(t, vsl::testing::SimOf(*card_).ReadPower(c).temperature_c);
     return t;
   }
   TempDir tmp_;
@@ -56,12 +57,12 @@ TEST_F(ThermalTest, FirstOrderModel) {
   EXPECT_NEAR(Temp(), 30.0 + pw.static_w * r, 0.05);
   // One time constant after the air gets 20 C warmer: 63% of the way.
   const double t0 = Temp();
-  card_->sim().SetEnvironment({50.0, 300.0});
+  vsl::testing::SimOf(*card_).SetEnvironment({50.0, 300.0});
   clock_.RunFor(static_cast<DurNs>(tau_s * 1e9));
   // Ambient steps at once; the card's own rise is unchanged (same R): +20 C right away.
   EXPECT_NEAR(Temp(), t0 + 20.0, 0.05);
   // Less airflow: higher R, so the rise heads for static x R(100 LFM).
-  card_->sim().SetEnvironment({50.0, 100.0});
+  vsl::testing::SimOf(*card_).SetEnvironment({50.0, 100.0});
   const double r100 = pw.ThermalResistance(100);
   clock_.RunFor(static_cast<DurNs>(r100 * 1.0 * 1e9));
   const double expect = 50.0 + pw.static_w * r100 + (pw.static_w * r - pw.static_w * r100) * std::exp(-1.0);
@@ -98,7 +99,7 @@ TEST_F(ThermalTest, WritesThrottleAt78) {
   EXPECT_GT(card_->power_status().nand_write_bps, 1e9);
   EXPECT_GT(tail.WriteMBps(), 0.0);
   // Cooler air: the throttle lets go.
-  card_->sim().SetEnvironment({30.0, 300.0});
+  vsl::testing::SimOf(*card_).SetEnvironment({30.0, 300.0});
   clock_.RunFor(2 * kSec);
   EXPECT_EQ(card_->power_status().thermal, ThermalState::kNormal);
   EXPECT_DOUBLE_EQ(card_->power_status().write_share, 1.0);
@@ -130,7 +131,7 @@ TEST_F(ThermalTest, SafeShutdownAt85AndBack) {
   load.write_qd = 16;
   load.write_from = 0.5;
   RunLoad(*card_, clock_, load, 200 * kMs);
-  card_->sim().SetEnvironment({45.0, 0.0});  // the fan stops
+  vsl::testing::SimOf(*card_).SetEnvironment({45.0, 0.0});  // the fan stops
   LoadResult during;
   for (int i = 0; i < 100 && card_->power_status().thermal != ThermalState::kShutdown; ++i) {
     during = RunLoad(*card_, clock_, load, 50 * kMs);
@@ -155,7 +156,7 @@ TEST_F(ThermalTest, SafeShutdownAt85AndBack) {
   }
   for (const auto& c : st.controllers) EXPECT_TRUE(c.low_power);
   // The fan is fixed: below 70 C the controllers wake and the LUNs attach again.
-  card_->sim().SetEnvironment({45.0, 300.0});
+  vsl::testing::SimOf(*card_).SetEnvironment({45.0, 300.0});
   for (int i = 0; i < 100 && card_->power_status().thermal == ThermalState::kShutdown; ++i) clock_.RunFor(50 * kMs);
   clock_.RunFor(200 * kMs);
   st = card_->power_status();

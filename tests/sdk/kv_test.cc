@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testutil/sim_of.h"
 #include "sdk/src/device.h"
 #include "tests/sdk/sdk_fixture.h"
 #include "vsl/card/card.h"
@@ -278,7 +279,7 @@ TEST(KvPowerCutTest, EachKeyOldOrNewAfterACut) {
     }
     // The cut comes at a random instant while puts run.
     const TimeNs cut = clock.Now() + static_cast<TimeNs>(rng.Range(1 * kMs, 40 * kMs));
-    clock.At(cut, [card] { card->sim().PowerCut(); });
+    clock.At(cut, [card] { vsl::testing::SimOf(*card).PowerCut(); });
     for (;;) {
       const std::string k = "key" + std::to_string(rng.Below(50));
       const std::string v = Value(k, ++version, rng.Below(300'000));

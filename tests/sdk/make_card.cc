@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "tests/testutil/sim_of.h"
 #include "vsl/card/card.h"
 
 int main(int argc, char** argv) {

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testutil/sim_of.h"
 #include "sdk/src/device.h"
 #include "tests/sdk/sdk_fixture.h"
 #include "vsl/vsl.hpp"
@@ -360,7 +361,7 @@ TEST_F(SdkTest, AtomicBatchesAcrossPowerCutsInVirtualTime) {
         batches.push_back(std::move(b));
       }
       clock.RunFor(static_cast<DurNs>(rng.Below(3 * kMs)));
-      card->sim().PowerCut();
+      vsl::testing::SimOf(*card).PowerCut();
       clock.RunUntilIdle();
       while (vsl_inflight(dev) != 0) vsl_poll(dev, 0, 0, 0);
       vsl_close(dev);  // the detach fails (no power); the card is closed

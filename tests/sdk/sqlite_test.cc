@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testutil/sim_of.h"
 #include "sdk/src/device.h"
 #include "tests/sdk/sdk_fixture.h"
 #include "vsl/card/card.h"
@@ -179,7 +180,7 @@ TEST_F(SqliteTest, IntegrityAfterPowerCuts) {
       if (have == committed + 1) ++landed;
       committed = have;
       ASSERT_EQ(One(db, "SELECT count(*) FROM t"), std::to_string(committed * 20)) << "whole transactions only";
-      clock.At(clock.Now() + static_cast<TimeNs>(rng.Range(2 * kMs, 60 * kMs)), [card] { card->sim().PowerCut(); });
+      clock.At(clock.Now() + static_cast<TimeNs>(rng.Range(2 * kMs, 60 * kMs)), [card] { vsl::testing::SimOf(*card).PowerCut(); });
       for (;;) {
         bool ok = Exec(db, "BEGIN") == SQLITE_OK;
         for (int r = 0; r < 20 && ok; ++r) {

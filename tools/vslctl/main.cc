@@ -9,7 +9,9 @@
 //   vslctl sure-erase --controller N [--yes] erase and verify every block
 //   vslctl beacon on|off                     identify the card
 //   vslctl update IMAGE [--controller N] [--yes]   load controller firmware
-//   vslctl create-card DIR [--profile P] [--blocks N] [--seed S]   (no vsld needed)
+//   vslctl create-card SPEC [--profile P] [--blocks N] [--seed S]  (no vsld needed; SPEC: DIR,
+//                      sim:DIR, rtl:DIR, kernel:DIR, xrt:N)
+//   vslctl fail-die --lun N --die D          (test hook: a die dies through the fault path)
 //   vslctl make-firmware OUT --version V --model M [--payload F]   (no vsld needed)
 // Every command takes --json (machine-readable output), --socket PATH, --card N.
 //
@@ -33,6 +35,7 @@
 
 #include "vsl/hw/xrt_port.h"
 #include "vsl/simcard/firmware.h"
+#include "vsl/backend/open.h"
 #include "vsl/simcard/sim_card.h"
 
 namespace {
@@ -304,6 +307,13 @@ int main(int argc, char** argv) {
   reset->add_option("--lun", lun, "LUN index")->required();
   reset->add_flag("--force", force, kForceHelp);
 
+  uint32_t die = 0;
+  auto* faildie = app.add_subcommand("fail-die",
+                                     "kill a die of a LUN through the card's fault path (test hook: FlashBack remaps "
+                                     "and rebuilds)");
+  faildie->add_option("--lun", lun, "LUN index")->required();
+  faildie->add_option("--die", die, "die of the LUN's pipe (0-based)")->required();
+
   int controller = -1;
   std::string mode = "dual", reserve = "stock";
   uint32_t sector_size = 4096;
@@ -341,12 +351,15 @@ int main(int argc, char** argv) {
   envcmd->add_option("--ambient", ambient, "inlet air temperature, C");
   envcmd->add_option("--airflow", airflow, "airflow over the card, LFM");
 
-  std::string dir, profile = "duo-slc-small";
+  std::string dir, profile;
   uint32_t blocks = 0;
   uint64_t seed = 1;
-  auto* create = app.add_subcommand("create-card", "make a new simulated card (no vsld needed)");
-  create->add_option("dir", dir, "card directory")->required();
-  create->add_option("--profile", profile, "card profile (duo-slc, duo-slc-small, ...)");
+  auto* create = app.add_subcommand("create-card",
+                                    "make a new card: DIR or sim:DIR (simulated), rtl:DIR (co-simulated RTL controller), "
+                                    "kernel:DIR (co-simulated Alveo kernel), xrt:N (no vsld needed)");
+  create->add_option("spec", dir, "card spec (docs/backends.md)")->required();
+  create->add_option("--profile", profile,
+                     "card profile (default: duo-slc-small; rtl-duo on rtl:, kernel-emu on kernel: and xrt:)");
   create->add_option("--blocks", blocks, "blocks per die (smaller cards)");
   create->add_option("--seed", seed, "seed of the card's identity and factory bad blocks");
 
@@ -406,6 +419,7 @@ int main(int argc, char** argv) {
   if (*attach) return Simple(g, {{"cmd", "attach"}, {"lun", lun}}, "attached");
   if (*detach) return Simple(g, {{"cmd", "detach"}, {"lun", lun}, {"force", force}}, "detached");
   if (*reset) return Simple(g, {{"cmd", "reset"}, {"lun", lun}, {"force", force}}, "reset");
+  if (*faildie) return Simple(g, {{"cmd", "fail-die"}, {"lun", lun}, {"die", die}}, "die failed");
   if (*format) {
     const std::string what =
         controller < 0 ? fmt::format("Format every controller of card {}", std::max(g.card, 0))
@@ -441,23 +455,21 @@ int main(int argc, char** argv) {
   }
   if (*beacon) return Simple(g, {{"cmd", "beacon"}, {"on", onoff == "on"}}, onoff == "on" ? "beacon on" : "beacon off");
   if (*create) {
-    auto p = vsl::simcard::FindProfile(profile);
-    if (!p.ok()) {
-      std::fprintf(stderr, "vslctl: %s\n", p.status().ToString().c_str());
-      return kExitUsage;
-    }
-    vsl::simcard::CreateOptions co;
-    co.blocks_per_lun = blocks;
-    co.seed = seed;
-    vsl::Status s = vsl::simcard::SimCard::Create(dir, *p, co);
+    vsl::backend::CreateArgs ca;
+    ca.profile = profile;
+    ca.blocks_per_lun = blocks;
+    ca.seed = seed;
+    vsl::Status s = vsl::backend::CreateCard(dir, ca);
     if (!s.ok()) {
       std::fprintf(stderr, "vslctl: %s\n", s.ToString().c_str());
       return s.code() == vsl::StatusCode::kIOError ? kExitFailed : kExitUsage;
     }
+    auto spec = vsl::card::ParseCardSpec(dir);
+    const std::string used = profile.empty() ? vsl::backend::DefaultProfile(spec->kind) : profile;
     if (g.json_out) {
-      std::cout << json{{"dir", dir}, {"profile", profile}}.dump(2) << "\n";
+      std::cout << json{{"dir", dir}, {"backend", spec->kind}, {"profile", used}}.dump(2) << "\n";
     } else {
-      std::cout << fmt::format("created a {} card in {}\n", profile, dir);
+      std::cout << fmt::format("created a {} card in {} ({} backend)\n", used, dir, spec->kind);
     }
     return kExitOk;
   }

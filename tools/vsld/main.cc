@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> cards;
   bool no_attach = false;
   app.add_option("--config", config, "JSON config file (cards, socket, socket_mode, attach)");
-  app.add_option("--card", cards, "card directory (repeatable)");
+  app.add_option("--card", cards, "card spec (repeatable): DIR or sim:DIR, rtl:DIR, kernel:DIR, xrt:N[:XCLBIN] (docs/backends.md)");
   app.add_option("--socket", socket, "control socket path (default /run/vsld.sock)");
   app.add_option("--socket-mode", socket_mode, "control socket permissions, octal (default 0600: root only)");
   app.add_flag("--no-attach", no_attach, "do not attach the LUNs at start");
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   }
   if (no_attach) cfg.attach = false;
   if (!sim_ecc.empty()) {
-    auto m = vsl::simcard::ParseEccMode(sim_ecc);
+    auto m = vsl::model::ParseEccMode(sim_ecc);
     if (!m.ok()) {
       std::fprintf(stderr, "vsld: --sim-ecc: %s\n", m.status().ToString().c_str());
       return 2;

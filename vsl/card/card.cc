@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "vsl/card/joined_pipe.h"
+#include "vsl/card/sim_backend.h"
 #include "vsl/core/log.h"
 
 namespace vsl::card {
@@ -215,7 +216,7 @@ void Lun::PushHostIo() {
   const auto& st = ftl_->stats();
   const uint64_t r = st.host_read_sectors * ftl_->sector_bytes();
   const uint64_t w = st.host_write_sectors * ftl_->sector_bytes();
-  card_.sim().AccountHostIo(controller_, r - io_read_, w - io_write_);
+  card_.backend_->AccountHostIo(controller_, r - io_read_, w - io_write_);
   io_read_ = r;
   io_write_ = w;
 }
@@ -262,7 +263,7 @@ void Lun::SureErase(Function<void(Status, EraseReport)> done) {
   SetState(LunState::kFormatting);
   nand::FlashPipe& pipe = *counted_;
   const uint32_t dies = pipe.topology().dies();
-  const nand::Geometry& g = card_.sim().geometry();
+  const nand::Geometry& g = card_.backend_->geometry();
   struct St {
     EraseReport report;
     uint64_t left = 1;
@@ -310,61 +311,85 @@ void Lun::SureErase(Function<void(Status, EraseReport)> done) {
   finish();
 }
 
-Status Lun::Call(Function<void(Done)> op) {
-  if (card_.threaded()) {
+Status Lun::Call(Function<void(Done)> op) { return card_.CallOnEngine(*engine_, std::move(op)); }
+
+Status Card::CallOnPipe(uint32_t pipe, Function<void(Function<void(Status)>)> op) {
+  return CallOnEngine(PipeEngine(pipe), std::move(op));
+}
+
+Status Card::CallOnEngine(Engine& engine, Function<void(Function<void(Status)>)> op) {
+  if (threaded()) {
     std::promise<Status> p;
     auto f = p.get_future();
-    while (!engine_->Submit([&op, &p] { op([&p](Status s) { p.set_value(s); }); })) {
+    while (!engine.Submit([&op, &p] { op([&p](Status s) { p.set_value(s); }); })) {
       std::this_thread::yield();
     }
     return f.get();
   }
   std::optional<Status> r;
   op([&r](Status s) { r = s; });
-  if (card_.vclock_ != nullptr) card_.vclock_->RunUntilTrue([&r] { return r.has_value(); });
+  if (vclock_ != nullptr) vclock_->RunUntilTrue([&r] { return r.has_value(); });
   return r.value_or(Status::Internal("the operation did not complete"));
 }
 
 // ---- Card ----
 
 Result<std::unique_ptr<Card>> Card::Open(const std::string& dir, const CardOptions& opts) {
+  VSL_ASSIGN_OR_RETURN(CardSpec spec, ParseCardSpec(dir));
+  if (spec.kind != "sim") {
+    return Status::InvalidArgument(fmt::format(
+        "card '{}' is on the {} backend: open it through vsl/backend/open.h (vsld, vslctl and the SDK do)", dir,
+        spec.kind));
+  }
+  VSL_ASSIGN_OR_RETURN(std::unique_ptr<CardBackend> b, MakeSimBackend(spec.path, opts.sim));
+  auto card = Open(std::move(b), opts);
+  if (card.ok()) (*card)->dir_ = dir;
+  return card;
+}
+
+Result<std::unique_ptr<Card>> Card::Open(std::unique_ptr<CardBackend> backend, const CardOptions& opts) {
   auto card = std::unique_ptr<Card>(new Card());
-  card->dir_ = dir;
+  card->dir_ = backend->spec();
   card->opts_ = opts;
-  VSL_ASSIGN_OR_RETURN(simcard::SimCard::Probed probed, simcard::SimCard::Probe(dir));
-  const std::vector<uint8_t>& modes = probed.pipe_modes;
-  simcard::SimCardOptions so = opts.sim;
-  so.pipe_clocks.clear();
-  Clock* card_clock = opts.clock;
+  const nand::Geometry g = backend->geometry();
+  const uint32_t pipes = g.controllers * g.pipes_per_controller;
+  std::vector<Clock*> clocks;
   if (opts.clock != nullptr) {
     if (opts.clock->is_virtual()) card->vclock_ = static_cast<VirtualClock*>(opts.clock);
     card->shared_engine_ = std::make_unique<Engine>("card", *opts.clock);
+    clocks.assign(pipes, opts.clock);
   } else {
-    // An engine thread per pipe.
-    const auto& g = probed.geometry;
-    const uint32_t pipes = g.controllers * g.pipes_per_controller;
-    for (uint32_t p = 0; p < pipes; ++p) {
-      card->engine_threads_.push_back(std::make_unique<EngineThread>(fmt::format("pipe{}", p)));
-      so.pipe_clocks.push_back(&card->engine_threads_.back()->engine().clock());
+    // An engine thread per pipe, or one for the card when the backend needs it.
+    const uint32_t threads = backend->one_engine() ? 1 : pipes;
+    for (uint32_t p = 0; p < threads; ++p) {
+      card->engine_threads_.push_back(
+          std::make_unique<EngineThread>(threads == 1 && pipes > 1 ? std::string("card") : fmt::format("pipe{}", p)));
     }
-    card_clock = so.pipe_clocks[0];
+    for (uint32_t p = 0; p < pipes; ++p) clocks.push_back(&card->PipeEngine(p).clock());
   }
-  VSL_ASSIGN_OR_RETURN(card->sim_, simcard::SimCard::Open(dir, *card_clock, so));
-  const simcard::Profile& prof = card->sim_->profile();
-  VSL_RETURN_IF_ERROR(CheckPowerPolicy(opts.power, prof.power.static_w * card->sim_->geometry().controllers));
-  card->governor_ = std::make_unique<PowerGovernor>(prof.power, card->sim_->geometry(), card->sim_->timing(), opts.power);
-  for (uint32_t p = 0; p < card->sim_->pipe_count(); ++p) {
-    card->governed_.push_back(
-        std::make_unique<GovernedPipe>(card->sim_->pipe(p), *card->governor_, card->PipeEngine(p).clock()));
+  // The backend's start-up operations run on the pipes' engines, as a LUN's do.
+  struct Runner final : PipeRunner {
+    Card& card;
+    explicit Runner(Card& c) : card(c) {}
+    Status Call(uint32_t pipe, Function<void(Function<void(Status)>)> op) override {
+      return card.CallOnPipe(pipe, std::move(op));
+    }
+  } runner(*card);
+  VSL_RETURN_IF_ERROR(backend->Start(clocks, runner));
+  card->backend_ = std::move(backend);
+  CardBackend& be = *card->backend_;
+  VSL_RETURN_IF_ERROR(CheckPowerPolicy(opts.power, be.power_model().static_w * g.controllers));
+  card->governor_ = std::make_unique<PowerGovernor>(be.power_model(), g, be.timing(), opts.power);
+  for (uint32_t p = 0; p < pipes; ++p) {
+    card->governed_.push_back(std::make_unique<GovernedPipe>(be.pipe(p), *card->governor_, card->PipeEngine(p).clock()));
   }
   card->mon_.controllers.resize(card->controllers());
   card->governor_->SetWake([c = card.get()] { c->WakeMonitor(); });
-  card->luns_.resize(card->sim_->pipe_count());
+  card->luns_.resize(pipes);
   for (uint32_t c = 0; c < card->controllers(); ++c) {
-    if (modes.at(c) == static_cast<uint8_t>(PipeMode::kSingle) &&
-        card->sim_->geometry().pipes_per_controller != 2) {
-      return Status::Corruption(fmt::format("controller {} is in single-pipe mode but has {} pipe(s)", c,
-                                            card->sim_->geometry().pipes_per_controller));
+    if (be.pipe_mode(c) == static_cast<uint8_t>(PipeMode::kSingle) && g.pipes_per_controller != 2) {
+      return Status::Corruption(
+          fmt::format("controller {} is in single-pipe mode but has {} pipe(s)", c, g.pipes_per_controller));
     }
     VSL_RETURN_IF_ERROR(card->LayOut(c));
   }
@@ -393,15 +418,16 @@ Card::~Card() {
     RunOnPipe(owner, [this, p] { governed_[p].reset(); });
   }
   if (vclock_ != nullptr) vclock_->RunUntilIdle();
-  if (sim_) sim_->SaveLifetime();  // while the pipes' clocks still run
+  if (backend_) backend_->Stop();  // while the pipes' clocks still run
   // Engine threads stop first (their clocks hold the card's pending events), then the card.
   engine_threads_.clear();
-  sim_.reset();
+  backend_.reset();
   shared_engine_.reset();
 }
 
 Engine& Card::PipeEngine(uint32_t pipe) {
-  return shared_engine_ ? *shared_engine_ : engine_threads_.at(pipe)->engine();
+  if (shared_engine_) return *shared_engine_;
+  return engine_threads_.size() == 1 ? engine_threads_[0]->engine() : engine_threads_.at(pipe)->engine();
 }
 
 void Card::RunOnPipe(uint32_t pipe, Function<void()> f) {
@@ -418,21 +444,21 @@ void Card::RunOnPipe(uint32_t pipe, Function<void()> f) {
 }
 
 PipeMode Card::pipe_mode(uint32_t controller) const {
-  return static_cast<PipeMode>(sim_->pipe_mode(controller));
+  return static_cast<PipeMode>(backend_->pipe_mode(controller));
 }
 
 Status Card::LayOut(uint32_t c) {
-  const uint32_t ppc = sim_->geometry().pipes_per_controller;
+  const uint32_t ppc = backend_->geometry().pipes_per_controller;
   const uint32_t first = c * ppc;
   for (uint32_t p = first; p < first + ppc; ++p) luns_[p].reset();
   if (pipe_mode(c) == PipeMode::kSingle) {
     // Both pipes on the first pipe's engine: one LUN, one thread.
-    VSL_RETURN_IF_ERROR(sim_->RebindPipe(first + 1, PipeEngine(first).clock()));
+    VSL_RETURN_IF_ERROR(backend_->RebindPipe(first + 1, PipeEngine(first).clock()));
     governed_[first + 1]->Rebind(PipeEngine(first).clock());
     luns_[first].reset(new Lun(*this, first, c, {first, first + 1}, PipeEngine(first)));
   } else {
     for (uint32_t p = first; p < first + ppc; ++p) {
-      VSL_RETURN_IF_ERROR(sim_->RebindPipe(p, PipeEngine(p).clock()));
+      VSL_RETURN_IF_ERROR(backend_->RebindPipe(p, PipeEngine(p).clock()));
       governed_[p]->Rebind(PipeEngine(p).clock());
       luns_[p].reset(new Lun(*this, p, c, {p}, PipeEngine(p)));
     }
@@ -500,9 +526,9 @@ Status Card::DetachAll() {
 Status Card::FormatController(uint32_t c, PipeMode mode, const ftl::FormatOptions& fo) {
   if (c >= controllers()) return Status::InvalidArgument(fmt::format("the card has no controller {}", c));
   VSL_RETURN_IF_ERROR(ftl::CheckFormatOptions(fo));  // before anything changes
-  if (mode == PipeMode::kSingle && sim_->geometry().pipes_per_controller != 2) {
+  if (mode == PipeMode::kSingle && backend_->geometry().pipes_per_controller != 2) {
     return Status::InvalidArgument(fmt::format(
-        "single-pipe mode joins two pipes; controller {} has {}", c, sim_->geometry().pipes_per_controller));
+        "single-pipe mode joins two pipes; controller {} has {}", c, backend_->geometry().pipes_per_controller));
   }
   std::vector<Lun*> mine;
   for (Lun* l : luns()) {
@@ -510,7 +536,7 @@ Status Card::FormatController(uint32_t c, PipeMode mode, const ftl::FormatOption
   }
   VSL_RETURN_IF_ERROR(ForAll(*this, mine, [](Lun& l, Lun::Done d) { l.Detach(std::move(d)); }, StatusCode::kOk));
   if (pipe_mode(c) != mode) {
-    VSL_RETURN_IF_ERROR(sim_->SetPipeMode(c, static_cast<uint8_t>(mode)));
+    VSL_RETURN_IF_ERROR(backend_->SetPipeMode(c, static_cast<uint8_t>(mode)));
     Logger("card")->info("controller {}: {}-pipe mode", c, PipeModeName(mode));
   }
   VSL_RETURN_IF_ERROR(LayOut(c));
@@ -537,11 +563,11 @@ PowerStatus Card::power_status() const {
   st.refill_w = governor_->refill_w();
   st.burst_j = governor_->burst_j();
   st.write_share = governor_->write_share();
-  st.environment = sim_->environment();
+  st.environment = backend_->environment();
   st.governor = governor_->stats();
   // Temperatures now (the monitor may be asleep on an idle card).
   for (uint32_t c = 0; c < st.controllers.size(); ++c) {
-    const auto r = sim_->ReadPower(c);
+    const auto r = backend_->ReadPower(c);
     st.controllers[c].temperature_c = r.temperature_c;
     st.controllers[c].max_temperature_c = std::max(st.controllers[c].max_temperature_c, r.temperature_c);
     st.controllers[c].energy_j = r.energy_j;
@@ -572,8 +598,8 @@ void Card::WakeMonitor() {
 
 bool Card::MonitorMustRun(double max_temp_c) const {
   const PowerPolicy pol = governor_->policy();
-  const auto env = sim_->environment();
-  const auto& pw = sim_->profile().power;
+  const auto env = backend_->environment();
+  const auto& pw = backend_->power_model();
   // Warm, or warming by itself at rest: keep watching.
   const double at_rest = env.ambient_c + pw.static_w * pw.ThermalResistance(env.airflow_lfm);
   return max_temp_c >= pol.throttle_c - 10 || at_rest >= pol.throttle_c - 10;
@@ -585,11 +611,11 @@ void Card::MonitorTick() {
   const bool active = governor_->TakeActivity();
   const PowerPolicy pol = governor_->policy();
   const uint32_t nc = controllers();
-  std::vector<simcard::PowerReading> rd(nc);
+  std::vector<model::PowerReading> rd(nc);
   double energy = 0, tmax = -1e9;
   uint32_t hottest = 0;
   for (uint32_t c = 0; c < nc; ++c) {
-    rd[c] = sim_->ReadPower(c);
+    rd[c] = backend_->ReadPower(c);
     energy += rd[c].energy_j;
     if (rd[c].temperature_c > tmax) {
       tmax = rd[c].temperature_c;
@@ -646,9 +672,9 @@ void Card::MonitorTick() {
   // Once a second: the lifetime counters to the card, and the write rate a lifetime
   // prediction uses (over the last hour).
   if (monitor_ticks_ % 100 == 0) {
-    sim_->SaveLifetime();
+    backend_->SaveLifetime();
     uint64_t programmed = 0;
-    for (uint32_t c = 0; c < nc; ++c) programmed += sim_->lifetime(c).nand_program_bytes;
+    for (uint32_t c = 0; c < nc; ++c) programmed += backend_->lifetime(c).nand_program_bytes;
     std::lock_guard<std::mutex> l(mon_mu_);
     write_samples_.emplace_back(now, programmed);
     while (write_samples_.size() > 2 && now - write_samples_[1].first >= 3600 * kSec) write_samples_.pop_front();
@@ -680,7 +706,7 @@ void Card::ThermalShutdown(double temp_c, uint32_t controller) {
     mon_.thermal = ThermalState::kShutdown;
     ++mon_.thermal_shutdowns;
   }
-  sim_->CountThermalShutdown(controller);
+  backend_->CountThermalShutdown(controller);
   Logger("card")->error("card {}: controller {} at {:.1f} C (limit {:.1f} C): thermal shutdown: flushing, "
                         "checkpointing and taking the LUNs offline until it is below {:.1f} C",
                         dir_, controller, temp_c, governor_->policy().shutdown_c, governor_->policy().resume_c);
@@ -690,7 +716,7 @@ void Card::ThermalShutdown(double temp_c, uint32_t controller) {
   auto left = std::make_shared<std::atomic<uint32_t>>(1);
   auto finish = [this, left] {
     if (left->fetch_sub(1) != 1) return;
-    for (uint32_t c = 0; c < controllers(); ++c) sim_->SetLowPower(c, true);
+    for (uint32_t c = 0; c < controllers(); ++c) backend_->SetLowPower(c, true);
     Logger("card")->warn("card {}: LUNs offline, controllers in low-power state", dir_);
   };
   for (Lun* l : luns()) {
@@ -707,7 +733,7 @@ void Card::ThermalShutdown(double temp_c, uint32_t controller) {
 
 void Card::ThermalResume() {
   Logger("card")->warn("card {}: cool again: controllers up, LUNs attaching", dir_);
-  for (uint32_t c = 0; c < controllers(); ++c) sim_->SetLowPower(c, false);
+  for (uint32_t c = 0; c < controllers(); ++c) backend_->SetLowPower(c, false);
   governor_->SetWriteShare(1.0);
   {
     std::lock_guard<std::mutex> l(mon_mu_);

@@ -28,12 +28,12 @@
 #include <string_view>
 #include <vector>
 
+#include "vsl/card/backend.h"
 #include "vsl/card/power.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/engine.h"
 #include "vsl/core/status.h"
 #include "vsl/ftl/ftl.h"
-#include "vsl/simcard/sim_card.h"
 
 namespace vsl::card {
 
@@ -59,7 +59,9 @@ struct CardOptions {
   // Set: every pipe and LUN runs on this clock, on the caller's thread (deterministic
   // tests). Null: each pipe gets an engine thread on a RealClock (the daemon).
   Clock* clock = nullptr;
-  simcard::SimCardOptions sim;  // pipe_clocks is filled in by the card
+  // For a card on the simulated backend (a directory or "sim:DIR"); pipe_clocks is
+  // filled in by the card.
+  model::SimCardOptions sim;
   ftl::FtlOptions ftl;
   PowerPolicy power;  // checked by Open (CheckPowerPolicy)
 };
@@ -86,7 +88,7 @@ struct PowerStatus {
   // write rate a lifetime prediction extrapolates.
   double nand_write_bps = 0;
   std::vector<ControllerPower> controllers;
-  simcard::Environment environment;
+  model::Environment environment;
   GovernorStats governor;
 };
 
@@ -164,15 +166,23 @@ class Lun {
 
 class Card {
  public:
+  // A simulated card (a directory or "sim:DIR"; other specs: vsl/backend/open.h, which
+  // makes their backends and calls the overload below).
   static Result<std::unique_ptr<Card>> Open(const std::string& dir, const CardOptions& opts);
+  // The card on `backend` (made, not started: the card starts it on its engines).
+  static Result<std::unique_ptr<Card>> Open(std::unique_ptr<CardBackend> backend, const CardOptions& opts);
   // Detaches every online LUN (a checkpoint each), then closes the card.
   ~Card();
   Card(const Card&) = delete;
   Card& operator=(const Card&) = delete;
 
-  simcard::SimCard& sim() { return *sim_; }
+  CardBackend& backend() { return *backend_; }
+  const CardBackend& backend() const { return *backend_; }
+  // The spec the card was opened with ("sim:DIR", "rtl:DIR", ...); for a simulated card
+  // opened by its directory, that directory.
   const std::string& dir() const { return dir_; }
-  uint32_t controllers() const { return sim_->geometry().controllers; }
+  const nand::Geometry& geometry() const { return backend_->geometry(); }
+  uint32_t controllers() const { return backend_->geometry().controllers; }
   PipeMode pipe_mode(uint32_t controller) const;
   std::vector<Lun*> luns();
   Lun* lun(uint32_t index);  // null when there is none at that index
@@ -186,6 +196,10 @@ class Card {
   // Runs `f` on the engine of pipe `pipe` and waits for it (inline with a virtual clock):
   // how another thread reads state a pipe's engine owns.
   void RunOnPipe(uint32_t pipe, Function<void()> f);
+
+  // Runs the asynchronous `op` on pipe `pipe`'s engine and waits for its status (as
+  // Lun::Call does).
+  Status CallOnPipe(uint32_t pipe, Function<void(Function<void(Status)>)> op);
 
   Status AttachAll();
   Status DetachAll();
@@ -207,13 +221,14 @@ class Card {
   // (Re)creates controller c's LUNs for its current mode.
   Status LayOut(uint32_t c);
   Engine& PipeEngine(uint32_t pipe);
+  Status CallOnEngine(Engine& engine, Function<void(Function<void(Status)>)> op);
 
   std::string dir_;
   CardOptions opts_;
   VirtualClock* vclock_ = nullptr;                    // opts_.clock when it is virtual
   std::unique_ptr<Engine> shared_engine_;             // on opts_.clock
   std::vector<std::unique_ptr<EngineThread>> engine_threads_;  // per pipe (threaded)
-  std::unique_ptr<simcard::SimCard> sim_;
+  std::unique_ptr<CardBackend> backend_;
   std::vector<std::unique_ptr<Lun>> luns_;            // per pipe index; null where none
   std::unique_ptr<PowerGovernor> governor_;
   std::vector<std::unique_ptr<GovernedPipe>> governed_;  // per pipe, under the LUNs

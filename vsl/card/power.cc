@@ -53,7 +53,7 @@ std::string_view ThermalStateName(ThermalState s) {
 
 // ---- PowerGovernor ----
 
-PowerGovernor::PowerGovernor(const simcard::Power& model, const nand::Geometry& g, const simcard::Timing& t,
+PowerGovernor::PowerGovernor(const model::Power& model, const nand::Geometry& g, const model::Timing& t,
                              const PowerPolicy& policy)
     : model_(model),
       geo_(g),

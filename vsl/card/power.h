@@ -38,7 +38,8 @@
 #include "vsl/core/clock.h"
 #include "vsl/core/status.h"
 #include "vsl/nand/flash.h"
-#include "vsl/simcard/profile.h"
+#include "vsl/nand/card_model.h"
+#include "vsl/nand/geometry.h"
 
 namespace vsl::card {
 
@@ -79,7 +80,7 @@ struct GovernorStats {
 class PowerGovernor {
  public:
   // `model`: the card's power table; `controllers` and `dies` (all pipes) its shape.
-  PowerGovernor(const simcard::Power& model, const nand::Geometry& g, const simcard::Timing& t,
+  PowerGovernor(const model::Power& model, const nand::Geometry& g, const model::Timing& t,
                 const PowerPolicy& policy);
 
   // Energy the card spends on each operation (the card model's own accounting).
@@ -121,7 +122,7 @@ class PowerGovernor {
   void Configure();  // rate and burst from the policy (mu_ held)
   void Refill(TimeNs now) const;
 
-  const simcard::Power model_;
+  const model::Power model_;
   const nand::Geometry geo_;
   const double static_w_;      // all controllers
   const double full_write_w_;  // every die programming back to back

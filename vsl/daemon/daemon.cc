@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "vsl/backend/open.h"
 #include "vsl/card/volume.h"
 #include "vsl/core/socket.h"
 #include "vsl/core/log.h"
@@ -127,7 +128,7 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
       } else if (k == "attach") {
         c.attach = v.get<bool>();
       } else if (k == "sim_ecc") {
-        auto m = simcard::ParseEccMode(v.get<std::string>());
+        auto m = model::ParseEccMode(v.get<std::string>());
         if (!m.ok()) return m.status().WithContext(fmt::format("config file {}", path));
         c.sim_ecc = *m;
       } else if (k == "volume_chunk_kib") {
@@ -211,7 +212,7 @@ card::PowerPolicy PowerConfig::PolicyFor(const std::string& serial) const {
 namespace {
 // The card's serial (the controllers' serials are it plus "-<index>").
 std::string CardSerial(card::Card& c) {
-  const std::string s = c.sim().image(0).identity().serial;
+  const std::string s = c.backend().identity(0).serial;
   const auto dash = s.rfind('-');
   return dash == std::string::npos ? s : s.substr(0, dash);
 }
@@ -233,7 +234,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& cfg) {
     o.sim.ecc = cfg.sim_ecc;
     o.power.slot_limit_w = cfg.power.slot_limit_w;
     o.power.slot_capability_w = cfg.power.slot_capability_w;
-    auto c = card::Card::Open(dir, o);
+    auto c = backend::OpenCard(dir, o);
     if (!c.ok()) return c.status().WithContext(fmt::format("card {}", dir));
     const std::string serial = CardSerial(**c);
     const card::PowerPolicy want = cfg.power.PolicyFor(serial);
@@ -245,8 +246,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& cfg) {
       Logger("vsld")->info("card {} (serial {}): power limit {:.2f} W{}", dir, serial, want.limit_w(),
                            want.override_w > 0 ? " (power override)" : "");
     }
-    Logger("vsld")->info("card {}: serial {}, {} LUN(s)", dir, (*c)->sim().image(0).identity().serial,
-                         (*c)->luns().size());
+    const card::ControllerIdentity id = (*c)->backend().identity(0);
+    Logger("vsld")->info("card {}: serial {}, {} LUN(s), {} backend: {}, firmware {}", dir, id.serial,
+                         (*c)->luns().size(), (*c)->backend().kind(), id.hardware, id.firmware_version);
     d->cards_.push_back(std::move(c).value());
     d->beacon_.push_back(false);
   }
@@ -380,31 +382,31 @@ json CardHealth(card::Card& c, const json& luns, const json& power) {
     degraded = degraded || l["flashback"]["substitution_active"].get<bool>();
     lost += l["flashback"]["lost_sectors"].get<uint64_t>();
   }
-  const auto& g = c.sim().geometry();
-  const auto& rel = c.sim().profile().reliability;
+  const auto& g = c.geometry();
+  const auto& rel = c.backend().reliability();
   const double raw_bytes = static_cast<double>(g.controllers) * g.pipes_per_controller * g.dies_per_pipe() *
                            g.blocks_per_lun * g.pages_per_block * g.page_data_bytes;
   const double rated_pb = rel.endurance_cycles * raw_bytes / kRatedWaf / 1e15;
-  simcard::Lifetime sum;
+  model::Lifetime sum;
   uint64_t unsafe = 0, cycles = 0;
   for (uint32_t k = 0; k < c.controllers(); ++k) {
-    sum += c.sim().lifetime(k);
-    const auto& st = c.sim().image(k).state();
+    sum += c.backend().lifetime(k);
+    const auto st = c.backend().power_cycles(k);
     unsafe = std::max<uint64_t>(unsafe, st.unsafe_power_offs);
     cycles = std::max<uint64_t>(cycles, st.power_on_count);
   }
   // Wear from the block tables (the pipes' engines own them).
   uint64_t pe_sum = 0, blocks = 0;
-  for (uint32_t p = 0; p < c.sim().pipe_count(); ++p) {
+  for (uint32_t p = 0; p < c.backend().pipe_count(); ++p) {
     c.RunOnPipe(p, [&c, &pe_sum, &blocks, p] {
-      const auto d = c.sim().PipeCounters(p);
+      const auto d = c.backend().PipeCounters(p);
       pe_sum += d.pe_sum;
       blocks += d.blocks - d.factory_bad_blocks - d.grown_bad_blocks;
     });
   }
   const double pe_mean = blocks ? static_cast<double>(pe_sum) / static_cast<double>(blocks) : 0;
   const double pe_used = 100.0 * pe_mean / rel.endurance_cycles;
-  const bool plp_ok = c.sim().plp_state() == nand::PlpState::kHealthy;
+  const bool plp_ok = c.backend().plp_state() == nand::PlpState::kHealthy;
   const double rate = power.contains("nand_write_bps") ? power["nand_write_bps"].get<double>() : 0;
   const double left_bytes = std::max(0.0, (rel.endurance_cycles - pe_mean)) * raw_bytes;
   json prediction = nullptr;
@@ -455,14 +457,17 @@ Result<json> Daemon::StatusCmd(const json& req) {
   for (std::size_t i = 0; i < cards_.size(); ++i) {
     card::Card& c = *cards_[i];
     if (only != nullptr && only != &c) continue;
-    const auto& id = c.sim().image(0).identity();
+    const card::ControllerIdentity id = c.backend().identity(0);
     json cj = {{"index", i},
                {"dir", c.dir()},
                {"serial", id.serial.substr(0, id.serial.rfind('-'))},
                {"model", id.model},
                {"profile", id.profile},
-               {"firmware_version", c.sim().firmware_version(0)},
-               {"ecc_mode", simcard::EccModeName(c.sim().ecc_mode())},
+               {"firmware_version", id.firmware_version},
+               {"backend", c.backend().kind()},
+               {"hardware", id.hardware},
+               {"device_cycles", c.backend().device_cycles()},
+               {"ecc_mode", c.backend().ecc_mode()},
                {"beacon", bool(beacon_[i])}};
     const json pj = PowerJson(c);
     cj["temperature_c"] = pj["temperature_c"];
@@ -471,12 +476,12 @@ Result<json> Daemon::StatusCmd(const json& req) {
     json ctrls = json::array();
     for (uint32_t k = 0; k < c.controllers(); ++k) {
       // The block tables belong to the pipes' engines: each counts its own dies.
-      const uint32_t ppc = c.sim().geometry().pipes_per_controller;
-      std::vector<simcard::DieCounters> counters(ppc);
+      const uint32_t ppc = c.geometry().pipes_per_controller;
+      std::vector<model::DieCounters> counters(ppc);
       for (uint32_t q = 0; q < ppc; ++q) {
-        c.RunOnPipe(k * ppc + q, [&c, &counters, k, q, ppc] { counters[q] = c.sim().PipeCounters(k * ppc + q); });
+        c.RunOnPipe(k * ppc + q, [&c, &counters, k, q, ppc] { counters[q] = c.backend().PipeCounters(k * ppc + q); });
       }
-      const auto h = c.sim().Health(k, counters);
+      const auto h = c.backend().Health(k, counters);
       json hj = {{"index", k},
                  {"serial", h.serial},
                  {"firmware_version", h.firmware_version},
@@ -487,6 +492,9 @@ Result<json> Daemon::StatusCmd(const json& req) {
                  {"rated_pe_used_percent", h.rated_pe_used_percent},
                  {"power_on_count", h.power_on_count},
                  {"unsafe_power_offs", h.unsafe_power_offs}};
+      if (pj.contains("controllers") && k < pj["controllers"].size()) {
+        hj["temperature_c"] = pj["controllers"][k]["temperature_c"];
+      }
       if (all) {
         hj["blocks"] = h.blocks;
         hj["factory_bad_blocks"] = h.factory_bad_blocks;
@@ -545,7 +553,7 @@ json Daemon::PowerJson(card::Card& c) {
   double tnow = -1e9, tmax = -1e9;
   for (uint32_t k = 0; k < ps.controllers.size(); ++k) {
     const auto& cp = ps.controllers[k];
-    const auto life = c.sim().lifetime(k);
+    const auto life = c.backend().lifetime(k);
     tnow = std::max(tnow, cp.temperature_c);
     tmax = std::max({tmax, cp.max_temperature_c, life.max_temperature_c});
     ctrls.push_back({{"controller", k}, {"temperature_c", cp.temperature_c},
@@ -636,13 +644,13 @@ Result<json> Daemon::Dispatch(const json& req) {
   if (cmd == "power") return PowerCmd(req);
   if (cmd == "environment") {
     VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
-    simcard::Environment env = c->sim().environment();
+    model::Environment env = c->backend().environment();
     VSL_ASSIGN_OR_RETURN(env.ambient_c, Arg<double>(req, "ambient_c", env.ambient_c));
     VSL_ASSIGN_OR_RETURN(env.airflow_lfm, Arg<double>(req, "airflow_lfm", env.airflow_lfm));
     if (!(env.ambient_c > -40 && env.ambient_c < 150) || !(env.airflow_lfm >= 0 && env.airflow_lfm < 10000)) {
       return vsl::Status::InvalidArgument("ambient_c must be in (-40, 150) and airflow_lfm in [0, 10000)");
     }
-    c->sim().SetEnvironment(env);
+    VSL_RETURN_IF_ERROR(c->backend().SetEnvironment(env));
     Logger("vsld")->warn("card {}: simulated environment now {:.1f} C ambient, {:.0f} LFM", c->dir(), env.ambient_c,
                          env.airflow_lfm);
     return PowerJson(*c);
@@ -667,6 +675,24 @@ Result<json> Daemon::Dispatch(const json& req) {
       done.push_back({{"lun", l->name()}, {"state", std::string(card::LunStateName(l->state()))}});
     }
     return json{{"luns", done}};
+  }
+  if (cmd == "fail-die") {
+    // A die of the LUN's pipe dies through the backend's fault path, on the pipe's engine.
+    VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+    VSL_ASSIGN_OR_RETURN(int64_t li, Arg<int64_t>(req, "lun", -1));
+    VSL_ASSIGN_OR_RETURN(int64_t die, Arg<int64_t>(req, "die", -1));
+    card::Lun* l = li >= 0 ? c->lun(static_cast<uint32_t>(li)) : nullptr;
+    if (l == nullptr) return vsl::Status::InvalidArgument(fmt::format("the card has no LUN {}", li));
+    const uint32_t dpp = c->geometry().dies_per_pipe();
+    if (die < 0 || static_cast<uint64_t>(die) >= dpp * l->pipes().size()) {
+      return vsl::Status::InvalidArgument(fmt::format("{} has dies 0-{}", l->name(), dpp * l->pipes().size() - 1));
+    }
+    const uint32_t pipe = l->pipes()[static_cast<uint32_t>(die) / dpp];
+    vsl::Status s = vsl::Status::Ok();
+    c->RunOnPipe(pipe, [&] { s = c->backend().InjectDieFailure(pipe, static_cast<uint32_t>(die) % dpp); });
+    VSL_RETURN_IF_ERROR(s);
+    Logger("vsld")->warn("card {}: {} die {} failed by request (fault injection)", c->dir(), l->name(), die);
+    return json{{"lun", l->name()}, {"die", die}, {"pipe", pipe}};
   }
   if (cmd == "format") {
     VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
@@ -741,9 +767,9 @@ Result<json> Daemon::Dispatch(const json& req) {
     json done = json::array();
     for (uint32_t k = 0; k < c->controllers(); ++k) {
       if (ctrl >= 0 && k != static_cast<uint32_t>(ctrl)) continue;
-      const std::string before = c->sim().firmware_version(k);
-      VSL_RETURN_IF_ERROR(c->sim().UpdateFirmware(k, image).WithContext(fmt::format("controller {}", k)));
-      done.push_back({{"controller", k}, {"from", before}, {"to", c->sim().firmware_version(k)}});
+      const std::string before = c->backend().identity(k).firmware_version;
+      VSL_RETURN_IF_ERROR(c->backend().UpdateFirmware(k, image).WithContext(fmt::format("controller {}", k)));
+      done.push_back({{"controller", k}, {"from", before}, {"to", c->backend().identity(k).firmware_version}});
     }
     return json{{"controllers", done}};
   }

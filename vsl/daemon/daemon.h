@@ -79,7 +79,7 @@ struct PowerConfig {
   double slot_limit_w = card::kSlotLimitW;
   double slot_capability_w = card::kSlotCapabilityW;
   std::map<std::string, CardPowerConfig> cards;  // by card serial
-  simcard::Environment environment;              // the simulated card's surroundings
+  model::Environment environment;               // the simulated card's surroundings
   // The policy for the card with `serial` (its override, if configured).
   card::PowerPolicy PolicyFor(const std::string& serial) const;
 };
@@ -102,7 +102,7 @@ struct DaemonConfig {
   bool ublk = true;  // /dev/ublkbN per export where the kernel has ublk (config "ublk": "auto" | "off")
   // How the simulated cards decide read errors (config "sim_ecc": "statistical" | "bit-exact";
   // docs/simcard.md): bit-exact runs the controller's BCH codec on every page.
-  simcard::EccMode sim_ecc = simcard::EccMode::kStatistical;
+  model::EccMode sim_ecc = model::EccMode::kStatistical;
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
   // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
   // otherwise be silently ignored).

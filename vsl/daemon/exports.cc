@@ -108,7 +108,7 @@ std::vector<nbd::ExportInfo> CardCatalog::List() {
   std::vector<nbd::ExportInfo> v;
   for (std::size_t k = 0; k < cards_.size(); ++k) {
     card::Card& c = *cards_[k];
-    const std::string serial = c.sim().image(0).identity().serial;
+    const std::string serial = c.backend().identity(0).serial;
     if (chunk_ == 0) {
       for (card::Lun* l : c.luns()) {
         v.push_back({Prefix(k) + l->name(), fmt::format("OpenVSL card {} {} ({})", serial, l->name(),

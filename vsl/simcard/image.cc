@@ -1,5 +1,7 @@
 #include "vsl/simcard/image.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/file.h>
@@ -374,6 +376,64 @@ uint64_t ControllerImage::AllocatedBytes() const {
   struct stat sb {};
   if (::fstat(fd_, &sb) != 0) return 0;
   return static_cast<uint64_t>(sb.st_blocks) * 512;
+}
+
+model::DieCounters CountDies(ControllerImage& img, const std::vector<uint32_t>& dies) {
+  const auto& g = img.geometry();
+  model::DieCounters n;
+  for (const uint32_t d : dies) {
+    if (img.die(d).flags & format::kDieFailed) ++n.failed_dies;
+    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+      const auto& rec = img.block(d, b);
+      ++n.blocks;
+      if (rec.flags & format::kBlockFactoryBad) {
+        ++n.factory_bad_blocks;
+        continue;
+      }
+      if (rec.flags & format::kBlockGrownBad) ++n.grown_bad_blocks;
+      n.min_erase_count = std::min(n.min_erase_count, rec.erase_count);
+      n.max_erase_count = std::max(n.max_erase_count, rec.erase_count);
+      n.pe_sum += rec.erase_count;
+      for (uint32_t p = 0; p < rec.next_page && p < g.pages_per_block; ++p) {
+        const auto s = img.page_state(d, b, p);
+        if (s == format::PageState::kProgrammed) ++n.programmed_pages;
+        else if (s != format::PageState::kErased) ++n.torn_pages;
+      }
+    }
+  }
+  return n;
+}
+
+model::ControllerHealth ImageHealth(ControllerImage& img, const std::vector<model::DieCounters>& per_pipe,
+                                    uint32_t endurance_cycles) {
+  model::ControllerHealth h;
+  h.serial = img.identity().serial;
+  h.model = img.identity().model;
+  h.profile = img.identity().profile;
+  h.dies = img.geometry().dies_per_controller();
+  h.min_erase_count = UINT32_MAX;
+  uint64_t pe_sum = 0;
+  for (const model::DieCounters& n : per_pipe) {
+    h.failed_dies += n.failed_dies;
+    h.blocks += n.blocks;
+    h.factory_bad_blocks += n.factory_bad_blocks;
+    h.grown_bad_blocks += n.grown_bad_blocks;
+    h.min_erase_count = std::min(h.min_erase_count, n.min_erase_count);
+    h.max_erase_count = std::max(h.max_erase_count, n.max_erase_count);
+    pe_sum += n.pe_sum;
+    h.programmed_pages += n.programmed_pages;
+    h.torn_pages += n.torn_pages;
+  }
+  const uint64_t good = h.blocks - h.factory_bad_blocks;
+  if (good == 0) h.min_erase_count = 0;
+  h.mean_erase_count = good ? static_cast<double>(pe_sum) / static_cast<double>(good) : 0;
+  h.rated_pe_used_percent = 100.0 * h.mean_erase_count / endurance_cycles;
+  h.power_on_count = img.state().power_on_count;
+  h.unsafe_power_offs = img.state().unsafe_power_offs;
+  h.plp = static_cast<nand::PlpState>(img.state().plp_state);
+  h.image_bytes = img.header().file_bytes;
+  h.image_allocated_bytes = img.AllocatedBytes();
+  return h;
 }
 
 }  // namespace vsl::simcard

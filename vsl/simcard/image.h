@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vsl/core/random.h"
 #include "vsl/core/status.h"
@@ -103,6 +104,15 @@ class ControllerImage {
   nand::Geometry geometry_;
   ImageIdentity identity_;
 };
+
+// Counters over dies `dies` of `img`: failed dies, bad blocks, erase counts, programmed
+// and torn pages (read only; the block table belongs to whoever programs those dies).
+model::DieCounters CountDies(ControllerImage& img, const std::vector<uint32_t>& dies);
+// A controller's health from its image and its pipes' counters (in order): identity,
+// wear against `endurance_cycles`, power cycles, PLP state, file sizes. controller and
+// firmware_version are the caller's to fill in.
+model::ControllerHealth ImageHealth(ControllerImage& img, const std::vector<model::DieCounters>& per_pipe,
+                                    uint32_t endurance_cycles);
 
 // The file layout for a controller of `g`: offsets and total size.
 struct ImageLayout {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-namespace vsl::simcard {
+namespace vsl::model {
 
 Timing Timing::Null() {
   Timing t;
@@ -24,6 +24,10 @@ double Reliability::FailProbability(uint32_t pe) const {
   const double wear = static_cast<double>(pe) / endurance_cycles;
   return fail_base + fail_wear * std::pow(wear, fail_exp);
 }
+
+}  // namespace vsl::model
+
+namespace vsl::simcard {
 
 nand::onfi::ParameterPage Profile::ParameterPage() const {
   nand::onfi::ParameterPage p;
@@ -96,10 +100,36 @@ Profile TestSmall() {
   return p;
 }
 
+// The co-simulated cards' shape: the RTL controller's pipes (one channel of four LUNs
+// each), small blocks, and array times scaled down (5/25/100 us) so a pin-level
+// co-simulation moves data at a usable pace. The controller has no power-loss protection.
+Profile CosimShape(uint32_t controllers, uint32_t blocks, uint32_t pages) {
+  Profile p = TestSmall();
+  auto& g = p.geometry;
+  g.controllers = controllers;
+  g.pipes_per_controller = 2;
+  g.channels_per_pipe = 1;
+  g.luns_per_channel = 4;
+  g.planes_per_lun = 1;
+  g.blocks_per_lun = blocks;
+  g.pages_per_block = pages;
+  p.timing.t_read_ns = 5 * kUs;
+  p.timing.t_prog_ns = 25 * kUs;
+  p.timing.t_erase_ns = 100 * kUs;
+  p.timing.bus_bytes_per_sec = 50'000'000;  // ONFI SDR mode 5: a byte per 20 ns
+  p.timing.link_bytes_per_sec = 800'000'000;
+  p.timing.die_timeout_ns = 1 * kMs;
+  p.reliability.rber_base = 1e-6;
+  p.reliability.factory_bad_fraction = 0.01;
+  p.plp.present = false;
+  p.plp.stage_slots = 0;
+  return p;
+}
+
 }  // namespace
 
 std::vector<std::string> ProfileNames() {
-  return {"duo-slc", "duo-slc-small", "test-small", "test-tiny", "test-wear", "bench-waf"};
+  return {"duo-slc", "duo-slc-small", "test-small", "test-tiny", "test-wear", "bench-waf", "rtl-duo", "kernel-emu"};
 }
 
 Result<Profile> FindProfile(const std::string& name) {
@@ -143,10 +173,19 @@ Result<Profile> FindProfile(const std::string& name) {
     p.reliability.rber_read_disturb = 0;
     p.model = "OVSL-BENCH-W";
     p.description = "1 pipe of 2x2 dies, 512 blocks of 64 x 4 KiB pages, no faults (WAF bench)";
+  } else if (name == "rtl-duo") {
+    p = CosimShape(2, 128, 32);
+    p.model = "OVSL-RTL-DUO";
+    p.description = "co-simulated RTL duo: 2 controllers x 2 pipes of 4 dies, 128 blocks of 32 x 4 KiB pages";
+  } else if (name == "kernel-emu") {
+    // The emulator's page store is sized by the kernel's build parameters (rtl/alveo).
+    p = CosimShape(1, 16, 8);
+    p.model = "OVSL-ALVEO-EMU";
+    p.description = "co-simulated Alveo kernel: 1 controller x 2 pipes of 4 emulated dies, 16 blocks of 8 pages";
   } else {
     return Status::NotFound(fmt::format("no card profile named '{}' (known: duo-slc, "
                                         "duo-slc-small, test-small, test-tiny, test-wear, "
-                                        "bench-waf)",
+                                        "bench-waf, rtl-duo, kernel-emu)",
                                         name));
   }
   p.name = name;

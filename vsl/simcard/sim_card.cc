@@ -67,6 +67,10 @@ struct SimCard::Thermal {
   std::atomic<bool> low_power{false};
 };
 
+}  // namespace vsl::simcard
+
+namespace vsl::model {
+
 const char* EccModeName(EccMode m) {
   return m == EccMode::kBitExact ? "bit-exact" : "statistical";
 }
@@ -76,6 +80,10 @@ Result<EccMode> ParseEccMode(const std::string& s) {
   if (s == "bit-exact") return EccMode::kBitExact;
   return Status::InvalidArgument(fmt::format("ECC mode '{}': expected 'statistical' or 'bit-exact'", s));
 }
+
+}  // namespace vsl::model
+
+namespace vsl::simcard {
 
 Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& clock,
                                                const SimCardOptions& opts) {
@@ -580,66 +588,20 @@ bool SimCard::die_failed(uint32_t pipe, uint32_t die) const {
 
 DieCounters SimCard::PipeCounters(uint32_t pipe) const {
   const auto& g = geometry_;
-  ControllerImage& img = *images_.at(pipe / g.pipes_per_controller);  // read only
-  const SimPipe& sp = *pipes_.at(pipe);
-  DieCounters n;
-  for (uint32_t die = 0; die < g.dies_per_pipe(); ++die) {
-    const uint32_t d = sp.image_die(die);
-    if (img.die(d).flags & format::kDieFailed) ++n.failed_dies;
-    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
-      const auto& rec = img.block(d, b);
-      ++n.blocks;
-      if (rec.flags & format::kBlockFactoryBad) {
-        ++n.factory_bad_blocks;
-        continue;
-      }
-      if (rec.flags & format::kBlockGrownBad) ++n.grown_bad_blocks;
-      n.min_erase_count = std::min(n.min_erase_count, rec.erase_count);
-      n.max_erase_count = std::max(n.max_erase_count, rec.erase_count);
-      n.pe_sum += rec.erase_count;
-      for (uint32_t p = 0; p < rec.next_page && p < g.pages_per_block; ++p) {
-        const auto s = img.page_state(d, b, p);
-        if (s == format::PageState::kProgrammed) ++n.programmed_pages;
-        else if (s != format::PageState::kErased) ++n.torn_pages;
-      }
-    }
-  }
-  return n;
+  std::vector<uint32_t> dies;
+  for (uint32_t die = 0; die < g.dies_per_pipe(); ++die) dies.push_back(pipes_.at(pipe)->image_die(die));
+  return CountDies(*images_.at(pipe / g.pipes_per_controller), dies);
 }
 
 ControllerHealth SimCard::Health(uint32_t controller, const std::vector<DieCounters>& per_pipe) const {
-  ControllerImage& img = *images_.at(controller);
   const auto& g = geometry_;
-  ControllerHealth h;
-  h.controller = controller;
-  h.serial = img.identity().serial;
-  h.model = img.identity().model;
-  h.profile = img.identity().profile;
-  h.firmware_version = firmware_version(controller);
-  h.dies = g.dies_per_controller();
-  h.min_erase_count = UINT32_MAX;
-  uint64_t pe_sum = 0;
-  for (uint32_t q = 0; q < g.pipes_per_controller; ++q) {
-    const DieCounters n = per_pipe.empty() ? PipeCounters(controller * g.pipes_per_controller + q) : per_pipe.at(q);
-    h.failed_dies += n.failed_dies;
-    h.blocks += n.blocks;
-    h.factory_bad_blocks += n.factory_bad_blocks;
-    h.grown_bad_blocks += n.grown_bad_blocks;
-    h.min_erase_count = std::min(h.min_erase_count, n.min_erase_count);
-    h.max_erase_count = std::max(h.max_erase_count, n.max_erase_count);
-    pe_sum += n.pe_sum;
-    h.programmed_pages += n.programmed_pages;
-    h.torn_pages += n.torn_pages;
+  std::vector<DieCounters> counters = per_pipe;
+  if (counters.empty()) {
+    for (uint32_t q = 0; q < g.pipes_per_controller; ++q) counters.push_back(PipeCounters(controller * g.pipes_per_controller + q));
   }
-  const uint64_t good = h.blocks - h.factory_bad_blocks;
-  if (good == 0) h.min_erase_count = 0;
-  h.mean_erase_count = good ? static_cast<double>(pe_sum) / static_cast<double>(good) : 0;
-  h.rated_pe_used_percent = 100.0 * h.mean_erase_count / profile_.reliability.endurance_cycles;
-  h.power_on_count = img.state().power_on_count;
-  h.unsafe_power_offs = img.state().unsafe_power_offs;
-  h.plp = static_cast<nand::PlpState>(img.state().plp_state);
-  h.image_bytes = img.header().file_bytes;
-  h.image_allocated_bytes = img.AllocatedBytes();
+  ControllerHealth h = ImageHealth(*images_.at(controller), counters, profile_.reliability.endurance_cycles);
+  h.controller = controller;
+  h.firmware_version = firmware_version(controller);
   return h;
 }
 

@@ -32,43 +32,14 @@
 
 namespace vsl::simcard {
 
-// How the card decides what a read returns when the NAND has flipped bits.
-enum class EccMode : uint8_t {
-  // Per codeword read, Binomial(bits, rber) raw errors are drawn; up to t are counted as
-  // corrected, more make the read uncorrectable with those bits flipped in the data. No
-  // codec runs: fast, and the default.
-  kStatistical,
-  // The controller's codec (hls/bch.h) for real: programs store BCH parity in the spare
-  // area, each read flips Binomial(bits, rber) distinct raw bits of the stored codewords
-  // (data, metadata and parity) and runs the decoder; corrected counts, erased-page
-  // detection, uncorrectable results and (rare) miscorrections come from it. Needs a
-  // geometry the codec supports (t = 4, 8 or 16, parity bytes = ceil(13t / 8)).
-  kBitExact,
-};
-const char* EccModeName(EccMode m);
-Result<EccMode> ParseEccMode(const std::string& s);  // "statistical" | "bit-exact"
-
-struct SimCardOptions {
-  bool null_timing = false;
-  EccMode ecc = EccMode::kStatistical;
-  uint64_t seed = 1;  // draws bit errors, wear failures and torn-page outcomes
-  // Replaces the profile's power-loss protection (hold-up budget, buffer size), e.g. to
-  // model a card with smaller capacitors.
-  std::optional<Plp> plp;
-  // Replaces the profile's reliability model, e.g. to run a campaign with no random
-  // program or erase failures (one injected fault at a time).
-  std::optional<Reliability> reliability;
-  // Per pipe (indexed as pipe()): the clock that pipe runs on, for a card whose pipes are
-  // served by engines on their own threads (each pipe's commands, completions and fault
-  // injections then belong to that clock's thread). Empty: every pipe on the card's
-  // clock. The pipes of a controller share its host link (under a lock); PowerCut,
-  // PowerOn and SetPlpState act on every pipe at once and need a single clock.
-  std::vector<Clock*> pipe_clocks;
-  // Replaces the profile's power and thermal model (e.g. a smaller heat capacity so a
-  // test sees thermal effects in seconds rather than minutes).
-  std::optional<Power> power;
-  Environment environment;  // changeable later with SetEnvironment
-};
+using model::ControllerHealth;
+using model::DieCounters;
+using model::EccMode;
+using model::EccModeName;
+using model::Lifetime;
+using model::ParseEccMode;
+using model::PowerReading;
+using model::SimCardOptions;
 
 struct CreateOptions {
   std::string serial;      // empty: derived from the seed
@@ -100,64 +71,6 @@ struct BlockInfo {
   uint32_t next_page = 0;
   bool factory_bad = false;
   bool grown_bad = false;
-};
-
-struct ControllerHealth {
-  uint32_t controller = 0;
-  std::string serial, model, profile, firmware_version;
-  uint32_t dies = 0, failed_dies = 0;
-  uint64_t blocks = 0, factory_bad_blocks = 0, grown_bad_blocks = 0;
-  uint32_t min_erase_count = 0, max_erase_count = 0;
-  double mean_erase_count = 0;
-  uint64_t programmed_pages = 0, torn_pages = 0;
-  uint64_t power_on_count = 0, unsafe_power_offs = 0;
-  nand::PlpState plp = nand::PlpState::kHealthy;
-  uint64_t image_bytes = 0, image_allocated_bytes = 0;
-  double rated_pe_used_percent = 0;  // mean erase count / endurance
-};
-
-// Block and page counters over a pipe's dies (SimCard::PipeCounters).
-struct DieCounters {
-  uint32_t failed_dies = 0;
-  uint64_t blocks = 0, factory_bad_blocks = 0, grown_bad_blocks = 0;
-  uint32_t min_erase_count = UINT32_MAX, max_erase_count = 0;
-  uint64_t pe_sum = 0;
-  uint64_t programmed_pages = 0, torn_pages = 0;
-};
-
-// What a controller's sensors read: its power monitor (energy since the card opened,
-// static and NAND work) and its die temperature.
-struct PowerReading {
-  double temperature_c = 0;
-  double energy_j = 0;
-  double nand_energy_j = 0;  // of which NAND operations and their transfers
-  TimeNs at = 0;             // when, on the controller's first pipe's clock
-  bool low_power = false;
-};
-
-// A controller's lifetime counters (its record in the image plus what this session added).
-struct Lifetime {
-  uint64_t host_read_bytes = 0, host_write_bytes = 0;
-  uint64_t nand_read_bytes = 0, nand_program_bytes = 0, erases = 0;
-  uint64_t uncorrectable_reads = 0, program_fails = 0, erase_fails = 0;
-  DurNs powered_ns = 0;
-  double max_temperature_c = 0;
-  uint64_t thermal_shutdowns = 0;
-  // A card's totals over its controllers (powered time and temperature: the largest).
-  Lifetime& operator+=(const Lifetime& o) {
-    host_read_bytes += o.host_read_bytes;
-    host_write_bytes += o.host_write_bytes;
-    nand_read_bytes += o.nand_read_bytes;
-    nand_program_bytes += o.nand_program_bytes;
-    erases += o.erases;
-    uncorrectable_reads += o.uncorrectable_reads;
-    program_fails += o.program_fails;
-    erase_fails += o.erase_fails;
-    powered_ns = powered_ns > o.powered_ns ? powered_ns : o.powered_ns;
-    max_temperature_c = max_temperature_c > o.max_temperature_c ? max_temperature_c : o.max_temperature_c;
-    thermal_shutdowns += o.thermal_shutdowns;
-    return *this;
-  }
 };
 
 class SimPipe;
