@@ -3,7 +3,7 @@
 // store's put/get rate. Reports IOPS, bandwidth and latency (average, percentiles, max,
 // standard deviation) per run, as text or JSON.
 //
-//   vsl-bench --card DIR [--lun N]           in-process (the card must not be in use)
+//   vsl-bench --card SPEC [--lun N]          in-process (DIR, rtl:DIR, kernel:DIR...; not in use)
 //   vsl-bench --attach SOCKET [--lun lun0]   attached to vsld
 //   vsl-bench --nbd URI                      NBD, e.g. nbd+unix:///lun0?socket=/run/vsld-nbd.sock
 //   workload: --workload 4k-randread|4k-randwrite|8k-randrw-70|fileserver|webserver
@@ -350,7 +350,7 @@ int main(int argc, char** argv) {
   uint64_t kv_keys = 20000;
   bool kv = false, json = false;
   Options o;
-  app.add_option("--card", card, "in-process: the card directory");
+  app.add_option("--card", card, "in-process: the card spec (DIR, sim:DIR, rtl:DIR, kernel:DIR; docs/backends.md)");
   app.add_option("--attach", attach, "attached: vsld's SDK socket");
   app.add_option("--nbd", nbd_uri, "NBD URI (libnbd)");
   app.add_option("--lun", lun, "LUN: index in-process, name attached (default 0 / lun0)");

@@ -97,11 +97,14 @@ const char* vsl_strerror(int result);
  * such call in this thread. */
 const char* vsl_last_error(void);
 
-/* Opens LUN `lun` (0..3 on a dual-pipe duo card) of the card in directory `card_dir`
- * in-process, attaching it (recovery runs here if it was not shut down cleanly).
+/* Opens LUN `lun` (0..3 on a dual-pipe duo card) of the card `card_dir` in-process,
+ * attaching it (recovery runs here if it was not shut down cleanly). `card_dir` is a card
+ * spec (docs/backends.md): a directory or "sim:DIR" (the simulated card), and with the
+ * static SDK also "rtl:DIR", "kernel:DIR" (co-simulated cards) and "xrt:N"; libvsl.so
+ * answers -EOPNOTSUPP for those (attach to vsld serving them instead).
  * Stores the handle in *out and returns 0, or stores NULL and returns -errno: -ENOENT (no
  * card or LUN), -EBUSY (the card is owned by vsld or another process), -ENODEV (the LUN
- * is unformatted), -EIO. */
+ * is unformatted), -EINVAL (a malformed spec), -EOPNOTSUPP, -EIO. */
 int vsl_open_card(const char* card_dir, uint32_t lun, vsl_dev** out);
 /* Attaches to LUN `lun_name` ("lun0", or "card1/lun2" with several cards) of the vsld
  * whose SDK socket is `socket_path` (NULL: the default, /run/openvsl/vsld-sdk.sock).
