@@ -162,7 +162,9 @@ module vsl_nand_emu #(
   end
 
   // ---------------------------------------------------------------- next-page table
-  logic [PB:0]    nxt [LUNS*BLOCKS];
+  // (public: a co-simulation keeps it in its card file across processes, as NAND keeps
+  // its pages; testbench/cosim/kernel_cosim.h)
+  logic [PB:0]    nxt [LUNS*BLOCKS] /*verilator public_flat_rw*/;
   logic           n_we;
   logic [BIW-1:0] n_waddr, n_raddr;
   logic [PB:0]    n_wdata, n_rdata;

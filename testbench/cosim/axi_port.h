@@ -6,6 +6,11 @@
 // C++17 (testbench).
 #pragma once
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -18,9 +23,63 @@
 
 namespace vsl::tb {
 
+// Memory bytes: anonymous (assign) or a file mapped shared (Map), so what the device wrote
+// is in the file the moment it is written, and a killed process loses none of it.
+class Bytes {
+ public:
+  Bytes() = default;
+  Bytes(const Bytes&) = delete;
+  Bytes& operator=(const Bytes&) = delete;
+  ~Bytes() { Release(); }
+  void assign(std::size_t n, uint8_t v) {
+    Release();
+    owned_.assign(n, v);
+    p_ = owned_.data();
+    n_ = n;
+  }
+  // Maps `path` (created, or grown to `n` bytes, if shorter); false on an error. *fresh:
+  // the file was new.
+  bool Map(const char* path, std::size_t n, bool* fresh) {
+    Release();
+    const int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    struct stat st {};
+    ::fstat(fd, &st);
+    *fresh = st.st_size == 0;
+    if (static_cast<std::size_t>(st.st_size) < n && ::ftruncate(fd, static_cast<off_t>(n)) != 0) {
+      ::close(fd);
+      return false;
+    }
+    void* m = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) return false;
+    p_ = static_cast<uint8_t*>(m);
+    n_ = n;
+    mapped_ = true;
+    return true;
+  }
+  uint8_t& operator[](std::size_t i) { return p_[i]; }
+  const uint8_t& operator[](std::size_t i) const { return p_[i]; }
+  std::size_t size() const { return n_; }
+  uint8_t* data() { return p_; }
+
+ private:
+  void Release() {
+    if (mapped_) ::munmap(p_, n_);
+    mapped_ = false;
+    owned_.clear();
+    p_ = nullptr;
+    n_ = 0;
+  }
+  std::vector<uint8_t> owned_;
+  uint8_t* p_ = nullptr;
+  std::size_t n_ = 0;
+  bool mapped_ = false;
+};
+
 struct DeviceMemory {
   uint64_t base = 0;
-  std::vector<uint8_t> bytes;
+  Bytes bytes;
   std::vector<std::pair<uint64_t, uint64_t>> failing;  // [addr, addr + len) answer SLVERR
 
   bool Fails(uint64_t a, uint64_t len) const {

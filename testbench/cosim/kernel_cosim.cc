@@ -7,6 +7,8 @@
 #include <systemc.h>
 
 #include "Vvsl_kernel.h"
+#include "Vvsl_kernel___024root.h"
+#include "Vvsl_kernel_vsl_nand_emu__pi2.h"
 #include "testbench/cosim/axi_port.h"
 #include "testbench/cosim/axil_master.h"
 #include "testbench/cosim/sim_start.h"
@@ -82,7 +84,31 @@ struct KernelCosim::Impl {
     }
   }
 
-  void Cycle(int n = 1) { sc_start(sc_time(o.clock_ns * n, SC_NS)); }
+  void Cycle(int n = 1) {
+    sc_start(sc_time(o.clock_ns * n, SC_NS));
+    SaveTables();
+  }
+
+  // The emulators' next-page tables (on chip, public to the simulation) in the file after
+  // the memory: one byte per block, emulator 0 then 1.
+  bool persistent = false;
+  uint8_t* tables = nullptr;
+  static constexpr std::size_t kTableEntries = 64;  // LUNS * BLOCKS of the kernel's build
+  void SaveTables() {
+    if (tables == nullptr) return;
+    auto* r = top.rootp;
+    for (std::size_t i = 0; i < kTableEntries; ++i) {
+      tables[i] = r->__PVT__vsl_kernel__DOT__emu0->nxt[i];
+      tables[kTableEntries + i] = r->__PVT__vsl_kernel__DOT__emu1->nxt[i];
+    }
+  }
+  void LoadTables() {
+    auto* r = top.rootp;
+    for (std::size_t i = 0; i < kTableEntries; ++i) {
+      r->__PVT__vsl_kernel__DOT__emu0->nxt[i] = tables[i];
+      r->__PVT__vsl_kernel__DOT__emu1->nxt[i] = tables[kTableEntries + i];
+    }
+  }
 };
 
 KernelCosim::KernelCosim(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -105,7 +131,27 @@ std::unique_ptr<KernelCosim> KernelCosim::Create(const KernelCosimOptions& o) {
   m.store_bytes = uint64_t{em::kGeometry0Luns.get(g0)} * em::kGeometry0Blocks.get(g0) *
                   em::kGeometry1Pages.get(g1) * em::kGeometry1Stride.get(g1);
   m.store_span = (m.store_bytes + (1u << 20) - 1) & ~uint64_t{(1u << 20) - 1};
-  m.mem.bytes.assign(kPipes * (o.region_bytes + m.store_span), 0);
+  const std::size_t mem_bytes = kPipes * (o.region_bytes + m.store_span);
+  if (o.store_file.empty()) {
+    m.mem.bytes.assign(mem_bytes, 0);
+    return k;
+  }
+  if (em::kGeometry0Luns.get(g0) * em::kGeometry0Blocks.get(g0) != Impl::kTableEntries) {
+    std::fprintf(stderr, "KernelCosim: the emulators' table is not %zu blocks\n", Impl::kTableEntries);
+    return nullptr;
+  }
+  bool fresh = false;
+  if (!m.mem.bytes.Map(o.store_file.c_str(), mem_bytes + 2 * Impl::kTableEntries, &fresh)) {
+    std::fprintf(stderr, "KernelCosim: cannot map %s\n", o.store_file.c_str());
+    return nullptr;
+  }
+  // The reset's table clear (one block per clock) is long done by now; what the file
+  // says replaces it (a new file: every block erased, as the reset left it).
+  m.Cycle(Impl::kTableEntries + 8);
+  m.tables = m.mem.bytes.data() + mem_bytes;
+  if (!fresh) m.LoadTables();
+  m.SaveTables();
+  m.persistent = true;
   return k;
 }
 
@@ -132,7 +178,10 @@ void KernelCosim::ReadMem(uint64_t addr, void* dst, std::size_t len) { impl_->me
 void KernelCosim::Advance(int64_t now_ns) {
   const double now = sc_time_stamp().to_seconds() * 1e9;
   if (static_cast<double>(now_ns) > now) sc_start(sc_time(static_cast<double>(now_ns) - now, SC_NS));
+  impl_->SaveTables();
 }
+
+bool KernelCosim::persistent() const { return impl_->persistent; }
 
 bool KernelCosim::InterruptPending() { return impl_->irq.read(); }
 void KernelCosim::FailMemory(uint64_t addr, uint64_t len) { impl_->mem.failing.emplace_back(addr, len); }

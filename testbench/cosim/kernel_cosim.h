@@ -28,6 +28,11 @@ struct KernelCosimOptions {
   uint32_t mem_latency_cycles = 24;        // first read beat after the address (HBM-like)
   uint64_t region_bytes = 4ull << 20;      // per pipe
   std::string trace_fst;                   // non-empty: every RTL signal into this FST file
+  // Non-empty: the card memory and the emulators' next-page tables live in this file
+  // (mapped shared, the tables copied after every simulation step), so the emulated NAND
+  // keeps its pages and erase state across processes, and a killed process loses no
+  // completed program or erase. Empty: in memory, gone with the process.
+  std::string store_file;
 };
 
 class KernelCosim : public hw::RegMemPort {
@@ -57,6 +62,8 @@ class KernelCosim : public hw::RegMemPort {
   uint64_t cycles() const;
   int64_t now_ns() const;
   const KernelCosimOptions& options() const;
+  // With a store_file: false when the file could not be mapped (Create then failed).
+  bool persistent() const;
 
  private:
   struct Impl;

@@ -5,7 +5,13 @@
 // everything written reads back; then a die of LUN 1 is killed through the emulator's
 // fault register and everything still reads back (FlashBack). A second, different co-simulated card in the same
 // process is refused with the reason (SystemC elaborates once per process).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -124,6 +130,58 @@ TEST(KernelBackendTest, SdkAtomicWritesAndKvSurviveAReopen) {
   auto c2 = backend::OpenCard(other, co);
   ASSERT_FALSE(c2.ok());
   EXPECT_NE(c2.status().message().find("one simulation per process"), std::string::npos) << c2.status().ToString();
+}
+
+// The kernel card's flash outlives the process: a first process formats the card, writes
+// with FUA and is killed (SIGKILL, no clean close); a second process opens the card (a new
+// simulation: the RTL reset, the emulators' tables from the card file) and finds every
+// acknowledged sector. Both run in children (one simulation per process).
+int RunChild(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(body());
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
+}
+
+TEST(KernelBackendTest, FlashOutlivesTheProcessAndSigkill) {
+  TempDir tmp;
+  const std::string spec = "kernel:" + tmp.Sub("card");
+  ASSERT_TRUE(backend::CreateCard(spec, {}).ok());
+  const uint32_t sb = 4096;
+  const int first = RunChild([&] {
+    VirtualClock clock(3);
+    card::CardOptions co;
+    co.clock = &clock;
+    auto c = backend::OpenCard(spec, co);
+    if (!c.ok() || !(*c)->FormatController(0, card::PipeMode::kDual, {}).ok()) return 2;
+    c->reset();
+    card::Card* card = nullptr;
+    vsl_dev* dev = nullptr;
+    if (OpenVirtual(spec, 0, clock, 1, &card, &dev) != 0) return 3;
+    for (uint64_t lba = 0; lba < 24; ++lba) {
+      if (vsl_write(dev, lba, 1, Pattern(lba, 1, sb).data(), VSL_FUA) != 0) return 4;
+    }
+    ::kill(::getpid(), SIGKILL);  // acknowledged, never closed
+    return 5;
+  });
+  ASSERT_EQ(first, 128 + SIGKILL);
+  EXPECT_TRUE(std::filesystem::exists(tmp.Sub("card") + "/kernel-memory.img"));
+  const int second = RunChild([&] {
+    VirtualClock clock(4);
+    card::Card* card = nullptr;
+    vsl_dev* dev = nullptr;
+    if (OpenVirtual(spec, 0, clock, 2, &card, &dev) != 0) return 10;
+    std::vector<uint8_t> out(sb);
+    for (uint64_t lba = 0; lba < 24; ++lba) {
+      if (vsl_read(dev, lba, 1, out.data()) != 0) return 11;
+      if (out != Pattern(lba, 1, sb)) return 12;
+    }
+    if (card->backend().power_cycles(0).unsafe_power_offs < 1) return 13;
+    return vsl_close(dev) == 0 ? 0 : 14;
+  });
+  EXPECT_EQ(second, 0) << "10: open failed, 11: read failed, 12: a sector lost, 13: no unsafe power-off counted";
 }
 
 }  // namespace

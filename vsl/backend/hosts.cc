@@ -131,9 +131,10 @@ class RtlHost final : public BoardHost {
 // counters.
 class KernelHost final : public BoardHost {
  public:
-  static Result<std::unique_ptr<KernelHost>> Create(const simcard::Profile& profile) {
+  static Result<std::unique_ptr<KernelHost>> Create(const std::string& dir, const simcard::Profile& profile) {
     auto h = std::unique_ptr<KernelHost>(new KernelHost(profile));
     tb::KernelCosimOptions o;
+    o.store_file = dir + "/kernel-memory.img";  // the emulated NAND's pages and erase state
     if (const char* f = std::getenv("VSL_COSIM_FST")) o.trace_fst = f;
     QuietSystemC();
     h->k_ = tb::KernelCosim::Create(o);
@@ -281,7 +282,7 @@ Result<BoardHost*> CosimHost(const std::string& kind, const std::string& dir,
     VSL_ASSIGN_OR_RETURN(auto made, RtlHost::Create(images, profile));
     g_host = made.release();
   } else if (kind == "kernel") {
-    VSL_ASSIGN_OR_RETURN(auto made, KernelHost::Create(profile));
+    VSL_ASSIGN_OR_RETURN(auto made, KernelHost::Create(dir, profile));
     g_host = made.release();
   } else {
     return Status::InvalidArgument(fmt::format("no co-simulated backend '{}'", kind));

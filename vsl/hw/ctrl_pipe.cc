@@ -324,7 +324,24 @@ void ControllerPipe::ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len,
   c.opc = opc::kReadParam;
   c.len = static_cast<uint16_t>(len);
   c.out = out;
-  c.done = std::move(done);
+  if (!ready_) {
+    c.done = std::move(done);  // Init's own read: the layout is not known yet
+  } else {
+    // The parameter page is the target's: every LUN behind a CE answers with it, a dead
+    // one too (through its live neighbours). The contract asks whether this die answers,
+    // so a read of the LUN's first page follows; a LUN that never gets ready (dead) turns
+    // the answer into kDieTimeout, as a silent die's is on any card.
+    c.done = [this, die, done = std::move(done)](const nand::Completion& pc) mutable {
+      if (!pc.ok()) return done(pc);
+      nand::ReadRequest probe;
+      probe.ppa.die = die;
+      Read(probe, [pc, done = std::move(done)](const nand::Completion& rc) mutable {
+        nand::Completion out_c = pc;
+        if (rc.status == nand::FlashStatus::kDieTimeout) out_c.status = nand::FlashStatus::kDieTimeout;
+        done(out_c);
+      });
+    };
+  }
   Enqueue(die, std::move(c));
 }
 

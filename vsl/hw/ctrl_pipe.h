@@ -18,7 +18,10 @@
 // Contract notes: the controller has no power-loss protection and no stage slots, so
 // plp_state() is kAbsent and `accepted` means "copied into the host's queue" (posted
 // right after the call); a program breaking a NAND rule completes kProgramFail (the die
-// answers FAIL; the controller cannot tell why); an AXI error completes kAborted.
+// answers FAIL; the controller cannot tell why); an AXI error completes kAborted. After
+// Init, ReadParameterPage(die) also reads the die's first page: the parameter page is the
+// target's (a dead LUN's live neighbours answer it), so that read is what tells a dead die
+// (kDieTimeout) at discovery, as a silent die is on any card.
 #pragma once
 
 #include <cstdint>
