@@ -173,3 +173,34 @@ TEST(XrtTest, MismatchedXclbinsAreRefusedByName) {
 
 }  // namespace
 }  // namespace vsl::testing
+
+namespace vsl::testing {
+namespace {
+
+// The xrt: backend's board sensors come from XRT's thermal and electrical reports (the
+// JSON `xbutil examine -r thermal,electrical --format JSON` prints per device).
+TEST(XrtTest, BoardSensorReportsAreRead) {
+  const std::string thermal = R"({"thermals":[
+      {"location_id":"pcb_top_front","description":"PCB Top Front","is_present":"true","temp_C":"36"},
+      {"location_id":"fpga0","description":"FPGA","is_present":"true","temp_C":"52"},
+      {"location_id":"vccint","description":"VCCINT","is_present":"false","temp_C":"0"}]})";
+  auto t = hw::ParseXrtFpgaTemperature(thermal);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_DOUBLE_EQ(*t, 52.0);
+  // Without an fpga0 sensor: the hottest present one.
+  auto t2 = hw::ParseXrtFpgaTemperature(R"({"thermals":[{"location_id":"a","temp_C":40},{"location_id":"b","temp_C":"44.5"}]})");
+  ASSERT_TRUE(t2.ok());
+  EXPECT_DOUBLE_EQ(*t2, 44.5);
+  auto w = hw::ParseXrtBoardPower(R"({"power_rails":[],"power_consumption_max_watts":"75","power_consumption_watts":"23.104"})");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_DOUBLE_EQ(*w, 23.104);
+  // Reports without readings, or not JSON: a clear NotFound, never a crash.
+  EXPECT_EQ(hw::ParseXrtFpgaTemperature("{}").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(hw::ParseXrtFpgaTemperature("not json").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(hw::ParseXrtFpgaTemperature(R"({"thermals":[{"is_present":"false","temp_C":"9"}]})").status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(hw::ParseXrtBoardPower(R"({"power_consumption_watts":"n/a"})").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace vsl::testing

@@ -204,7 +204,14 @@ void PrintStatus(const json& r, bool all) {
     std::cout << fmt::format("\nCard {}: OpenVSL {} ({}), serial {}, firmware {}\n", c["index"].get<int>(),
                              c.value("model", ""), c.value("profile", ""), c.value("serial", ""),
                              c.value("firmware_version", ""));
-    std::cout << fmt::format("  Directory: {}\n  Beacon: {}\n", c.value("dir", ""), c.value("beacon", false) ? "ON" : "off");
+    std::cout << fmt::format("  Directory: {}\n", c.value("dir", ""));
+    if (c.contains("hardware")) {
+      std::cout << fmt::format("  Hardware: {} backend: {}\n", c.value("backend", ""), c.value("hardware", ""));
+      if (c.value("device_cycles", uint64_t{0}) > 0) {
+        std::cout << fmt::format("  Co-simulated: {} controller clock cycles\n", c.value("device_cycles", uint64_t{0}));
+      }
+    }
+    std::cout << fmt::format("  Beacon: {}\n", c.value("beacon", false) ? "ON" : "off");
     if (c.contains("power")) PrintPower(c["power"]);
     if (c.contains("health")) PrintHealth(c["health"]);
     for (const auto& k : c["controllers"]) {

@@ -258,6 +258,10 @@ class XrtHost final : public BoardHost {
   }
   Status KillDie(uint32_t pipe, uint32_t die) override { return KillEmulatedDie(*port_, pipe, die); }
   void SetEnvironment(const model::Environment&) override {}
+  // XRT's device sensors: the FPGA's temperature and the board's power.
+  bool BoardSensors(uint32_t, double* temp_c, double* power_w) override {
+    return port_->ReadBoardSensors(temp_c, power_w).ok();
+  }
   std::string hardware() const override { return "Alveo board through XRT"; }
   std::string ecc() const override { return "rtl-bch"; }
 

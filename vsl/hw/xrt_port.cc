@@ -11,6 +11,7 @@
 #include <experimental/xrt_system.h>
 #include <experimental/xrt_xclbin.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <xrt/xrt_bo.h>
 #include <xrt/xrt_device.h>
 
@@ -296,5 +297,55 @@ void OpenAlveoCard(const XrtOptions& o, const AlveoKernelSetup& setup, Clock& cl
 uint64_t XrtPort::region_base(uint32_t pipe) const { return impl_->regions.at(pipe).addr; }
 uint64_t XrtPort::region_bytes() const { return impl_->region_bytes; }
 uint64_t XrtPort::store_base(uint32_t pipe) const { return impl_->stores.at(pipe).addr; }
+
+namespace {
+// XRT reports numbers as strings ("45", "23.104"); some platforms as numbers.
+std::optional<double> Number(const nlohmann::json& v) {
+  try {
+    if (v.is_number()) return v.get<double>();
+    if (v.is_string()) return std::stod(v.get<std::string>());
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+Result<double> ParseXrtFpgaTemperature(const std::string& thermal_json) {
+  const auto j = nlohmann::json::parse(thermal_json, nullptr, false);
+  if (j.is_discarded() || !j.contains("thermals") || !j["thermals"].is_array()) {
+    return Status::NotFound("XRT's thermal report has no \"thermals\" list");
+  }
+  std::optional<double> fpga, hottest;
+  for (const auto& t : j["thermals"]) {
+    if (t.value("is_present", std::string("true")) == "false" || !t.contains("temp_C")) continue;
+    const auto c = Number(t["temp_C"]);
+    if (!c) continue;
+    if (t.value("location_id", std::string()) == "fpga0") fpga = c;
+    hottest = hottest ? std::max(*hottest, *c) : *c;
+  }
+  if (fpga) return *fpga;
+  if (hottest) return *hottest;
+  return Status::NotFound("XRT's thermal report has no present sensor with a temperature");
+}
+
+Result<double> ParseXrtBoardPower(const std::string& electrical_json) {
+  const auto j = nlohmann::json::parse(electrical_json, nullptr, false);
+  if (j.is_discarded() || !j.contains("power_consumption_watts")) {
+    return Status::NotFound("XRT's electrical report has no power_consumption_watts");
+  }
+  const auto w = Number(j["power_consumption_watts"]);
+  if (!w) return Status::NotFound("XRT's power_consumption_watts is not a number");
+  return *w;
+}
+
+Status XrtPort::ReadBoardSensors(double* temp_c, double* power_w) {
+  try {
+    VSL_ASSIGN_OR_RETURN(*temp_c, ParseXrtFpgaTemperature(impl_->dev.get_info<xrt::info::device::thermal>()));
+    VSL_ASSIGN_OR_RETURN(*power_w, ParseXrtBoardPower(impl_->dev.get_info<xrt::info::device::electrical>()));
+  } catch (const std::exception& e) {
+    return Status::IOError(fmt::format("XRT device sensors: {}", e.what()));
+  }
+  return Status::Ok();
+}
 
 }  // namespace vsl::hw

@@ -64,6 +64,13 @@ struct XrtOptions {
   uint64_t region_bytes = 4ull << 20;  // per pipe: rings and bounce buffers
 };
 
+// The board's sensors as XRT reports them (xrt::info::device::thermal and ::electrical,
+// the JSON `xbutil examine -r thermal,electrical` prints): the FPGA's temperature (the
+// "fpga0" sensor, else the hottest present one) and the board's power. NotFound when the
+// report has no such reading.
+Result<double> ParseXrtFpgaTemperature(const std::string& thermal_json);
+Result<double> ParseXrtBoardPower(const std::string& electrical_json);
+
 class XrtPort final : public RegMemPort {
  public:
   // Opens the card, loads (or finds) the xclbin, checks the controller's identity and
@@ -83,6 +90,8 @@ class XrtPort final : public RegMemPort {
   uint64_t region_base(uint32_t pipe) const;
   uint64_t region_bytes() const;
   uint64_t store_base(uint32_t pipe) const;
+  // The board's temperature (C) and power (W) from XRT's device sensors.
+  Status ReadBoardSensors(double* temp_c, double* power_w);
 
  private:
   struct Impl;
