@@ -891,7 +891,9 @@ def main():
         render(res, a.out, res["meta"].get("quick", False))
         return 0
     t0 = time.time()
-    parts = a.only or ["virtual", "waf", "realtime", "backends"]
+    # The quick run (the suite's smoke of this report) leaves the co-simulated backends
+    # out: they have their own slow test (bench_backend_full) and take minutes.
+    parts = a.only or (["virtual", "waf", "realtime"] if a.quick else ["virtual", "waf", "realtime", "backends"])
     res = {}
     if a.only and os.path.exists(results_path):
         res = json.load(open(results_path))  # refresh some parts, keep the others
