@@ -15,16 +15,7 @@ source "$HERE/../block/nbd_lib.sh"
 command -v nbdsh >/dev/null || skip "nbdsh is not installed"
 echo "seed $SEED, $ROUNDS rounds (replay: rtl_campaign.sh VSLD VSLCTL $ROUNDS $SEED)"
 RANDOM=$SEED
-rtl_start() {
-  "$VSLD" --card "rtl:$T/card" --socket "$SOCK" --log-level info >>"$T/vsld.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 1 1200); do
-    if [ -S "$SOCK" ] && [ -S "$NSOCK" ] && ctl --json status >/dev/null 2>&1; then return 0; fi
-    kill -0 "$PID" 2>/dev/null || fail "vsld exited at start"
-    sleep 0.1
-  done
-  fail "vsld did not come up"
-}
+rtl_start() { start_spec "rtl:$T/card"; }
 "$VSLCTL" create-card "rtl:$T/card" --blocks 40 >/dev/null || fail "create-card"
 rtl_start
 ctl format --yes >/dev/null || fail "format"

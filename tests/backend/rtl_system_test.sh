@@ -25,17 +25,7 @@ for t in nbdfuse losetup fusermount3 mkfs.ext4 fsck.ext4 jq; do
 done
 losetup --find >/dev/null 2>&1 || skip "no free loop device"
 
-# start/stop come from nbd_lib.sh, on $T/card: this card is the spec rtl:$T/card.
-rtl_start() {
-  "$VSLD" --card "rtl:$T/card" --socket "$SOCK" --log-level info "$@" >>"$T/vsld.log" 2>&1 &
-  PID=$!
-  for _ in $(seq 1 1200); do
-    if [ -S "$SOCK" ] && [ -S "$NSOCK" ] && ctl --json status >/dev/null 2>&1; then return 0; fi
-    kill -0 "$PID" 2>/dev/null || fail "vsld exited at start"
-    sleep 0.1
-  done
-  fail "vsld did not come up"
-}
+rtl_start() { start_spec "rtl:$T/card"; }
 LOOP=""
 mkdir -p "$T/fuse" "$T/mnt"
 CLEANUP_HOOKS+=('mountpoint -q "$T/mnt" && umount -l "$T/mnt"')

@@ -50,6 +50,18 @@ start() {
   done
   fail "vsld did not come up"
 }
+# start_spec SPEC: starts vsld on card SPEC (e.g. rtl:$T/card: a co-simulated card, slow
+# to attach) and waits for the control and NBD sockets.
+start_spec() {
+  "$VSLD" --card "$1" --socket "$SOCK" --log-level info >>"$T/vsld.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 1 1200); do
+    if [ -S "$SOCK" ] && [ -S "$NSOCK" ] && ctl --json status >/dev/null 2>&1; then return 0; fi
+    kill -0 "$PID" 2>/dev/null || fail "vsld exited at start"
+    sleep 0.1
+  done
+  fail "vsld did not come up"
+}
 stop() {
   kill -TERM "$PID"
   wait "$PID" || fail "vsld exit code $? on SIGTERM"
