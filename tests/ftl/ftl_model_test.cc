@@ -10,7 +10,10 @@
 // and only after a recovery that reported stripes it cannot name (a double failure cut
 // before the checkpoint that follows a failure) may a sector read as an older version.
 #include <algorithm>
+#include <cstdarg>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -31,6 +34,15 @@ uint64_t TraceLba() {
     return e ? std::strtoull(e, nullptr, 10) : UINT64_MAX;
   }();
   return t;
+}
+
+__attribute__((format(printf, 1, 2))) std::string fmtx(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
 }
 
 int Seeds(int dflt) {
@@ -61,6 +73,30 @@ class FtlModelTest : public FtlFixture {
   bool double_failure_ = false;  // this seed kills a second die before the rebuild ends
   int64_t unanswered_ = 0;        // writes and trims issued and not yet completed
   FailureCounts fc_;              // failure classes and exposures over the shard's seeds
+  // Golden digest (GoldenDigest test): when set, every attach appends what it found and
+  // the end of the seed appends the FTL's counters and a digest of every sector.
+  std::string* golden_ = nullptr;
+  void NoteAttach(const char* how) {
+    if (golden_ == nullptr) return;
+    const auto& a = ftl_->attach_info();
+    *golden_ += fmtx(" %s:%d%d/%u/%llu/%llu/%u/%llu/%lld", how, a.from_checkpoint, a.checkpoint_plus_scan,
+                     a.lebs_scanned, ull(a.pages_scanned), ull(a.torn_pages), a.summaries_used,
+                     ull(a.pages_read), static_cast<long long>(a.attach_ns));
+  }
+  // Before each round's ending (a cut or restart drops the FTL's and the card's counters).
+  void NoteRound() {
+    if (golden_ == nullptr || !ftl_) return;
+    const auto& st = ftl_->stats();
+    uint64_t programs = 0, erases = 0;
+    for (uint32_t p = 0; p < card_->pipe_count(); ++p) {
+      programs += card_->stats(p).programs;
+      erases += card_->stats(p).erases;
+    }
+    *golden_ += fmtx(" r:%llu/%llu/%llu/%llu/%llu/%llu/%llu/%llu/%llu/%llu", ull(st.host_write_sectors),
+                     ull(st.gc_write_sectors), ull(st.pad_sectors), ull(st.pages_programmed), ull(st.lebs_erased),
+                     ull(st.victims), ull(st.parity_pages), ull(st.rebuilt_pages), ull(programs), ull(erases));
+  }
+  static unsigned long long ull(uint64_t v) { return v; }
   // Counts an attach, shutdown or settle that went wrong: refused metadata or not back.
   void CountDeviceFailure(const Status& s) {
     fc_.Add(s.code() == StatusCode::kCorruption ? FailureClass::kMetadataCorruption : FailureClass::kDeadDevice);
@@ -274,6 +310,7 @@ class FtlModelTest : public FtlFixture {
     oo.victim_policy = rng.Bernoulli(0.5) ? ftl::VictimPolicy::kGreedy : ftl::VictimPolicy::kCostBenefit;
     if (const char* rr = std::getenv("VSL_READ_RETRIES")) oo.read_retries = static_cast<uint32_t>(std::atoi(rr));
     ASSERT_TRUE(Attach(oo).ok());
+    NoteAttach("first");
     const uint64_t n = ftl_->sectors();
     // Hot range: a share of the device, so overwrites and grooming both happen.
     const uint64_t span = rng.Bernoulli(0.5) ? n : std::max<uint64_t>(8, n / 4);
@@ -324,6 +361,7 @@ class FtlModelTest : public FtlFixture {
         if (rng.Bernoulli(0.2)) clock_.RunFor(rng.Range(0, 300 * kUs));
       }
       uint64_t action = rng.Below(3);
+      NoteRound();
       // Power cuts after a double failure are in (VSL_DOUBLE_DIE_CUTS=0 leaves them out):
       // sectors the failure took read as IOError (named from the checkpoint written after
       // each failure), or, when the cut came before that checkpoint, the recovery reports
@@ -340,6 +378,7 @@ class FtlModelTest : public FtlFixture {
         if (!s.ok()) CountDeviceFailure(s);
         ASSERT_TRUE(s.ok()) << "seed " << seed << " round " << r << " attach after power cut: " << s.ToString();
         ASSERT_FALSE(ftl_->attach_info().from_checkpoint);
+        NoteAttach("cut");
         CheckAll(fmt("seed {} round {} after power cut", seed, r));
       } else if (action == 1) {
         Settle(seed, r);
@@ -356,6 +395,7 @@ class FtlModelTest : public FtlFixture {
         if (!at.ok()) CountDeviceFailure(at);
         ASSERT_TRUE(at.ok()) << at.ToString();
         ASSERT_TRUE(ftl_->attach_info().from_checkpoint);
+        NoteAttach("clean");
         CheckAll(fmt("seed {} round {} after clean restart", seed, r));
       } else {
         Settle(seed, r);
@@ -376,6 +416,101 @@ class FtlModelTest : public FtlFixture {
     return buf;
   }
 };
+
+// Golden digests: fixed seeds of this campaign (power cuts, clean restarts, single,
+// sequential and double die failures, 512 B and 4 KiB sectors) each reduced to a line: what
+// every attach found (checkpoint or scan, LEBs and pages read, torn pages, card time), the
+// FTL's counters (host, groomer and pad sectors, programs, erases, WAF, FlashBack), the
+// card's program and erase counts, the virtual time at the end and a digest of every
+// sector's contents. A change to the FTL that must not change its behaviour (a refactor)
+// reproduces these lines exactly. Re-record (VSL_GOLDEN_RECORD=1) only in a commit that
+// says why the behaviour changed.
+class FtlGoldenTest : public FtlModelTest {
+ protected:
+  std::string SeedLine(uint64_t seed) {
+    std::string line = fmtx("seed %llu", ull(seed));
+    golden_ = &line;
+    RunSeed(seed);
+    golden_ = nullptr;
+    if (SeedFailed() || !ftl_) return line + " FAILED";
+    clock_.RunUntilIdle();
+    // Every sector, in chunks: the contents a user would read, folded into one digest.
+    uint64_t h = 1469598103934665603ull;
+    const uint64_t n = ftl_->sectors();
+    std::vector<uint8_t> buf;
+    for (uint64_t lba = 0; lba < n; lba += 64) {
+      const auto len = static_cast<uint32_t>(std::min<uint64_t>(64, n - lba));
+      Status s = Read(lba, len, &buf);
+      if (!s.ok()) {
+        h ^= 0xE44u + lba;
+        h *= 1099511628211ull;
+        continue;
+      }
+      for (uint8_t b : buf) {
+        h ^= b;
+        h *= 1099511628211ull;
+      }
+    }
+    const auto& st = ftl_->stats();
+    const auto fb = ftl_->flashback_status();
+    uint64_t programs = 0, erases = 0;
+    for (uint32_t p = 0; p < card_->pipe_count(); ++p) {
+      programs += card_->stats(p).programs;
+      erases += card_->stats(p).erases;
+    }
+    line += fmtx(" | host %llu/%llu/%llu gc %llu pad %llu pages %llu/%llu/%llu/%llu", ull(st.host_write_sectors),
+                 ull(st.host_read_sectors), ull(st.trim_sectors), ull(st.gc_write_sectors), ull(st.pad_sectors),
+                 ull(st.pages_programmed), ull(st.trim_pages), ull(st.meta_pages), ull(st.summary_pages));
+    line += fmtx(" erased %llu victims %llu fails %llu/%llu/%llu stalls %llu/%llu wear %llu atomic %llu/%llu",
+                 ull(st.lebs_erased), ull(st.victims), ull(st.program_failures), ull(st.erase_failures),
+                 ull(st.read_errors), ull(st.write_stalls), ull(st.paced_waits), ull(st.wear_moves),
+                 ull(st.atomic_batches), ull(st.atomic_retries));
+    line += fmtx(" parity %llu/%llu/%llu/%llu stage %llu/%llu ckpt %llu waf %.6f", ull(st.parity_pages),
+                 ull(st.partial_parity_pages), ull(st.rebuilt_pages), ull(st.rebuild_lebs), ull(st.parity_stages),
+                 ull(st.stage_slot_waits), ull(st.failure_checkpoints), st.Waf());
+    line += fmtx(" | fb %zu/%zu/%llu free %u mapped %llu | card %llu/%llu | ops %llu/%llu checked %llu lost %llu",
+                 fb.failed_dies.size(), fb.lost_lbas.size(), ull(fb.unnamed_lost_stripes), ftl_->free_lebs(),
+                 ull(ftl_->mapped_sectors()), ull(programs), ull(erases), ull(acked_ops_), ull(failed_ops_),
+                 ull(checked_), ull(lost_sectors_));
+    line += fmtx(" | t %lld map %016llx", static_cast<long long>(clock_.Now()), ull(h));
+    return line;
+  }
+};
+
+TEST_F(FtlGoldenTest, FixedSeedsReproduceTheirDigests) {
+  const std::string path = std::string(VSL_SOURCE_DIR) + "/tests/ftl/golden/ftl_model_digests.txt";
+  std::vector<std::string> lines;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    model_.clear();
+    issue_ = version_ = acked_ops_ = failed_ops_ = checked_ = lost_sectors_ = stale_after_unnamed_ = 0;
+    unanswered_ = 0;
+    ftl_.reset();
+    card_.reset();
+    std::filesystem::remove_all(tmp_.Sub("card"));
+    lines.push_back(SeedLine(seed));
+    ASSERT_FALSE(SeedFailed()) << lines.back();
+  }
+  // The seeds must keep covering what the campaign injects, or the digests prove little.
+  EXPECT_GT(fc_.exposures["die_failures"], 5u);
+  EXPECT_GT(fc_.exposures["sequential_die_failures"] + fc_.exposures["double_die_failures"], 1u);
+  EXPECT_GT(fc_.exposures["power_cuts"], 20u);
+  EXPECT_GT(fc_.exposures["clean_restarts"], 20u);
+  if (const char* r = std::getenv("VSL_GOLDEN_RECORD"); r != nullptr && std::string(r) == "1") {
+    std::ofstream out(path);
+    for (const auto& l : lines) out << l << "\n";
+    GTEST_SKIP() << "recorded " << lines.size() << " digests in " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "no golden digests at " << path << " (record with VSL_GOLDEN_RECORD=1)";
+  std::vector<std::string> want;
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty()) want.push_back(l);
+  }
+  ASSERT_EQ(want.size(), lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i], want[i]) << "the FTL's behaviour changed for this seed";
+  }
+}
 
 // The seeds are split into shards so ctest runs them in parallel. VSL_SEEDS sets the
 // total (default 1000 in the suite; the slow target runs more).
