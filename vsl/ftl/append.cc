@@ -1,0 +1,375 @@
+// (moved out of ftl_impl.h)
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+
+void Ftl::Impl::SetValid(Psa p) {
+  Leb& l = f.lebs_.leb(LebOf(p));
+  const uint32_t s = SlotInLeb(p);
+  const uint64_t bit = uint64_t{1} << (s % 64);
+  if (l.valid_bits[s / 64] & bit) return;  // already counted (never count a slot twice)
+  l.valid_bits[s / 64] |= bit;
+  ++l.valid;
+  f.lebs_.OnValidChanged(l);
+}
+
+void Ftl::Impl::ClearValid(Psa p) {
+  Leb& l = f.lebs_.leb(LebOf(p));
+  const uint32_t s = SlotInLeb(p);
+  const uint64_t bit = uint64_t{1} << (s % 64);
+  if ((l.valid_bits[s / 64] & bit) == 0) return;
+  l.valid_bits[s / 64] &= ~bit;
+  --l.valid;
+  f.lebs_.OnValidChanged(l);
+  KillInOpenBuffer(host, p);
+  KillInOpenBuffer(gcap, p);
+}
+
+bool Ftl::Impl::NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint32_t* page) {
+  for (;;) {
+    if (ap.leb == nullptr) {
+      if (ckpt_quiesce) return false;  // a checkpoint needs every LEB closed
+      if (!ap.gc && f.lebs_.free_count() <= f.opts_.gc_reserve_lebs) return false;
+      Leb* l = f.lebs_.PickFree();
+      if (l == nullptr) return false;
+      OpenLeb(ap, *l);
+    }
+    Leb& l = *ap.leb;
+    while (ap.row < P()) {
+      while (ap.die < D() && !DataPos(l, ap.row, ap.die)) ++ap.die;
+      if (ap.die < D()) break;
+      // The row is done: its parity goes now, before any page of the next row (a die
+      // that failed mid-row can leave the last member position unused).
+      if (l.par && l.par->row == ap.row) SubmitParity(l);
+      ap.die = 0;
+      ++ap.row;
+    }
+    // The last summary_pages positions of the LEB are left for its summary.
+    if (ap.row >= P() || RemainingPositions(l, ap.row, ap.die) <= summary_pages) {
+      CloseLeb(ap);
+      continue;
+    }
+    *leb = l.index;
+    *die = ap.die;
+    *page = ap.row;
+    ++ap.die;
+    return true;
+  }
+}
+
+void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
+  f.lebs_.SetState(l, LebState::kOpen);
+  ap.leb = &l;
+  ap.row = ap.die = 0;
+  l.open_seq = 0;
+  l.close_seq = 0;
+  l.gc_skip = false;
+  l.trim_pages.clear();
+  std::fill(l.valid_bits.begin(), l.valid_bits.end(), 0);
+  l.valid = 0;
+  l.capacity = LebCapacity(l);
+  l.summary_due = false;
+  l.unprotected = false;
+
+  if (summary_pages != 0) l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
+  l.par.reset();
+  if (parity_on) {
+    l.par = std::make_unique<RowParity>();
+    l.par->data.assign(f.geo_.page_data_bytes, 0);
+    l.par->meta.assign(f::MetaBytes(S()), 0);
+    l.par->pdie.assign(P(), RowParity::kUndecided);
+  }
+  if (l.needs_erase) {
+    // Erases queue ahead of this LEB's programs on each die (dies run commands in order).
+    auto left = std::make_shared<std::pair<uint32_t, bool>>(0, true);  // erases, all ok
+    for (uint32_t d = 0; d < D(); ++d) {
+      if (!l.good[d]) continue;
+      ++l.inflight;
+      ++left->first;
+      f.pipe_.Erase(d, l.index, [this, &l, d, left](const Completion& c) {
+        --l.inflight;
+        if (!c.ok()) left->second = false;
+        if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(d);
+        if (!c.ok() && c.status != FlashStatus::kAborted) {
+          ++f.stats_.erase_failures;
+          if (c.status == FlashStatus::kEraseFail) NoteDieError(d, l.index);
+          l.good[d] = 0;  // its programs fail too and are rewritten elsewhere
+          UpdateMode();
+        }
+        if (--left->first == 0 && left->second) l.stale_seq = 0;  // nothing stale left
+        MaybeWriteSummary(l);  // closed early (a checkpoint) before its erases were done
+        CheckCheckpoint();
+      });
+    }
+    ++l.erase_count;
+    ++f.stats_.lebs_erased;
+    l.needs_erase = false;
+    wear_check_due = true;
+  }
+  MaybeGroom();
+}
+
+void Ftl::Impl::CloseLeb(AppendPoint& ap) {
+  Leb& l = *ap.leb;
+  l.close_seq = f.next_seq_;
+  l.needs_erase = true;
+  l.summary_from = std::min(ap.row, P()) * D() + (ap.row < P() ? ap.die : 0);
+  l.summary_due = !l.summary.empty();
+  f.lebs_.SetState(l, LebState::kClosed);
+  ap.leb = nullptr;
+  if (l.unprotected) Reprotect(l);  // formed with a die that has failed since
+  if (l.summary_due) {
+    MaybeWriteSummary(l);
+  } else {
+    FinishParity(l);
+  }
+}
+
+void Ftl::Impl::MaybeWriteSummary(Leb& l) {
+  if (!l.summary_due || l.inflight != 0) return;
+  l.summary_due = false;
+  std::vector<uint64_t> grid;
+  grid.swap(l.summary);
+  if (device_lost) return FinishParity(l);
+  std::vector<std::pair<uint32_t, uint32_t>> where;  // (die, page)
+  for (uint32_t pos = l.summary_from; pos < P() * D() && where.size() < summary_pages; ++pos) {
+    if (DataPos(l, pos / D(), pos % D())) where.emplace_back(pos % D(), pos / D());
+  }
+  if (where.size() < summary_pages) return FinishParity(l);
+  f::SummaryHeader h{f::kSummaryMagic, l.index, D(), P(), S()};
+  std::vector<uint8_t> bytes(uint64_t{summary_pages} * f.geo_.page_data_bytes, 0);
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  std::memcpy(bytes.data() + sizeof(h), grid.data(), grid.size() * 8);
+  for (uint32_t j = 0; j < summary_pages; ++j) {
+    PageBuf* b = MakeBuf(l.index, where[j].first, where[j].second, f::PageType::kSummary);
+    std::memcpy(b->data.data(), bytes.data() + uint64_t{j} * f.geo_.page_data_bytes,
+                f.geo_.page_data_bytes);
+    b->lbas[0] = j | (uint64_t{summary_pages} << 32);
+    ++f.stats_.summary_pages;
+    Submit(b);
+  }
+  FinishParity(l);
+}
+
+Ftl::PageBuf* Ftl::Impl::MakeBuf(uint32_t leb, uint32_t die, uint32_t page, f::PageType type) {
+  auto owned = std::make_unique<PageBuf>();
+  PageBuf* b = owned.get();
+  pages.emplace(b, std::move(owned));
+  b->leb = leb;
+  b->die = die;
+  b->page = page;
+  b->type = type;
+  b->data.assign(f.geo_.page_data_bytes, 0);
+  b->meta.assign(f.geo_.meta_bytes_per_page(), 0xFF);
+  b->lbas.assign(S(), f::kNoLba);
+  return b;
+}
+
+Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
+                        Leb* src_victim, Psa prev) {
+  if (ap.open != nullptr && ap.open->type != f::PageType::kData) SubmitOpen(ap);
+  if (ap.open == nullptr) {
+    ap.open = NewPage(ap, f::PageType::kData);
+    if (ap.open == nullptr) return nullptr;
+    PageBuf* b = ap.open;
+    // Groomer pages are never padded on idle: they fill, or are pushed out when a
+    // victim must be released. Host pages are programmed when nothing more is coming.
+    if (!ap.gc) {
+      auto flush = [this, &ap, b] {
+        if (ap.open == b) SubmitOpen(ap);
+      };
+      if (open_writes > 1 || pending.size() > 1) {
+        After(f.opts_.pad_delay_ns, flush);
+      } else {
+        Post(flush);
+      }
+    }
+  }
+  PageBuf* b = ap.open;
+  if (lba == TraceLba()) {
+    fmt::print(stderr, "trace t={} append gc={} was psa {} -> leb {} die {} page {} slot {} data {:02x}{:02x}\n",
+               f.clock_.Now(), ap.gc, f.map_.Get(lba), b->leb, b->die, b->page, b->used, src[0], src[1]);
+  }
+  const uint32_t slot = b->used++;
+  std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
+  b->lbas[slot] = lba;
+  if (ctx != nullptr) {
+    ++ctx->remaining;
+    b->waiters.push_back(ctx);
+  }
+  if (src_victim != nullptr && b->victim == nullptr) {
+    b->victim = src_victim;
+    ++victim_refs;
+  }
+  if (b->prev.size() != S()) b->prev.assign(S(), kKeepMapping);
+  Psa before = prev == kUnmapped - 2 ? f.map_.Get(lba) : prev;
+  // A copy still in an open buffer is killed when the map moves: go back past it.
+  for (AppendPoint* a : {&host, &gcap}) {
+    PageBuf* o = a->open;
+    if (o != nullptr && o != b && before < kKeepMapping && o->leb == LebOf(before) &&
+        o->die == DieOf(before) && o->page == PageOf(before)) {
+      before = SlotOf(before) < o->prev.size() ? o->prev[SlotOf(before)] : kKeepMapping;
+    }
+  }
+  if (before < kKeepMapping && b->leb == LebOf(before) && b->die == DieOf(before) &&
+      b->page == PageOf(before)) {
+    before = SlotOf(before) < b->prev.size() ? b->prev[SlotOf(before)] : kKeepMapping;
+  }
+  b->prev[slot] = before;
+  Pin(b, b->prev[slot]);
+  Remap(lba, MakePsa(b->leb, b->die, b->page, slot));
+  if (b->used == S()) SubmitOpen(ap);
+  return b;
+}
+
+void Ftl::Impl::SubmitOpen(AppendPoint& ap) {
+  PageBuf* b = ap.open;
+  ap.open = nullptr;
+  if (b == nullptr) return;
+  for (uint32_t s = b->used; s < S(); ++s) b->lbas[s] = f::kNoLba;
+  f.stats_.pad_sectors += S() - b->used;
+  Submit(b);
+}
+
+void Ftl::Impl::Submit(PageBuf* b) {
+  Leb& l = f.lebs_.leb(b->leb);
+  // A row that ended short of its last member (a die left the LEB after the row began,
+  // and the summary written at close goes on in the next row) gets its parity page
+  // first: its members would otherwise wait for cover for ever, and each die's pages
+  // must be programmed in order.
+  if (l.par && b->type != f::PageType::kParity && l.par->row != UINT32_MAX &&
+      l.par->row != b->page && !l.par->submitted) {
+    SubmitParity(l);
+  }
+  b->seq = f.next_seq_++;
+  b->submitted = true;
+  if (b->group && b->attempt == b->group->attempts) {
+    b->group->members.emplace_back(b->seq, MakePsa(b->leb, b->die, b->page, 0));
+  }
+  if (l.open_seq == 0) l.open_seq = b->seq;
+  // Header.
+  auto* h = reinterpret_cast<f::PageHeader*>(b->meta.data());
+  h->bad_block_marker = 0xFF;
+  h->type = static_cast<uint8_t>(b->type);
+  h->version_major = f::kVersionMajor;
+  h->sectors = static_cast<uint8_t>(S());
+  h->epoch = f.epoch_;
+  h->seq = b->seq;
+  auto* e = reinterpret_cast<f::SectorEntry*>(b->meta.data() + sizeof(f::PageHeader));
+  if (b->type == f::PageType::kData || b->type == f::PageType::kAtomicData) {
+    for (uint32_t s = 0; s < S(); ++s) {
+      e[s].lba = b->lbas[s];
+      e[s].crc = Crc32c(b->data.data() + uint64_t{s} * f.sector_bytes_, f.sector_bytes_);
+    }
+  } else if (b->type == f::PageType::kTrim) {
+    std::memcpy(b->data.data(), b->trims.data(), b->trims.size() * sizeof(f::TrimRecord));
+    for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, 0};
+    e[0].lba = b->trims.size();
+    e[0].crc = Crc32c(b->data.data(), b->data.size());
+    l.trim_pages.push_back(b->page * D() + b->die);
+    ++f.stats_.trim_pages;
+  } else if (b->type == f::PageType::kSummary) {
+    for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, 0};
+    e[0].lba = b->lbas[0];
+    e[0].crc = Crc32c(b->data.data(), b->data.size());
+  }
+  if (!l.summary.empty() && b->type != f::PageType::kSummary) {
+    uint64_t* ent = &l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())];
+    ent[0] = b->seq | (uint64_t{static_cast<uint8_t>(b->type)} << f::kSummaryTypeShift);
+    for (uint32_t s = 0; s < S(); ++s) {
+      ent[1 + s] = b->type == f::PageType::kData || b->type == f::PageType::kAtomicData
+                       ? b->lbas[s] : f::kNoLba;
+    }
+  }
+  if (b->type == f::PageType::kParity) {
+    FillParityMeta(b->meta.data(), b->seq, b->lbas[0], b->pmeta);
+  } else {
+    const std::size_t hdr = f::MetaBytes(S()) - 4;
+    const uint32_t crc = Crc32c(b->meta.data(), hdr);
+    std::memcpy(b->meta.data() + hdr, &crc, 4);
+  }
+  if (Traced(b)) {
+    fmt::print(stderr, "trace t={} submit leb {} die {} page {} seq {} good dies {}\n", f.clock_.Now(),
+               b->leb, b->die, b->page, b->seq, l.good_dies());
+  }
+  ++l.inflight;
+  inflight_seqs.insert(b->seq);
+  ++f.stats_.pages_programmed;
+  // A parity page is fenced: accepted only once every member before it is, so a
+  // durable parity page always has its members in the buffer or on flash.
+  f.pipe_.Program({{b->die, b->leb, b->page}, b->data.data(), b->meta.data(),
+                   b->type == f::PageType::kParity},
+                  [this, b](const Completion&) { OnAccepted(b); },
+                  [this, b](const Completion& c) { OnDone(b, c); });
+  if (l.par && b->type != f::PageType::kParity) {
+    const uint32_t pd = RowParityDie(l, b->page);
+    // A member is covered once a durable parity includes it; a row without a parity
+    // page (narrow LEB, failed parity die, parity already written at shutdown) cannot
+    // be covered and is taken as it is.
+    if (pd != kNoDie && l.good[pd] && !die_failed[pd] &&
+        !(l.par->row == b->page && l.par->submitted)) {
+      b->covered = false;
+      RowCover& rc = covers[{l.index, b->page}];
+      rc.pd = pd;
+      rc.waiting.push_back(b);
+    }
+    AccumulateParity(l, b);
+    if (UseStages()) {
+      if (!b->covered) ScheduleStage();
+    } else {
+      ScheduleRowProtection(l, b->page);
+    }
+  }
+}
+
+void Ftl::Impl::ScheduleRowProtection(Leb& l, uint32_t row) {
+  if (!l.par || l.par->submitted || f.opts_.partial_parity_delay_ns == 0) return;
+  const uint64_t mask = l.par->mask;
+  const uint32_t leb = l.index;
+  After(f.opts_.partial_parity_delay_ns, [this, leb, row, mask] {
+    for (AppendPoint* ap : {&host, &gcap}) {
+      if (ap->leb != nullptr && ap->leb->index == leb) ProtectPartialRow(*ap, row, mask);
+    }
+  });
+}
+
+void Ftl::Impl::ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) {
+  Leb& l = *ap.leb;
+  if (&ap == &gcap && victim != nullptr && l.par && l.par->row == row && !l.par->submitted &&
+      (victim_cursor < P() * D() || victim_reads > 0)) {
+    // The groomer is still moving data into this row: look again later rather than
+    // spend a position on a partial parity page now.
+    return ScheduleRowProtection(l, row);
+  }
+  if (device_lost || !l.par || l.par->submitted || l.par->row != row || l.par->mask != mask ||
+      ap.open != nullptr || ap.row != row || l.state != LebState::kOpen) {
+    return;  // the row moved on, or a page for it is being filled
+  }
+  // The next position must still be in this row, and not the last data position (that
+  // one completes the row and its parity follows on its own).
+  uint32_t next = ap.die;
+  while (next < D() && !DataPos(l, row, next)) ++next;
+  if (next >= D()) return;
+  uint32_t leb, die, page;
+  if (IsLastDataPos(l, row, next) || RemainingPositions(l, row, next) <= summary_pages + 1) {
+    // No room for a partial parity page before the row (or the LEB) ends: a padding
+    // page in the next position moves it on, and the row's parity page follows as the
+    // row completes (or the LEB closes). Without it a lone writer would wait for cover
+    // until someone else wrote.
+    if (!NextPosition(ap, &leb, &die, &page)) return;
+    PageBuf* pad = MakeBuf(leb, die, page, f::PageType::kData);
+    f.stats_.pad_sectors += S();
+    Submit(pad);
+    return;
+  }
+  if (!NextPosition(ap, &leb, &die, &page)) return;
+  PageBuf* b = MakeBuf(leb, die, page, f::PageType::kParity);
+  b->data = l.par->data;
+  b->pmeta = l.par->meta;
+  b->lbas[0] = l.par->mask;
+  ++f.stats_.parity_pages;
+  ++f.stats_.partial_parity_pages;
+  Submit(b);
+}
+
+}  // namespace vsl::ftl

@@ -1,0 +1,158 @@
+// (moved out of ftl_impl.h)
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+
+bool Ftl::Impl::AppendAtomic(const std::shared_ptr<AtomicGroup>& g) {
+  if (g->members_ctx == nullptr) {  // a new attempt
+    auto* ctx = new WriteCtx();
+    ctx->done = [this, g](Status s) { OnMembersDone(g, s); };
+    ++open_writes;
+    g->members_ctx = ctx;
+  }
+  while (g->op < g->ops.size()) {
+    const AtomicOp& o = g->ops[g->op];
+    if (o.kind == AtomicOp::kWrite) {
+      while (g->in_op < o.count) {
+        if (Paced() && credits < 1) {
+          ++f.stats_.paced_waits;
+          return false;
+        }
+        if (Paced()) credits -= 1;
+        if (!AppendAtomicSector(g, o.lba + g->in_op, o.data + g->in_op * f.sector_bytes_)) {
+          return false;
+        }
+        ++g->in_op;
+      }
+    }
+    ++g->op;
+    g->in_op = 0;
+  }
+  if (host.open != nullptr && host.open->group == g) SubmitOpen(host);
+  return true;
+}
+
+bool Ftl::Impl::AppendAtomicSector(const std::shared_ptr<AtomicGroup>& g, uint64_t lba, const uint8_t* src) {
+  AppendPoint& ap = host;
+  if (ap.open != nullptr && ap.open->group != g) SubmitOpen(ap);
+  if (ap.open == nullptr) {
+    PageBuf* b = NewPage(ap, f::PageType::kAtomicData);
+    if (b == nullptr) return false;
+    ap.open = b;
+    b->group = g;
+    b->attempt = g->attempts;
+    ++g->members_ctx->remaining;
+    b->waiters.push_back(g->members_ctx);
+    if (std::find(g->pinned.begin(), g->pinned.end(), b->leb) == g->pinned.end()) {
+      g->pinned.push_back(b->leb);
+      ++f.lebs_.leb(b->leb).pins;
+      ++f.lebs_.leb(b->leb).atomic_pins;
+    }
+  }
+  PageBuf* b = ap.open;
+  const uint32_t slot = b->used++;
+  std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
+  b->lbas[slot] = lba;
+  g->placed.emplace_back(lba, MakePsa(b->leb, b->die, b->page, slot));
+  if (lba == TraceLba()) {
+    fmt::print(stderr, "trace t={} atomic append -> leb {} die {} page {} slot {}\n", f.clock_.Now(),
+               b->leb, b->die, b->page, slot);
+  }
+  if (b->used == S()) SubmitOpen(ap);
+  return true;
+}
+
+void Ftl::Impl::OnMembersDone(const std::shared_ptr<AtomicGroup>& g, Status s) {
+  g->members_ctx = nullptr;
+  Post([this, g, s] {
+    if (!s.ok() || g->failed) {
+      RetryGroup(g, s.ok() ? Status::IOError("a page of the atomic batch could not be stored") : s);
+    } else {
+      pending.push_front({Pending::kCommit, 0, 0, nullptr, 0, nullptr, nullptr, g});
+    }
+    RunPending();
+  });
+}
+
+void Ftl::Impl::RetryGroup(const std::shared_ptr<AtomicGroup>& g, Status why) {
+  g->members.clear();
+  g->placed.clear();
+  g->op = 0;
+  g->in_op = 0;
+  g->failed = false;
+  ReleaseAtomicPins(*g);
+  if (device_lost || ++g->attempts >= kAtomicAttempts) return FinishGroup(g, why);
+  ++f.stats_.atomic_retries;
+  Logger("ftl")->warn("atomic batch attempt {} failed ({}); writing it again", g->attempts,
+                      why.ToString());
+  pending.push_front({Pending::kAtomic, 0, 0, nullptr, 0, nullptr, nullptr, g});
+}
+
+bool Ftl::Impl::CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
+  uint32_t records = static_cast<uint32_t>(g->members.size());
+  for (const AtomicOp& o : g->ops) records += o.kind == AtomicOp::kTrim;
+  if (records > RecordsPerPage()) {
+    // The limits leave room for this; only pages split by rewrites can get here.
+    RetryGroup(g, Status::IOError("the atomic batch took more pages than one commit can name"));
+    return true;
+  }
+  // The commit must follow every page holding data it replaces (see DoTrim).
+  SubmitOpen(host);
+  SubmitOpen(gcap);
+  PageBuf* b = NewPage(host, f::PageType::kTrim);
+  if (b == nullptr) return false;
+  const uint64_t cseq = f.next_seq_;  // the page's seq, assigned in Submit
+  for (const AtomicOp& o : g->ops) {
+    if (o.kind != AtomicOp::kTrim) continue;
+    b->trims.push_back({o.lba, o.count, cseq});
+    std::vector<uint64_t> mapped;
+    f.map_.ForEachMappedIn(o.lba, o.count, [&](uint64_t l, Psa p) {
+      mapped.push_back(l);
+      Pin(b, p);
+    });
+    for (uint64_t l : mapped) Remap(l, kUnmapped);
+    f.stats_.trim_sectors += o.count;
+  }
+  for (const auto& [mseq, mpsa] : g->members) {
+    b->trims.push_back({mseq, f::kCommitFlag | mpsa, cseq});
+  }
+  for (const auto& [lba, psa] : g->placed) {
+    if (lba == TraceLba()) {
+      fmt::print(stderr, "trace t={} atomic commit seq {} maps it to leb {} die {} page {} (commit page leb {} die {} page {})\n",
+                 f.clock_.Now(), cseq, LebOf(psa), DieOf(psa), PageOf(psa), b->leb, b->die, b->page);
+    }
+    Pin(b, f.map_.Get(lba));
+    Remap(lba, psa);
+  }
+  g->committed = true;
+  auto* ctx = new WriteCtx();
+  ctx->fua = g->fua;
+  ctx->done = [this, g](Status s) { FinishGroup(g, s); };
+  ++open_writes;
+  b->waiters.push_back(ctx);
+  Submit(b);
+  return true;
+}
+
+void Ftl::Impl::ReleaseAtomicPins(AtomicGroup& g) {
+  std::vector<uint32_t> pins;
+  pins.swap(g.pinned);
+  for (uint32_t l : pins) {
+    --f.lebs_.leb(l).atomic_pins;
+    UnpinLeb(l);
+  }
+}
+
+void Ftl::Impl::FinishGroup(const std::shared_ptr<AtomicGroup>& g, Status s) {
+  if (g->finished) return;
+  g->finished = true;
+  ReleaseAtomicPins(*g);
+  --atomic_inflight;
+  Done d = std::move(g->done);
+  d(s);
+  // A checkpoint held back for this batch may go now: at the next turn, not inside the
+  // page completion that answered the batch.
+  Post([this] { CheckCheckpoint(); });
+}
+
+}  // namespace vsl::ftl

@@ -1,0 +1,241 @@
+// (moved out of ftl_impl.h)
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+
+uint32_t Ftl::Impl::RowParityDie(Leb& l, uint32_t row) {
+  if (!l.par) return kNoDie;
+  uint8_t& pd = l.par->pdie[row];
+  if (pd == RowParity::kUndecided) {
+    std::vector<uint32_t> g;
+    for (uint32_t d = 0; d < D(); ++d) {
+      if (l.good[d]) g.push_back(d);
+    }
+    pd = g.size() >= kMinStripeDies ? static_cast<uint8_t>(g[row % g.size()]) : RowParity::kNone;
+  }
+  return pd == RowParity::kNone ? kNoDie : pd;
+}
+
+void Ftl::Impl::XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t a, b;
+    std::memcpy(&a, dst + i, 8);
+    std::memcpy(&b, src + i, 8);
+    a ^= b;
+    std::memcpy(dst + i, &a, 8);
+  }
+  for (; i < n; ++i) dst[i] ^= src[i];
+}
+
+bool Ftl::Impl::ParityValid(const uint8_t* meta) const {
+  const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
+  if (h->type != static_cast<uint8_t>(f::PageType::kParity) ||
+      h->version_major != f::kVersionMajor || h->sectors != S() || h->epoch != f.epoch_) {
+    return false;
+  }
+  const std::size_t n = f::ParityMetaBytes(S()) - 4;
+  uint32_t crc;
+  std::memcpy(&crc, meta + n, 4);
+  return Crc32c(meta, n) == crc;
+}
+
+void Ftl::Impl::AccumulateParity(Leb& l, PageBuf* b) {
+  RowParity& rp = *l.par;
+  if (rp.row != b->page) {
+    rp.row = b->page;
+    rp.submitted = false;
+    rp.mask = 0;
+    std::fill(rp.data.begin(), rp.data.end(), 0);
+    std::fill(rp.meta.begin(), rp.meta.end(), 0);
+  }
+  XorInto(rp.data.data(), b->data.data(), rp.data.size());
+  XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
+  rp.mask |= uint64_t{1} << b->die;
+  if (IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
+}
+
+void Ftl::Impl::SubmitParity(Leb& l) {
+  RowParity& rp = *l.par;
+  if (rp.submitted || rp.row == UINT32_MAX) return;
+  rp.submitted = true;
+  const uint32_t pd = RowParityDie(l, rp.row);
+  // A row whose members all failed still gets its (empty) parity page: pages of a block
+  // are programmed in order, so the parity die's page must not be skipped.
+  if (pd == kNoDie || !l.good[pd] || die_failed[pd]) {
+    // This row goes unprotected (its parity die failed): nothing more can cover it.
+    return CoverRow(l.index, rp.row, ~uint64_t{0}, true);
+  }
+  PageBuf* b = MakeBuf(l.index, pd, rp.row, f::PageType::kParity);
+  b->data = rp.data;
+  b->pmeta = rp.meta;
+  b->lbas[0] = rp.mask;
+  b->final_parity = true;
+  ++f.stats_.parity_pages;
+  Submit(b);
+}
+
+void Ftl::Impl::CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, bool landed) {
+  auto it = covers.find({leb, row});
+  if (it == covers.end()) return;
+  RowCover& rc = it->second;
+  std::vector<PageBuf*> now;
+  for (std::size_t i = 0; i < rc.waiting.size();) {
+    if (final || ((mask >> rc.waiting[i]->die) & 1)) {
+      now.push_back(rc.waiting[i]);
+      rc.waiting[i] = rc.waiting.back();
+      rc.waiting.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  if (final) {
+    if (rc.slot >= 0) {
+      // The row's parity page landing at the staged address retired the image; any
+      // other end of the row (no parity page after all) must empty the slot, or a
+      // stale image would be programmed at a power cut into a reused block.
+      if (!landed) f.pipe_.ClearStage(static_cast<uint32_t>(rc.slot));
+      slot_busy[static_cast<uint32_t>(rc.slot)] = 0;
+      ScheduleStage();  // a row that found no free slot may take this one
+    }
+    covers.erase(it);
+  }
+  for (PageBuf* b : now) {
+    b->covered = true;
+    Progress(b);
+  }
+}
+
+void Ftl::Impl::FailUncovered() {
+  std::vector<PageBuf*> done;
+  for (auto& [key, rc] : covers) {
+    for (PageBuf* b : rc.waiting) {
+      if (b->flash_done) done.push_back(b);
+    }
+  }
+  for (PageBuf* b : done) {
+    Uncover(b);
+    FailWaiters(b);
+    pages.erase(b);
+  }
+}
+
+void Ftl::Impl::Uncover(PageBuf* b) {
+  if (b->covered) return;
+  b->covered = true;
+  auto it = covers.find({b->leb, b->page});
+  if (it == covers.end()) return;
+  auto& w = it->second.waiting;
+  w.erase(std::remove(w.begin(), w.end(), b), w.end());
+}
+
+uint64_t Ftl::Impl::TraceLba() {
+  static const uint64_t t = [] {
+    const char* e = std::getenv("VSL_TRACE_LBA");
+    return e ? std::strtoull(e, nullptr, 10) : UINT64_MAX;
+  }();
+  return t;
+}
+
+bool Ftl::Impl::Traced(const PageBuf* b) const {
+  if (TraceLba() == UINT64_MAX) return false;
+  if (b->type == f::PageType::kTrim) {
+    for (const auto& t : b->trims) {
+      if (TraceLba() - t.lba < t.count) return true;
+    }
+    return false;
+  }
+  if (b->type != f::PageType::kData && b->type != f::PageType::kAtomicData) return false;
+  return std::find(b->lbas.begin(), b->lbas.end(), TraceLba()) != b->lbas.end();
+}
+
+void Ftl::Impl::Progress(PageBuf* b) {
+  if (Traced(b)) {
+    fmt::print(stderr, "trace t={} progress leb {} die {} page {} covered={} accepted={} done={} waiters={}\n",
+               f.clock_.Now(), b->leb, b->die, b->page, b->covered, b->accepted, b->flash_done,
+               b->waiters.size());
+  }
+  // On flash (or in the protected buffer) the copy no longer needs its old places kept:
+  // waiting for its row's parity too could hold a victim (and the room that would
+  // complete the row) for ever.
+  if ((b->accepted || b->flash_done) && !b->pinned.empty()) Unpin(b);
+  if (!b->covered) return;
+  if (b->accepted || b->flash_done) {
+    MarkDurable(b);
+    std::vector<WriteCtx*> keep;
+    for (WriteCtx* c : b->waiters) {
+      if (c->fua && !b->flash_done) keep.push_back(c);
+      else Ack(c);
+    }
+    b->waiters.swap(keep);
+  }
+  if (b->flash_done) pages.erase(b);
+}
+
+void Ftl::Impl::ScheduleStage() {
+  if (stage_posted) return;
+  stage_posted = true;
+  Post([this] {
+    stage_posted = false;
+    StageRows();
+  });
+}
+
+void Ftl::Impl::StageRows() {
+  if (device_lost || !UseStages()) return;
+  for (AppendPoint* ap : {&host, &gcap}) {
+    Leb* l = ap->leb;
+    if (l == nullptr || !l->par || l->par->row == UINT32_MAX || l->par->submitted) continue;
+    RowParity& rp = *l->par;
+    auto it = covers.find({l->index, rp.row});
+    if (it == covers.end()) continue;
+    RowCover& rc = it->second;
+    bool need = false;
+    for (PageBuf* b : rc.waiting) need = need || !((rc.staged_mask >> b->die) & 1);
+    if (!need || rc.pd == kNoDie || die_failed[rc.pd]) continue;
+    if (rc.slot < 0) {
+      for (uint32_t s = 0; s < slot_busy.size() && rc.slot < 0; ++s) {
+        if (!slot_busy[s]) {
+          slot_busy[s] = 1;
+          rc.slot = static_cast<int>(s);
+        }
+      }
+      if (rc.slot < 0) {
+        ++f.stats_.stage_slot_waits;
+        continue;  // its members wait for the row's parity page, or a free slot
+      }
+    }
+    auto img = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+    img->first = rp.data;
+    img->second.assign(f.geo_.meta_bytes_per_page(), 0xFF);
+    FillParityMeta(img->second.data(), f.next_seq_++, rp.mask, rp.meta);
+    rc.staged_mask = rp.mask;
+    ++f.stats_.parity_stages;
+    const uint32_t leb = l->index, row = rp.row, pd = rc.pd;
+    const uint64_t mask = rp.mask;
+    f.pipe_.Stage(static_cast<uint32_t>(rc.slot), {{pd, leb, row}, img->first.data(), img->second.data()},
+                  [this, img, leb, row, mask](const Completion&) {
+                    if (PlpDurableOnAccept()) CoverRow(leb, row, mask, false);
+                  },
+                  [this, img, pd](const Completion& c) {
+                    if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(pd);
+                  });
+  }
+}
+
+void Ftl::Impl::FillParityMeta(uint8_t* meta, uint64_t seq, uint64_t mask, const std::vector<uint8_t>& pmeta) {
+  auto* h = reinterpret_cast<f::PageHeader*>(meta);
+  h->bad_block_marker = 0xFF;
+  h->type = static_cast<uint8_t>(f::PageType::kParity);
+  h->version_major = f::kVersionMajor;
+  h->sectors = static_cast<uint8_t>(S());
+  h->epoch = f.epoch_;
+  h->seq = seq;
+  std::memcpy(meta + sizeof(f::PageHeader), &mask, 8);
+  std::memcpy(meta + sizeof(f::PageHeader) + 8, pmeta.data(), pmeta.size());
+  const std::size_t n = f::ParityMetaBytes(S()) - 4;
+  const uint32_t crc = Crc32c(meta, n);
+  std::memcpy(meta + n, &crc, 4);
+}
+
+}  // namespace vsl::ftl

@@ -1,0 +1,270 @@
+// (moved out of ftl_impl.h)
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+
+void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDone done) {
+  struct R {
+    uint32_t left = 1;
+    std::vector<std::vector<uint8_t>> data, meta;
+    std::vector<uint8_t> ok;
+    RebuildDone done;
+    // The row still being written: its running parity, from host memory (on flash it
+    // exists at most as a stage image, which is programmed only at a power cut).
+    uint64_t acc_mask = 0;
+    std::vector<uint8_t> acc_data, acc_meta;
+  };
+  auto r = std::make_shared<R>();
+  r->done = std::move(done);
+  if (leb < f.lebs_.size()) {
+    Leb& l = f.lebs_.leb(leb);
+    if (l.par && l.par->row == row && !l.par->submitted && ((l.par->mask >> die) & 1)) {
+      r->acc_mask = l.par->mask;
+      r->acc_data = l.par->data;
+      r->acc_meta = l.par->meta;
+    }
+  }
+  r->data.resize(D());
+  r->meta.resize(D());
+  r->ok.assign(D(), 0);
+  auto finish = [this, r, die]() {
+    if (--r->left != 0) return;
+    auto fail = [r]() {
+      auto d = std::move(r->done);
+      d(false, {}, {});
+    };
+    if (!parity_on) return fail();
+    // A row has its parity page and perhaps a partial one (written while the row
+    // waited), or, while it is being written, the running parity in memory: any whose
+    // members are all readable rebuilds the page.
+    for (uint32_t pd = 0; pd <= D(); ++pd) {
+      uint64_t mask, pseq;
+      std::vector<uint8_t> data, lead;
+      if (pd == D()) {
+        if (r->acc_mask == 0) continue;
+        mask = r->acc_mask;
+        pseq = UINT64_MAX;
+        data = r->acc_data;
+        lead = r->acc_meta;
+      } else {
+        if (pd == die || !r->ok[pd] || !ParityValid(r->meta[pd].data())) continue;
+        mask = ParityMask(r->meta[pd].data());
+        if (!((mask >> die) & 1)) continue;
+        data = r->data[pd];
+        lead.assign(r->meta[pd].begin() + sizeof(f::PageHeader) + 8,
+                    r->meta[pd].begin() + sizeof(f::PageHeader) + 8 + f::MetaBytes(S()));
+        pseq = reinterpret_cast<const f::PageHeader*>(r->meta[pd].data())->seq;
+      }
+      // Members must be the pages the parity was made of: written (valid header, this
+      // format) before it. An erased, torn or newer page means the row is not whole.
+      auto member_ok = [&](const std::vector<uint8_t>& m) {
+        const auto* h = reinterpret_cast<const f::PageHeader*>(m.data());
+        const std::size_t hn = f::MetaBytes(S()) - 4;
+        uint32_t hcrc;
+        std::memcpy(&hcrc, m.data() + hn, 4);
+        return h->version_major == f::kVersionMajor && h->sectors == S() &&
+               h->epoch == f.epoch_ && h->seq < pseq && Crc32c(m.data(), hn) == hcrc;
+      };
+      bool complete = true;
+      for (uint32_t d = 0; d < D() && complete; ++d) {
+        if (d == die || d == pd || !((mask >> d) & 1)) continue;
+        if (!r->ok[d] || !member_ok(r->meta[d])) complete = false;  // a second member is gone too
+        else {
+          XorInto(data.data(), r->data[d].data(), data.size());
+          XorInto(lead.data(), r->meta[d].data(), lead.size());
+        }
+      }
+      if (!complete) continue;
+      std::vector<uint8_t> meta(f.geo_.meta_bytes_per_page(), 0xFF);
+      std::memcpy(meta.data(), lead.data(), lead.size());
+      const std::size_t n = f::MetaBytes(S()) - 4;
+      uint32_t crc;
+      std::memcpy(&crc, meta.data() + n, 4);
+      if (Crc32c(meta.data(), n) != crc) continue;
+      const auto* rh = reinterpret_cast<const f::PageHeader*>(meta.data());
+      if (rh->epoch != f.epoch_ || rh->seq >= pseq) continue;
+      ++f.stats_.rebuilt_pages;
+      auto d = std::move(r->done);
+      return d(true, std::move(data), std::move(meta));
+    }
+    fail();
+  };
+  for (uint32_t d = 0; d < D(); ++d) {
+    if (d == die || die_failed[d]) continue;
+    ++r->left;
+    r->data[d].resize(f.geo_.page_data_bytes);
+    r->meta[d].resize(f.geo_.meta_bytes_per_page());
+    f.pipe_.Read({{d, leb, row}, 0, 0, r->data[d].data(), r->meta[d].data()},
+                 [this, r, d, finish](const Completion& c) mutable {
+                   r->ok[d] = c.ok();
+                   if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(d);
+                   finish();
+                 });
+  }
+  Post(finish);
+}
+
+void Ftl::Impl::RelocateRebuilt(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
+                       const std::vector<uint8_t>& meta) {
+  if (device_lost || shutting_down) return;
+  bool moved = false;
+  ForEachLiveSector(leb, die, page, data, meta, [&](uint64_t lba, Psa, const uint8_t* src) {
+    if (!AppendSector(gcap, lba, src, nullptr, nullptr)) return false;
+    ++f.stats_.gc_write_sectors;
+    moved = true;
+    return true;
+  });
+  if (moved && (victim == nullptr || gcap.open == nullptr || gcap.open->victim == nullptr)) {
+    SubmitOpen(gcap);
+  }
+}
+
+void Ftl::Impl::ReprotectPages(Function<void()> done) {
+  if (reprotect_pages.empty()) return done();
+  auto left = std::make_shared<uint32_t>(1);
+  auto shared = std::make_shared<Function<void()>>(std::move(done));
+  auto finish = [this, left, shared]() {
+    if (--*left != 0) return;
+    backlog_waiters.push_back([this, shared]() {
+      SubmitOpen(host);
+      SubmitOpen(gcap);
+      f.Flush([shared](Status) { (*shared)(); });
+    });
+    RunPending();
+    MaybeGroom();
+    if (victim == nullptr) RunBacklogWaiters();  // no room will appear: do not wait
+  };
+  std::vector<std::array<uint32_t, 3>> todo;
+  todo.swap(reprotect_pages);
+  for (const auto& [leb, die, row] : todo) {
+    if (die_failed[die]) continue;  // nothing to read: not recoverable (no parity)
+    ++*left;
+    auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+    buf->first.resize(f.geo_.page_data_bytes);
+    buf->second.resize(f.geo_.meta_bytes_per_page());
+    f.pipe_.Read({{die, leb, row}, 0, 0, buf->first.data(), buf->second.data()},
+                 [this, buf, finish, leb = leb, die = die, row = row](const Completion& c) mutable {
+                   if (c.ok()) QueueRewrite(leb, die, row, buf->first, buf->second);
+                   finish();
+                 });
+  }
+  finish();
+}
+
+void Ftl::Impl::NoteDieError(uint32_t d, uint32_t block) {
+  if (d >= D() || die_failed[d] || f.opts_.die_error_limit == 0 || !parity_on) return;
+  if (die_errors.size() != D()) die_errors.resize(D());
+  auto& q = die_errors[d];
+  const TimeNs now = f.clock_.Now();
+  while (!q.empty() && now - q.front().first > f.opts_.die_error_window_ns) q.pop_front();
+  for (const auto& e : q) {
+    if (e.second == block) return;
+  }
+  q.emplace_back(now, block);
+  if (q.size() < f.opts_.die_error_limit) return;
+  Event(fmt::format("die {} retired: {} media errors within {} ms crossed the bound", d, q.size(),
+                    f.opts_.die_error_window_ns / kMs));
+  DeclareDieFailed(d);
+}
+
+void Ftl::Impl::DeclareDieFailed(uint32_t d) {
+  die_failed[d] = 1;
+  if (serving && parity_on) ++ckpt_asked;
+  Event(fmt::format("FlashBack substitution active: die {} failed; {}", d,
+                    parity_on ? "rebuilding its data from parity"
+                              : "this format has no parity: its data is lost"));
+  for (uint32_t i = 0; i < f.lebs_.size(); ++i) {
+    Leb& l = f.lebs_.leb(i);
+    if (i < kMetaLebs || l.state == LebState::kFree) {
+      l.good[d] = 0;
+      l.capacity = LebCapacity(l);
+      continue;
+    }
+    // Every LEB whose stripes include the die is moved, not only its pages on the die:
+    // their rows have lost their redundancy, and only LEBs formed without the die let
+    // the pipe survive the next failure the same way.
+    // (An open LEB's earlier rows include the die: it is queued when it closes.)
+    if (l.state == LebState::kOpen) {
+      l.unprotected = true;
+    } else if (l.good[d] && l.valid > 0) {
+      Reprotect(l);
+    }
+    if (l.state == LebState::kOpen) l.good[d] = 0;  // no more pages there
+  }
+  f.lebs_.Recount();  // free LEBs left too narrow to carry parity are out
+  // The open LEBs' earlier rows include the die: they close now, without a summary (a
+  // scan reads them page by page; a summary placed mid-row would break the dies' page
+  // order), and join the rebuild instead of waiting to fill. Done at the engine's next
+  // turn, not inside whatever completion declared the failure.
+  Post([this] {
+    for (AppendPoint* ap : {&host, &gcap}) {
+      if (ap->leb == nullptr || !ap->leb->unprotected || device_lost || shutting_down) continue;
+      SubmitOpen(*ap);
+      if (ap->leb == nullptr) continue;
+      ap->leb->summary.clear();
+      CloseLeb(*ap);
+    }
+    MaybeGroom();
+    CheckCheckpoint();
+  });
+  // Rows whose parity was to go to this die can get none: their members (on live dies)
+  // are as safe as they can be.
+  std::vector<std::pair<uint32_t, uint32_t>> orphans;
+  for (const auto& [key, rc] : covers) {
+    if (rc.pd == d) orphans.push_back(key);
+  }
+  for (const auto& k : orphans) CoverRow(k.first, k.second, ~uint64_t{0}, true);
+  UpdateMode();
+  MaybeGroom();
+}
+
+void Ftl::Impl::UpdateMode() {
+  uint64_t phys = 0;
+  for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+    const Leb& l = f.lebs_.leb(i);
+    uint32_t g = 0;
+    for (uint32_t d = 0; d < D(); ++d) g += l.good[d] && !die_failed[d];
+    phys += LebDataSectors(g);
+  }
+  const uint32_t alive = AliveDies();
+  const uint64_t reserved =
+      uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * LebDataSectors(alive);
+  const uint64_t usable = phys > reserved ? phys - reserved : 0;
+  const double rho = f.reserve_ppm_ / 1e6;
+  // What the format promised: the capacity, or for a sparse space the physical room a
+  // flawless card offers.
+  uint64_t capacity = f.map_.sectors();
+  if (f.sparse_) {
+    const uint64_t nominal = uint64_t{f.lebs_.size() - kMetaLebs} * LebDataSectors(D());
+    const uint64_t nres = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * LebDataSectors(D());
+    capacity = nominal > nres ? static_cast<uint64_t>(static_cast<double>(nominal - nres) / (1.0 + rho)) : 0;
+  }
+  reserve_full_sectors = static_cast<uint64_t>(static_cast<double>(capacity) * rho);
+  reserve_sectors = usable > capacity ? usable - capacity : 0;
+  reserve_percent = reserve_full_sectors == 0
+                        ? (usable >= capacity ? 100.0 : 0.0)
+                        : std::min(100.0, 100.0 * static_cast<double>(reserve_sectors) /
+                                              static_cast<double>(reserve_full_sectors));
+  const bool reserve_low = reserve_full_sectors != 0 && reserve_percent <= kReducedWritePercent;
+  // A sparse space promises only the physical room (its address space is far larger).
+  const HealthMode m = f.map_.mapped() > usable ? HealthMode::kReadOnly
+                       : (capacity > usable || reserve_low) ? HealthMode::kReducedWrite
+                                                            : HealthMode::kNormal;
+  surviving_sectors = usable;
+  // The warning is raised no later than the mode it warns of: when one update crosses
+  // both levels (several bad blocks at once), its event comes first.
+  const bool warn = reserve_percent <= kReserveWarnPercent;
+  if (warn && !reserve_warned) {
+    Event(fmt::format("reserve space {:.1f}%: at or below the {:.0f}% warning level", reserve_percent,
+                      kReserveWarnPercent));
+  }
+  reserve_warned = warn;
+  if (m != mode) {
+    mode = m;
+    Event(fmt::format("pipe health: {} (reserve {:.1f}%; surviving flash holds {} of {} sectors)",
+                      HealthModeName(m), reserve_percent, usable, f.map_.sectors()));
+  }
+  f.room_valid_ = false;
+}
+
+}  // namespace vsl::ftl

@@ -1,0 +1,404 @@
+// (moved out of ftl_impl.h)
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+
+void Ftl::Impl::MaybeGroom() {
+  if (victim != nullptr || shutting_down || device_lost || CheckpointWanted()) return;
+  const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
+  // Rebuild goes first, but when space is short every other victim is groomed for
+  // space, so host writes are not starved while rebuild victims (nearly full) free
+  // little.
+  Leb* v = (need && rebuild_turn_) ? nullptr : NextRebuildVictim();
+  rebuild_turn_ = !rebuild_turn_;
+  if (v != nullptr) {
+    ++f.stats_.rebuild_lebs;
+  } else if (!need && groom_waiters.empty()) {
+    // Erase counts change only when a LEB is opened: look for wear work only then, not
+    // on every page completion (the scan covers every LEB).
+    if (!wear_check_due) return;
+    wear_check_due = false;
+    v = WearVictim();
+    if (v == nullptr) return;
+    ++f.stats_.wear_moves;
+  } else {
+    // Grooming must free more than it writes. A victim's room once freed is what it
+    // offers when formed again (without failed dies or blocks gone bad since it was
+    // opened: less than it held); its live data and the trim records it carries take
+    // room again. On a pipe over-full after die failures a victim that gains nothing
+    // would only churn, so the best victim that gains is taken. (Trim pages count only
+    // then: most records need not be carried, and a pipe with all its dies has stale
+    // room elsewhere.)
+    const bool gain_check = groom_waiters.empty();
+    const bool any_failed = AliveDies() != D();
+    v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_, [&](const Leb& c) {
+      if (!gain_check) return true;
+      uint32_t g = 0;
+      for (uint32_t d = 0; d < D(); ++d) g += c.good[d] && !die_failed[d];
+      const uint64_t refills = c.valid + (any_failed ? uint64_t{c.trim_pages.size()} * S() : 0);
+      return refills < LebDataSectors(g);
+    });
+  }
+  if (v == nullptr) {
+    if (need) Post([this] { FailStuckWrites(); });
+    for (auto& w : groom_waiters) w(Status::Ok());
+    groom_waiters.clear();
+    return;
+  }
+  victim = v;
+  victim_held = false;
+  carry_trims.clear();
+  // Host sectors allowed per relocated sector: what this victim frees per sector moved.
+  credit_ratio = v->valid == 0 ? 0.0
+                               : static_cast<double>(v->capacity - std::min(v->capacity, v->valid)) / v->valid;
+  credits = std::min(credits, 4.0 * S() * D());
+  victim_cursor = 0;
+  victim_reads = 0;
+  victim_refs = 0;
+  f.lebs_.SetState(*v, LebState::kVictim);
+  ++f.stats_.victims;
+  GroomStep();
+}
+
+void Ftl::Impl::FailBacklog(const char* why) {
+  if (rewrite_backlog.empty()) return;
+  Logger("ftl")->error("{}: {} sector(s) could not be rewritten under parity (no room)", why,
+                       rewrite_backlog.size());
+  std::vector<RewriteJob> jobs(std::make_move_iterator(rewrite_backlog.begin()),
+                               std::make_move_iterator(rewrite_backlog.end()));
+  rewrite_backlog.clear();
+  for (RewriteJob& job : jobs) {
+    // The write never gets stored: the sector goes back to where it was before it.
+    if (job.prev != kKeepMapping && f.map_.Get(job.lba) == job.from) Remap(job.lba, job.prev);
+    if (job.pinned != UINT32_MAX) UnpinLeb(job.pinned);
+    for (WriteCtx* w : job.waiters) {
+      w->status = Status::IOError("no room to rewrite the sector after a program failure");
+      Ack(w);
+    }
+    if (job.victim != nullptr) {
+      --victim_refs;
+      MaybeFinishVictim();
+    }
+  }
+  RunBacklogWaiters();
+}
+
+void Ftl::Impl::FailStuckWrites() {
+  if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) || device_lost ||
+      CheckpointWanted()) {
+    return;
+  }
+  RunPending();
+  if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) ||
+      f.lebs_.free_count() > f.opts_.gc_reserve_lebs) {
+    return;
+  }
+  FailBacklog("no room");
+  if (pending.empty()) {
+    if (shutting_down) CheckShutdown();
+    return;
+  }
+  Logger("ftl")->error("no room: the groomer cannot free space; {} waiting request(s) fail",
+                       pending.size());
+  while (!pending.empty()) {
+    Pending p = std::move(pending.front());
+    pending.pop_front();
+    const Status s = Status::NoSpace("no room: the surviving flash is full and nothing can be groomed");
+    if (p.kind == Pending::kWrite) {
+      p.ctx->status = s;
+      Ack(p.ctx);
+    } else {
+      p.trim_done(s);
+    }
+  }
+  if (shutting_down) CheckShutdown();
+}
+
+Leb* Ftl::Impl::NextRebuildVictim() {
+  for (std::size_t k = 0; k < rebuild_queue.size();) {
+    Leb& l = f.lebs_.leb(rebuild_queue[k]);
+    // Done once nothing live is left and no newer copy of what it held is still on
+    // its way (if that copy fails, the sector goes back here and must be moved).
+    const bool still = l.unprotected && (l.valid > 0 || l.pins > 0);
+    if (!still || l.state == LebState::kFree) {
+      if (l.valid == 0) l.unprotected = false;
+      rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
+      if (rebuild_queue.empty() && OpenUnprotected() == 0) {
+        const uint32_t alive = AliveDies();
+        const uint32_t failed = D() - alive;
+        Event(failed == 0 ? std::string("FlashBack: every stripe row is protected again")
+              : alive > kMinStripeDies
+                  ? fmt::format("FlashBack rebuild complete: every stripe is formed without the "
+                                "failed die(s) on {} dies; the pipe can survive another die "
+                                "failure as far as spare room allows", alive)
+                  : fmt::format("FlashBack rebuild complete: every stripe is formed without the "
+                                "failed die(s) on {} dies (mirrored); another die failure "
+                                "leaves too few dies for parity", alive));
+        UpdateMode();
+      }
+      continue;
+    }
+    // Only a victim whose data fits where the groomer can write: one that runs out of
+    // room half-way is held with its data, and takes the room with it.
+    if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 && l.valid <= GroomerRoom()) {
+      rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
+      rebuild_queue.push_back(l.index);  // leaves the queue once it is empty of such data
+      return &l;
+    }
+    ++k;
+  }
+  return nullptr;
+}
+
+uint64_t Ftl::Impl::GroomerRoom() {
+  uint64_t room = uint64_t{f.lebs_.free_count()} * LebDataSectors(AliveDies());
+  if (gcap.leb != nullptr && gcap.row < P()) {
+    const uint32_t left = RemainingPositions(*gcap.leb, gcap.row, gcap.die);
+    room += uint64_t{left > summary_pages ? left - summary_pages : 0} * S();
+  }
+  return room;
+}
+
+Leb* Ftl::Impl::WearVictim() {
+  if (f.opts_.wl_max_spread == 0) return nullptr;
+  Leb* coldest = nullptr;
+  uint32_t max_ec = 0;
+  for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+    Leb& l = f.lebs_.leb(i);
+    max_ec = std::max(max_ec, l.erase_count);
+    if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 &&
+        (coldest == nullptr || l.erase_count < coldest->erase_count)) {
+      coldest = &l;
+    }
+  }
+  if (coldest == nullptr || max_ec - coldest->erase_count <= f.opts_.wl_max_spread) return nullptr;
+  return coldest;
+}
+
+void Ftl::Impl::GroomStep() {
+  Leb* v = victim;
+  if (v == nullptr) return;
+  const uint32_t total = P() * D();
+  while (victim_reads < f.opts_.gc_max_reads && victim_cursor < total) {
+    const uint32_t ps = victim_cursor++;
+    const uint32_t page = ps / D(), die = ps % D();
+    const bool is_trim =
+        std::find(v->trim_pages.begin(), v->trim_pages.end(), ps) != v->trim_pages.end();
+    bool any_valid = false;
+    for (uint32_t s = 0; s < S() && !any_valid; ++s) {
+      const uint32_t slot = (die * P() + page) * S() + s;
+      any_valid = (v->valid_bits[slot / 64] >> (slot % 64)) & 1;
+    }
+    if (!any_valid && !is_trim) continue;
+    ++victim_reads;
+    auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+    buf->first.resize(f.geo_.page_data_bytes);
+    buf->second.resize(f.geo_.meta_bytes_per_page());
+    f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
+                 [this, v, die, page, buf, is_trim](const Completion& c) {
+                   if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
+                   if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
+                   if (!c.ok() && c.status != FlashStatus::kAborted && !device_lost) {
+                     // FlashBack: rebuild the page from its row, then move it as usual.
+                     RebuildPage(v->index, die, page,
+                                 [this, v, die, page, is_trim, st = c.status](
+                                     bool ok, std::vector<uint8_t> data, std::vector<uint8_t> meta) {
+                                   --victim_reads;
+                                   if (victim == v) {
+                                     Completion rc;
+                                     rc.status = ok ? FlashStatus::kOk : st;
+                                     Relocate(*v, die, page, rc, data, meta, is_trim);
+                                   }
+                                   GroomStep();
+                                 });
+                     return;
+                   }
+                   --victim_reads;
+                   if (victim == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
+                   GroomStep();
+                 });
+  }
+  // A victim with nothing (left) to read is finished here, not by a read callback.
+  if (victim_reads == 0) MaybeFinishVictim();
+}
+
+void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
+                const std::vector<uint8_t>& data, const std::vector<uint8_t>& meta, bool is_trim) {
+  if (c.status == FlashStatus::kAborted) {
+    DeviceLost();
+    return;
+  }
+  if (!c.ok()) {
+    ++f.stats_.read_errors;
+    if (is_trim && TraceLba() != UINT64_MAX) fmt::print(stderr, "trace t={} groomer cannot read trim page leb {} die {} page {}\n", f.clock_.Now(), v.index, die, page);
+    Logger("ftl")->error("groomer read failed leb={} die={} page={}: {}", v.index, die, page,
+                         nand::FlashStatusName(c.status));
+    return;  // FlashBack (issue 4) rebuilds such pages; until then they stay mapped
+  }
+  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
+  if (is_trim) {
+    // Trust the records only if the page really is one of ours: a listed page may never
+    // have reached flash (power cut) and read back erased.
+    const auto* ph = reinterpret_cast<const f::PageHeader*>(meta.data());
+    const std::size_t hn = f::MetaBytes(S()) - 4;
+    uint32_t hcrc;
+    std::memcpy(&hcrc, meta.data() + hn, 4);
+    if (ph->type != static_cast<uint8_t>(f::PageType::kTrim) || ph->epoch != f.epoch_ ||
+        ph->sectors != S() || Crc32c(meta.data(), hn) != hcrc ||
+        Crc32c(data.data(), data.size()) != e[0].crc) {
+      return;
+    }
+    const uint64_t n = e[0].lba;
+    const auto* recs = reinterpret_cast<const f::TrimRecord*>(data.data());
+    // With a recovery base checkpoint on flash, records at or before it are in its
+    // map and no recovery replays them; newer ones are kept. Without one, a record is
+    // kept while data older than it may still be on flash, the victim's own included
+    // (its erase could be cut short on some dies).
+    const uint64_t oldest = f.base_ckpt_seq_ != 0 ? f.base_ckpt_seq_ : OldestDataSeqOnFlash();
+    std::vector<f::TrimRecord> keep;
+    for (uint64_t i = 0; i < n && i < data.size() / sizeof(f::TrimRecord); ++i) {
+      if (TraceLba() - recs[i].lba < recs[i].count) {
+        fmt::print(stderr, "trace t={} groomer {} trim record seq {} from leb {} die {} page {} (oldest {})\n",
+                   f.clock_.Now(), recs[i].seq > oldest ? "carries" : "drops", recs[i].seq, v.index, die, page, oldest);
+      }
+      if (recs[i].seq > oldest) keep.push_back(recs[i]);
+    }
+    // Kept records are packed densely and written when the victim's pages are done.
+    carry_trims.insert(carry_trims.end(), keep.begin(), keep.end());
+    return;
+  }
+  for (uint32_t s = 0; s < S(); ++s) {
+    const Psa p = MakePsa(v.index, die, page, s);
+    const uint64_t lba = e[s].lba;
+    if (lba == f::kNoLba || lba >= f.map_.sectors() || f.map_.Get(lba) != p) continue;
+    const uint8_t* src = data.data() + uint64_t{s} * f.sector_bytes_;
+    if (Crc32c(src, f.sector_bytes_) != e[s].crc) {
+      ++f.stats_.read_errors;
+      continue;
+    }
+    AppendPoint& ap = f.opts_.separate_gc_stream ? gcap : host;
+    if (!AppendSector(ap, lba, src, nullptr, &v)) {
+      {
+        uint32_t st[5] = {0, 0, 0, 0, 0};
+        uint64_t valid = 0, cap = 0, held = 0;
+        for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+          const Leb& l = f.lebs_.leb(i);
+          ++st[static_cast<int>(l.state)];
+          valid += l.valid;
+          cap += l.capacity;
+          held += l.gc_skip;
+        }
+        Logger("ftl")->error("groomer has no free LEB to relocate into (free {} open {} closed {} "
+                             "victim {}; valid {} of {} slots; held {}; mapped {} of {})",
+                             st[0], st[1], st[2], st[3], valid, cap, held, f.map_.mapped(), f.map_.sectors());
+      }
+      return;
+    }
+    ++f.stats_.gc_write_sectors;
+    credits += credit_ratio;
+    if (!pending.empty() && credits >= 1) {
+      Post([this] { RunPending(); });
+    }
+  }
+}
+
+uint64_t Ftl::Impl::OldestDataSeqOnFlash() const {
+  uint64_t oldest = UINT64_MAX;
+  for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+    const Leb& l = f.lebs_.leb(i);
+    if (l.stale_seq != 0) oldest = std::min(oldest, l.stale_seq);
+    if (l.open_seq == 0) continue;
+    if (l.state == LebState::kOpen || l.state == LebState::kClosed ||
+        l.state == LebState::kVictim) {
+      oldest = std::min(oldest, l.open_seq);
+    }
+  }
+  return oldest;
+}
+
+void Ftl::Impl::WriteCarriedTrims(Leb& v) {
+  const std::size_t per_page = f.geo_.page_data_bytes / sizeof(f::TrimRecord);
+  while (!carry_trims.empty()) {
+    SubmitOpen(gcap);
+    PageBuf* b = NewPage(gcap, f::PageType::kTrim);
+    if (b == nullptr) {
+      Logger("ftl")->warn("no room to carry {} trim records out of leb={}; it stays",
+                          carry_trims.size(), v.index);
+      victim_held = true;
+      carry_trims.clear();
+      return;
+    }
+    const std::size_t n = std::min(per_page, carry_trims.size());
+    b->trims.assign(carry_trims.begin(), carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
+    carry_trims.erase(carry_trims.begin(), carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
+    b->victim = &v;
+    ++victim_refs;
+    Submit(b);
+  }
+}
+
+void Ftl::Impl::MaybeFinishVictim() {
+  Leb* v = victim;
+  if (v == nullptr) return;
+  if (victim_cursor < P() * D() || victim_reads > 0) return;
+  if (!carry_trims.empty()) WriteCarriedTrims(*v);
+  if (victim_refs > 0) {
+    // Relocated data must be durable before the victim may be erased: push it out.
+    if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
+    return;
+  }
+  // So must every newer copy of sectors it held (a write over them still on its way):
+  // if that copy fails, the sector goes back here.
+  // A rewrite job waiting for room also pins the LEB of its sector's previous copy;
+  // waiting for it here could deadlock (the room it needs is this victim's), so the
+  // victim is kept (closed, not erased) and the job can still go back to it.
+  uint32_t job_pins = 0;
+  for (const RewriteJob& j : rewrite_backlog) job_pins += j.pinned == v->index;
+  if (v->pins > job_pins && !device_lost) {
+    for (AppendPoint* a : {&host, &gcap}) {
+      if (a->open != nullptr && !a->open->pinned.empty() &&
+          std::find(a->open->pinned.begin(), a->open->pinned.end(), v->index) != a->open->pinned.end()) {
+        SubmitOpen(*a);
+      }
+    }
+    return;
+  }
+  if (job_pins > 0) victim_held = true;
+  if (v->valid != 0 || victim_held) {
+    // Sectors that could not be read stay where they are; try again later.
+    if (!device_lost) {
+      if (v->valid != 0) {
+        Logger("ftl")->warn("victim leb={} keeps {} sectors it could not move", v->index, v->valid);
+      }
+      v->gc_skip = true;  // not picked again until some LEB frees up
+    }
+    f.lebs_.SetState(*v, LebState::kClosed);
+  } else {
+    v->needs_erase = true;
+    for (uint32_t d = 0; d < D(); ++d) {
+      if (die_failed[d]) v->good[d] = 0;  // formed without failed dies from now on
+    }
+    if (v->stale_seq == 0 || (v->open_seq != 0 && v->open_seq < v->stale_seq)) {
+      v->stale_seq = v->open_seq;
+    }
+    v->open_seq = 0;
+    v->trim_pages.clear();
+    f.lebs_.SetState(*v, LebState::kFree);
+    // Space appeared: LEBs held back for lack of room may be tried again.
+    for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
+  }
+  victim = nullptr;
+  Post([this] {
+    RunPending();
+    MaybeGroom();
+    if (victim == nullptr) RunBacklogWaiters();  // the groomer is done: no more room
+    if (victim == nullptr && !groom_waiters.empty()) {
+      for (auto& w : groom_waiters) w(Status::Ok());
+      groom_waiters.clear();
+    }
+    if (shutting_down) CheckShutdown();
+    CheckCheckpoint();
+  });
+}
+
+}  // namespace vsl::ftl

@@ -1,0 +1,125 @@
+// (moved out of ftl_impl.h)
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+
+void Ftl::Impl::DeviceLost() {
+  if (device_lost) return;
+  device_lost = true;
+  Post([this] {
+    // Pages still being filled will never be submitted.
+    for (AppendPoint* ap : {&host, &gcap}) {
+      PageBuf* b = ap->open;
+      if (b == nullptr) continue;
+      ap->open = nullptr;
+      FailWaiters(b);
+      pages.erase(b);
+    }
+    RunDeferredTrims();
+    RunPending();
+  });
+}
+
+void Ftl::Impl::Abandon() {
+  DeviceLost();
+  std::vector<PageBuf*> all;
+  for (auto& [b, own] : pages) all.push_back(b);
+  for (PageBuf* b : all) {
+    if (b->durable) continue;
+    Uncover(b);
+    FailWaiters(b);
+    if (!b->submitted) {
+      for (AppendPoint* ap : {&host, &gcap}) {
+        if (ap->open == b) ap->open = nullptr;
+      }
+      pages.erase(b);
+    } else if (b->flash_done) {
+      pages.erase(b);
+    }
+  }
+}
+
+void Ftl::Impl::CheckCheckpoint() {
+  if (!CheckpointWanted() || ckpt_writing || device_lost || shutting_down) return;
+  if (victim != nullptr) return;  // finishing; MaybeGroom picks none while one is wanted
+  if (!ckpt_quiesce) {
+    // A batch never spans a checkpoint: its members and commit are in the same scan.
+    if (atomic_inflight != 0) return;
+    ckpt_quiesce = true;
+    for (AppendPoint* ap : {&host, &gcap}) {
+      SubmitOpen(*ap);
+      if (ap->leb != nullptr) CloseLeb(*ap);
+    }
+  }
+  if (!pages.empty()) return;
+  // A closed LEB's summary is written once its erases and programs are done: it must be
+  // on flash before the record (a summary newer than the base would make a scan take
+  // the LEB for one opened after it).
+  for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+    const Leb& l = f.lebs_.leb(i);
+    if (l.summary_due || l.inflight != 0) return;
+  }
+  ckpt_writing = true;
+  const uint32_t answers = ckpt_asked;
+  const uint64_t seq = f.next_seq_;
+  const uint32_t target = f.meta_leb_ == 0 ? 1 : 0;
+  const TimeNs t0 = f.clock_.Now();
+  f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint),
+                    [this, answers, seq, target, t0](Status s) {
+    ckpt_writing = false;
+    ckpt_quiesce = false;
+    ckpt_written = answers;
+    if (s.ok()) {
+      f.base_ckpt_seq_ = seq;
+      f.base_ckpt_leb_ = target;
+      ++f.stats_.failure_checkpoints;
+      Event(fmt::format("FlashBack: checkpoint written after the die failure ({} us of held "
+                        "writes); data of the stripes it broke is now found from it",
+                        (f.clock_.Now() - t0) / kUs));
+    } else if (!device_lost) {
+      Logger("ftl")->warn("checkpoint after the die failure failed: {}", s.ToString());
+    }
+    RunDeferredTrims();
+    RunPending();
+    MaybeGroom();
+    if (shutting_down) return CheckShutdown();
+    CheckCheckpoint();  // another failure meanwhile
+  });
+}
+
+void Ftl::Impl::DropCheckpoint() {
+  if (ckpt_writing) return;
+  ckpt_written = ckpt_asked;
+  if (ckpt_quiesce) {
+    ckpt_quiesce = false;
+    RunDeferredTrims();
+    RunPending();
+  }
+}
+
+void Ftl::Impl::CheckShutdown() {
+  if (!shutting_down || !shutdown_done) return;
+  if (victim != nullptr || !pending.empty() || ckpt_writing) return;
+  if (!rewrite_backlog.empty()) {
+    if (DrainRewrites()) return CheckShutdown();
+    // No room and nothing being groomed (an uncovered page reads as it is).
+    FailBacklog("shutdown");
+  }
+  if (!shutdown_parity_done && !device_lost) {
+    // Nothing more will be appended: part-written rows get their parity page now, so
+    // every row is protected after a clean shutdown (a stage is only for power cuts).
+    shutdown_parity_done = true;
+    SubmitOpen(host);
+    SubmitOpen(gcap);
+    for (AppendPoint* ap : {&host, &gcap}) {
+      if (ap->leb != nullptr && ap->leb->par) SubmitParity(*ap->leb);
+    }
+  }
+  if (!pages.empty()) return;
+  // Everything is on flash and covered by parity now: the shutdown is clean even when
+  // the checkpoint does not fit and a mount record stands in for it.
+  f.WriteCheckpointRecord(static_cast<uint32_t>(f::MetaKind::kCheckpoint),
+                          [d = std::move(shutdown_done)](Status s, bool) mutable { d(s); });
+}
+
+}  // namespace vsl::ftl

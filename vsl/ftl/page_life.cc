@@ -1,0 +1,357 @@
+// (moved out of ftl_impl.h)
+#include "vsl/ftl/ftl_impl.h"
+
+namespace vsl::ftl {
+
+void Ftl::Impl::Ack(WriteCtx* ctx) {
+  if (--ctx->remaining == 0) {
+    --open_writes;
+    Done d = std::move(ctx->done);
+    Status s = ctx->status;
+    delete ctx;
+    d(s);
+  }
+}
+
+void Ftl::Impl::OnAccepted(PageBuf* b) {
+  if (!PlpDurableOnAccept()) return;
+  b->accepted = true;
+  if (b->type == f::PageType::kParity) {
+    CoverRow(b->leb, b->page, b->lbas[0], b->final_parity, b->final_parity);
+  }
+  Progress(b);
+}
+
+void Ftl::Impl::Pin(PageBuf* b, Psa p) {
+  if (p >= kKeepMapping) return;
+  const uint32_t l = LebOf(p);
+  if (std::find(b->pinned.begin(), b->pinned.end(), l) != b->pinned.end()) return;
+  b->pinned.push_back(l);
+  ++f.lebs_.leb(l).pins;
+}
+
+void Ftl::Impl::RevertPage(PageBuf* b) {
+  if (b->type != f::PageType::kData) return;
+  for (uint32_t s = 0; s < S() && s < b->prev.size(); ++s) {
+    const uint64_t lba = b->lbas[s];
+    if (lba == f::kNoLba || b->prev[s] == kKeepMapping) continue;
+    const Psa here = MakePsa(b->leb, b->die, b->page, s);
+    if (f.map_.Get(lba) == here) Remap(lba, b->prev[s]);
+    for (auto& [q, owned] : pages) {
+      if (q == b) continue;
+      for (Psa& pv : q->prev) {
+        if (pv != here) continue;
+        pv = b->prev[s];
+        Pin(q, pv);
+      }
+    }
+    for (RewriteJob& j : rewrite_backlog) {
+      if (j.prev != here) continue;
+      // The job's pin moves with its place to go back to.
+      if (j.pinned != UINT32_MAX) UnpinLeb(j.pinned);
+      j.pinned = UINT32_MAX;
+      j.prev = b->prev[s];
+      if (j.prev < kKeepMapping) {
+        j.pinned = LebOf(j.prev);
+        ++f.lebs_.leb(j.pinned).pins;
+      }
+    }
+  }
+}
+
+void Ftl::Impl::MarkDurable(PageBuf* b) {
+  if (b->durable) return;
+  b->durable = true;
+  Unpin(b);
+  inflight_seqs.erase(b->seq);
+  if (!failed_trims.empty()) {
+    uint64_t newest = 0;
+    for (const auto& t : failed_trims) newest = std::max(newest, t.seq);
+    if (inflight_seqs.empty() || *inflight_seqs.begin() > newest) failed_trims.clear();
+  }
+  if (b->victim != nullptr) {
+    --victim_refs;
+    b->victim = nullptr;
+    MaybeFinishVictim();
+  }
+  CheckFlushWaiters();
+}
+
+void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
+  Leb& l = f.lebs_.leb(b->leb);
+  --l.inflight;
+  if (c.status == FlashStatus::kAborted) {
+    // Power lost or the die was reset: nothing can be rewritten now. Unacknowledged
+    // writes fail; acknowledged ones are the controller's (PLP) or recovery's business.
+    DeviceLost();
+    Uncover(b);
+    FailWaiters(b);
+    pages.erase(b);
+    FailUncovered();
+  } else if (!c.ok()) {
+    ++f.stats_.program_failures;
+    Uncover(b);
+    if (c.status == FlashStatus::kProgramFail) NoteDieError(b->die, b->leb);
+    if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(b->die);
+    l.good[b->die] = 0;
+    UpdateMode();
+    // A failed member stays in its row's parity: until its rewritten sectors are
+    // durable, the stage or parity page holding its XOR is what brings its acknowledged
+    // data back after a power cut. (The price: a second fault in that row cannot be
+    // rebuilt, the double-failure case.)
+    if (b->type == f::PageType::kParity) {
+      Logger("ftl")->warn("parity program failed leb={} die={} page={}: that row is unprotected",
+                          b->leb, b->die, b->page);
+      MarkDurable(b);
+      // Its members are as safe as they will get (a stage may still hold the row).
+      if (b->final_parity) CoverRow(b->leb, b->page, ~uint64_t{0}, true);
+    } else if (b->type == f::PageType::kSummary) {
+      // The LEB simply has no summary: a scan reads it page by page.
+      Logger("ftl")->warn("summary program failed leb={} die={} page={} status={}", b->leb,
+                          b->die, b->page, nand::FlashStatusName(c.status));
+      MarkDurable(b);
+    } else if (b->type == f::PageType::kAtomicData &&
+               !(b->group && b->group->committed && b->attempt == b->group->attempts)) {
+      // Not committed: the attempt is void (the batch is written again); its sectors
+      // were never mapped, so there is nothing to rewrite.
+      Logger("ftl")->warn("program failed leb={} die={} page={} status={} in an atomic batch; "
+                          "retrying the batch", b->leb, b->die, b->page,
+                          nand::FlashStatusName(c.status));
+      if (b->group && b->attempt == b->group->attempts) b->group->failed = true;
+      FailWaiters(b);
+    } else {
+      Logger("ftl")->warn("program failed leb={} die={} page={} status={}; rewriting", b->leb,
+                          b->die, b->page, nand::FlashStatusName(c.status));
+      Rewrite(b);
+    }
+    pages.erase(b);
+  } else {
+    b->flash_done = true;
+    if (b->type == f::PageType::kParity && !b->accepted) {
+      CoverRow(b->leb, b->page, b->lbas[0], b->final_parity, b->final_parity);
+    }
+    Progress(b);  // frees `b` unless it still waits for cover
+  }
+  MaybeWriteSummary(l);
+  MaybeGroom();
+  if (shutting_down) CheckShutdown();
+  CheckCheckpoint();
+}
+
+void Ftl::Impl::Rewrite(PageBuf* b) {
+  if (b->type == f::PageType::kTrim) {
+    auto& tp = f.lebs_.leb(b->leb).trim_pages;
+    tp.erase(std::remove(tp.begin(), tp.end(), b->page * D() + b->die), tp.end());
+    if (!RetryTrim(b->trims, b->waiters)) {
+      // Held while a checkpoint has every LEB closed: written once it is done.
+      if (ckpt_quiesce && !device_lost) {
+        deferred_trims.push_back({b->trims, std::move(b->waiters)});
+        b->waiters.clear();
+        MarkDurable(b);
+        return;
+      }
+      return FailWaiters(b);
+    }
+    b->waiters.clear();
+    MarkDurable(b);
+    return;
+  }
+  AppendPoint& ap = b->victim != nullptr ? gcap : host;
+  std::vector<WriteCtx*> waiters = std::move(b->waiters);
+  b->waiters.clear();
+  std::vector<PageBuf*> targets;  // pages now holding the rewritten sectors
+  for (uint32_t s = 0; s < S(); ++s) {
+    const uint64_t lba = b->lbas[s];
+    if (lba == f::kNoLba) continue;
+    if (f.map_.Get(lba) != MakePsa(b->leb, b->die, b->page, s)) {
+      if (f.map_.Get(lba) == kUnmapped && InFailedTrim(lba, b->seq)) {
+        // Trimmed after this write, and that trim never reached flash: neither did
+        // this write.
+        for (WriteCtx* w : waiters) {
+          w->status = Status::IOError("write could not be stored, and the trim after it failed");
+        }
+      }
+      AddSupersedingHolders(lba, b, targets);
+      // Or a trim held back by a checkpoint: the writes wait for it to be stored.
+      if (f.map_.Get(lba) == kUnmapped) {
+        for (DeferredTrim& t : deferred_trims) {
+          bool hit = false;
+          for (const auto& r : t.trims) hit = hit || TrimCovers(r, lba);
+          if (!hit) continue;
+          for (WriteCtx* w : waiters) {
+            if (std::find(t.waiters.begin(), t.waiters.end(), w) != t.waiters.end()) continue;
+            ++w->remaining;
+            t.waiters.push_back(w);
+          }
+        }
+      }
+      // The newer state may itself be waiting for room to be rewritten.
+      for (RewriteJob& j : rewrite_backlog) {
+        if (j.lba != lba || f.map_.Get(lba) != j.from) continue;
+        for (WriteCtx* w : waiters) {
+          ++w->remaining;
+          j.waiters.push_back(w);
+        }
+      }
+      continue;
+    }
+    const uint8_t* src = b->data.data() + uint64_t{s} * f.sector_bytes_;
+    // (Host sectors do not take the groomer's reserve: it must stay free for the
+    // groomer to make room, for them too.)
+    const Psa before = s < b->prev.size() ? b->prev[s] : kKeepMapping;
+    PageBuf* t = AppendSector(ap, lba, src, nullptr, b->victim, before);
+    if (t == nullptr) {
+      // No page anywhere now: the sector waits in host memory (its writes unanswered,
+      // a groomer victim it came from held) until space appears.
+      Logger("ftl")->warn("no room to rewrite lba={} after a program failure; it waits for space", lba);
+      RewriteJob job{lba, MakePsa(b->leb, b->die, b->page, s),
+                     std::vector<uint8_t>(src, src + f.sector_bytes_), {}, b->victim, before};
+      if (before < kKeepMapping) {
+        job.pinned = LebOf(before);
+        ++f.lebs_.leb(job.pinned).pins;
+      }
+      if (job.victim != nullptr) ++victim_refs;
+      for (WriteCtx* w : waiters) {
+        ++w->remaining;
+        job.waiters.push_back(w);
+      }
+      rewrite_backlog.push_back(std::move(job));
+    } else if (std::find(targets.begin(), targets.end(), t) == targets.end()) {
+      targets.push_back(t);
+    }
+  }
+  // The waiters now wait for every page holding rewritten (or superseding) sectors (one
+  // may have filled and gone already: it still owes its acknowledgement), then drop
+  // their hold on `b`.
+  for (WriteCtx* w : waiters) {
+    for (PageBuf* t : targets) {
+      ++w->remaining;
+      t->waiters.push_back(w);
+    }
+  }
+  for (AppendPoint* a : {&host, &gcap}) {
+    if (a->open != nullptr && std::find(targets.begin(), targets.end(), a->open) != targets.end()) {
+      SubmitOpen(*a);
+    }
+  }
+  for (WriteCtx* w : waiters) Ack(w);
+  MarkDurable(b);
+}
+
+bool Ftl::Impl::RetryTrim(const std::vector<f::TrimRecord>& trims, std::vector<WriteCtx*>& waiters) {
+  PageBuf* nb = NewPage(host, f::PageType::kTrim);
+  if (nb == nullptr) nb = NewPage(gcap, f::PageType::kTrim);
+  if (nb == nullptr) return false;
+  nb->trims = trims;
+  nb->waiters = std::move(waiters);
+  waiters.clear();
+  Submit(nb);
+  return true;
+}
+
+void Ftl::Impl::RunDeferredTrims() {
+  std::vector<DeferredTrim> todo;
+  todo.swap(deferred_trims);
+  for (DeferredTrim& t : todo) {
+    if (device_lost || !RetryTrim(t.trims, t.waiters)) {
+      for (WriteCtx* c : t.waiters) {
+        c->status = Status::IOError("trim could not be stored (power lost or no room)");
+        Ack(c);
+      }
+    }
+  }
+}
+
+void Ftl::Impl::AddSupersedingHolders(uint64_t lba, PageBuf* except, std::vector<PageBuf*>& out) {
+  const Psa cur = f.map_.Get(lba);
+  for (auto& [h, own] : pages) {
+    if (h == except || h->durable) continue;
+    bool holds = false;
+    if (cur != kUnmapped) {
+      holds = (h->type == f::PageType::kData || h->type == f::PageType::kAtomicData) &&
+              h->leb == LebOf(cur) && h->die == DieOf(cur) && h->page == PageOf(cur);
+    } else if (h->type == f::PageType::kTrim) {
+      for (const auto& t : h->trims) holds = holds || TrimCovers(t, lba);
+    }
+    if (holds && std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+  }
+}
+
+void Ftl::Impl::QueueRewrite(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
+                    const std::vector<uint8_t>& meta) {
+  ForEachLiveSector(leb, die, page, data, meta, [&](uint64_t lba, Psa p, const uint8_t* src) {
+    rewrite_backlog.push_back({lba, p, std::vector<uint8_t>(src, src + f.sector_bytes_), {}, nullptr});
+    return true;
+  });
+}
+
+bool Ftl::Impl::DrainRewrites() {
+  bool any = false;
+  while (!rewrite_backlog.empty()) {
+    RewriteJob& job = rewrite_backlog.front();
+    if (f.map_.Get(job.lba) != job.from) {
+      // Written again or trimmed since: the job's copy is stale; its writes wait for
+      // the newer state instead.
+      std::vector<PageBuf*> holders;
+      AddSupersedingHolders(job.lba, nullptr, holders);
+      for (WriteCtx* w : job.waiters) {
+        for (PageBuf* h : holders) {
+          ++w->remaining;
+          h->waiters.push_back(w);
+        }
+      }
+    } else {
+      PageBuf* t = AppendSector(job.victim != nullptr ? gcap : host, job.lba, job.data.data(),
+                                nullptr, job.victim, job.prev);
+      if (t == nullptr) return false;
+      any = true;
+      for (WriteCtx* w : job.waiters) {
+        ++w->remaining;
+        t->waiters.push_back(w);
+      }
+    }
+    std::vector<WriteCtx*> waiters = std::move(job.waiters);
+    Leb* v = job.victim;
+    const uint32_t pinned = job.pinned;  // the new page pins `prev` itself now
+    rewrite_backlog.pop_front();
+    if (pinned != UINT32_MAX) UnpinLeb(pinned);
+    for (WriteCtx* w : waiters) Ack(w);
+    if (v != nullptr) {
+      --victim_refs;
+      MaybeFinishVictim();
+    }
+  }
+  if (any) {
+    SubmitOpen(host);
+    SubmitOpen(gcap);
+  }
+  RunBacklogWaiters();
+  return true;
+}
+
+void Ftl::Impl::RunBacklogWaiters() {
+  if (backlog_waiters.empty()) return;
+  if (!rewrite_backlog.empty()) {
+    Logger("ftl")->warn("{} sector(s) wait for room to be rewritten under parity", rewrite_backlog.size());
+  }
+  std::vector<Function<void()>> w;
+  w.swap(backlog_waiters);
+  Post([w = std::move(w)]() mutable {
+    for (auto& fn : w) fn();
+  });
+}
+
+void Ftl::Impl::FailWaiters(PageBuf* b) {
+  if (b->type == f::PageType::kTrim && !device_lost) {
+    failed_trims.insert(failed_trims.end(), b->trims.begin(), b->trims.end());
+  }
+  RevertPage(b);
+  for (WriteCtx* c : b->waiters) {
+    c->status = Status::IOError("write could not be stored (power lost or no room)");
+    Ack(c);
+  }
+  b->waiters.clear();
+  MarkDurable(b);
+}
+
+}  // namespace vsl::ftl
