@@ -4,8 +4,8 @@
 namespace vsl::ftl {
 
 void Ftl::Impl::SetValid(Psa p) {
-  Leb& l = f.lebs_.leb(LebOf(p));
-  const uint32_t s = SlotInLeb(p);
+  Leb& l = f.lebs_.leb(addr.LebOf(p));
+  const uint32_t s = addr.SlotInLeb(p);
   const uint64_t bit = uint64_t{1} << (s % 64);
   if (l.valid_bits[s / 64] & bit) return;  // already counted (never count a slot twice)
   l.valid_bits[s / 64] |= bit;
@@ -14,8 +14,8 @@ void Ftl::Impl::SetValid(Psa p) {
 }
 
 void Ftl::Impl::ClearValid(Psa p) {
-  Leb& l = f.lebs_.leb(LebOf(p));
-  const uint32_t s = SlotInLeb(p);
+  Leb& l = f.lebs_.leb(addr.LebOf(p));
+  const uint32_t s = addr.SlotInLeb(p);
   const uint64_t bit = uint64_t{1} << (s % 64);
   if ((l.valid_bits[s / 64] & bit) == 0) return;
   l.valid_bits[s / 64] &= ~bit;
@@ -36,7 +36,7 @@ bool Ftl::Impl::NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint
     }
     Leb& l = *ap.leb;
     while (ap.row < P()) {
-      while (ap.die < D() && !DataPos(l, ap.row, ap.die)) ++ap.die;
+      while (ap.die < D() && !stripe.DataPos(l, ap.row, ap.die)) ++ap.die;
       if (ap.die < D()) break;
       // The row is done: its parity goes now, before any page of the next row (a die
       // that failed mid-row can leave the last member position unused).
@@ -44,8 +44,8 @@ bool Ftl::Impl::NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint
       ap.die = 0;
       ++ap.row;
     }
-    // The last summary_pages positions of the LEB are left for its summary.
-    if (ap.row >= P() || RemainingPositions(l, ap.row, ap.die) <= summary_pages) {
+    // The last stripe.summary_pages() positions of the LEB are left for its summary.
+    if (ap.row >= P() || stripe.RemainingPositions(l, ap.row, ap.die) <= stripe.summary_pages()) {
       CloseLeb(ap);
       continue;
     }
@@ -67,13 +67,13 @@ void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
   l.trim_pages.clear();
   std::fill(l.valid_bits.begin(), l.valid_bits.end(), 0);
   l.valid = 0;
-  l.capacity = LebCapacity(l);
+  l.capacity = stripe.LebCapacity(l);
   l.summary_due = false;
   l.unprotected = false;
 
-  if (summary_pages != 0) l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
+  if (stripe.summary_pages() != 0) l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
   l.par.reset();
-  if (parity_on) {
+  if (stripe.parity()) {
     l.par = std::make_unique<RowParity>();
     l.par->data.assign(f.geo_.page_data_bytes, 0);
     l.par->meta.assign(f::MetaBytes(S()), 0);
@@ -132,19 +132,19 @@ void Ftl::Impl::MaybeWriteSummary(Leb& l) {
   grid.swap(l.summary);
   if (device_lost) return FinishParity(l);
   std::vector<std::pair<uint32_t, uint32_t>> where;  // (die, page)
-  for (uint32_t pos = l.summary_from; pos < P() * D() && where.size() < summary_pages; ++pos) {
-    if (DataPos(l, pos / D(), pos % D())) where.emplace_back(pos % D(), pos / D());
+  for (uint32_t pos = l.summary_from; pos < P() * D() && where.size() < stripe.summary_pages(); ++pos) {
+    if (stripe.DataPos(l, pos / D(), pos % D())) where.emplace_back(pos % D(), pos / D());
   }
-  if (where.size() < summary_pages) return FinishParity(l);
+  if (where.size() < stripe.summary_pages()) return FinishParity(l);
   f::SummaryHeader h{f::kSummaryMagic, l.index, D(), P(), S()};
-  std::vector<uint8_t> bytes(uint64_t{summary_pages} * f.geo_.page_data_bytes, 0);
+  std::vector<uint8_t> bytes(uint64_t{stripe.summary_pages()} * f.geo_.page_data_bytes, 0);
   std::memcpy(bytes.data(), &h, sizeof(h));
   std::memcpy(bytes.data() + sizeof(h), grid.data(), grid.size() * 8);
-  for (uint32_t j = 0; j < summary_pages; ++j) {
+  for (uint32_t j = 0; j < stripe.summary_pages(); ++j) {
     PageBuf* b = MakeBuf(l.index, where[j].first, where[j].second, f::PageType::kSummary);
     std::memcpy(b->data.data(), bytes.data() + uint64_t{j} * f.geo_.page_data_bytes,
                 f.geo_.page_data_bytes);
-    b->lbas[0] = j | (uint64_t{summary_pages} << 32);
+    b->lbas[0] = j | (uint64_t{stripe.summary_pages()} << 32);
     ++f.stats_.summary_pages;
     Submit(b);
   }
@@ -206,18 +206,18 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
   // A copy still in an open buffer is killed when the map moves: go back past it.
   for (AppendPoint* a : {&host, &gcap}) {
     PageBuf* o = a->open;
-    if (o != nullptr && o != b && before < kKeepMapping && o->leb == LebOf(before) &&
-        o->die == DieOf(before) && o->page == PageOf(before)) {
-      before = SlotOf(before) < o->prev.size() ? o->prev[SlotOf(before)] : kKeepMapping;
+    if (o != nullptr && o != b && before < kKeepMapping && o->leb == addr.LebOf(before) &&
+        o->die == addr.DieOf(before) && o->page == addr.PageOf(before)) {
+      before = addr.SlotOf(before) < o->prev.size() ? o->prev[addr.SlotOf(before)] : kKeepMapping;
     }
   }
-  if (before < kKeepMapping && b->leb == LebOf(before) && b->die == DieOf(before) &&
-      b->page == PageOf(before)) {
-    before = SlotOf(before) < b->prev.size() ? b->prev[SlotOf(before)] : kKeepMapping;
+  if (before < kKeepMapping && b->leb == addr.LebOf(before) && b->die == addr.DieOf(before) &&
+      b->page == addr.PageOf(before)) {
+    before = addr.SlotOf(before) < b->prev.size() ? b->prev[addr.SlotOf(before)] : kKeepMapping;
   }
   b->prev[slot] = before;
   Pin(b, b->prev[slot]);
-  Remap(lba, MakePsa(b->leb, b->die, b->page, slot));
+  Remap(lba, addr.Make(b->leb, b->die, b->page, slot));
   if (b->used == S()) SubmitOpen(ap);
   return b;
 }
@@ -244,7 +244,7 @@ void Ftl::Impl::Submit(PageBuf* b) {
   b->seq = f.next_seq_++;
   b->submitted = true;
   if (b->group && b->attempt == b->group->attempts) {
-    b->group->members.emplace_back(b->seq, MakePsa(b->leb, b->die, b->page, 0));
+    b->group->members.emplace_back(b->seq, addr.Make(b->leb, b->die, b->page, 0));
   }
   if (l.open_seq == 0) l.open_seq = b->seq;
   // Header.
@@ -282,7 +282,7 @@ void Ftl::Impl::Submit(PageBuf* b) {
     }
   }
   if (b->type == f::PageType::kParity) {
-    FillParityMeta(b->meta.data(), b->seq, b->lbas[0], b->pmeta);
+    stripe.FillParityMeta(b->meta.data(), b->seq, b->lbas[0], b->pmeta, f.epoch_);
   } else {
     const std::size_t hdr = f::MetaBytes(S()) - 4;
     const uint32_t crc = Crc32c(b->meta.data(), hdr);
@@ -302,11 +302,11 @@ void Ftl::Impl::Submit(PageBuf* b) {
                   [this, b](const Completion&) { OnAccepted(b); },
                   [this, b](const Completion& c) { OnDone(b, c); });
   if (l.par && b->type != f::PageType::kParity) {
-    const uint32_t pd = RowParityDie(l, b->page);
+    const uint32_t pd = stripe.RowParityDie(l, b->page);
     // A member is covered once a durable parity includes it; a row without a parity
     // page (narrow LEB, failed parity die, parity already written at shutdown) cannot
     // be covered and is taken as it is.
-    if (pd != kNoDie && l.good[pd] && !die_failed[pd] &&
+    if (pd != kNoDie && l.good[pd] && !dies.failed(pd) &&
         !(l.par->row == b->page && l.par->submitted)) {
       b->covered = false;
       RowCover& rc = covers[{l.index, b->page}];
@@ -348,10 +348,10 @@ void Ftl::Impl::ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) 
   // The next position must still be in this row, and not the last data position (that
   // one completes the row and its parity follows on its own).
   uint32_t next = ap.die;
-  while (next < D() && !DataPos(l, row, next)) ++next;
+  while (next < D() && !stripe.DataPos(l, row, next)) ++next;
   if (next >= D()) return;
   uint32_t leb, die, page;
-  if (IsLastDataPos(l, row, next) || RemainingPositions(l, row, next) <= summary_pages + 1) {
+  if (stripe.IsLastDataPos(l, row, next) || stripe.RemainingPositions(l, row, next) <= stripe.summary_pages() + 1) {
     // No room for a partial parity page before the row (or the LEB) ends: a padding
     // page in the next position moves it on, and the row's parity page follows as the
     // row completes (or the LEB closes). Without it a lone writer would wait for cover

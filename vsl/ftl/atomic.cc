@@ -53,7 +53,7 @@ bool Ftl::Impl::AppendAtomicSector(const std::shared_ptr<AtomicGroup>& g, uint64
   const uint32_t slot = b->used++;
   std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
   b->lbas[slot] = lba;
-  g->placed.emplace_back(lba, MakePsa(b->leb, b->die, b->page, slot));
+  g->placed.emplace_back(lba, addr.Make(b->leb, b->die, b->page, slot));
   if (lba == TraceLba()) {
     fmt::print(stderr, "trace t={} atomic append -> leb {} die {} page {} slot {}\n", f.clock_.Now(),
                b->leb, b->die, b->page, slot);
@@ -119,7 +119,7 @@ bool Ftl::Impl::CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
   for (const auto& [lba, psa] : g->placed) {
     if (lba == TraceLba()) {
       fmt::print(stderr, "trace t={} atomic commit seq {} maps it to leb {} die {} page {} (commit page leb {} die {} page {})\n",
-                 f.clock_.Now(), cseq, LebOf(psa), DieOf(psa), PageOf(psa), b->leb, b->die, b->page);
+                 f.clock_.Now(), cseq, addr.LebOf(psa), addr.DieOf(psa), addr.PageOf(psa), b->leb, b->die, b->page);
     }
     Pin(b, f.map_.Get(lba));
     Remap(lba, psa);

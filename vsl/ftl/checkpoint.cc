@@ -30,7 +30,7 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
   h.lebs = lebs_.size();
   h.dies = geo_.dies_per_pipe();
   h.flags = (sparse_ ? f::kFlagSparse | f::kFlagMapChunks : 0) |
-            (impl_->parity_on ? f::kFlagFlashBack : 0);
+            (impl_->stripe.parity() ? f::kFlagFlashBack : 0);
   h.reserve_ppm = reserve_ppm_;
   const bool with_map = kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) ||
                         kind == static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint);
@@ -90,7 +90,7 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
       l.trim_pages.push_back(v);
     }
     if (i < kMetaLebs) continue;
-    l.capacity = impl_->LebCapacity(l);
+    l.capacity = impl_->stripe.LebCapacity(l);
     if (with_map) {
       l.open_seq = m.open_seq;
       l.close_seq = m.open_seq;

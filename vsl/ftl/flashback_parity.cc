@@ -3,43 +3,6 @@
 
 namespace vsl::ftl {
 
-uint32_t Ftl::Impl::RowParityDie(Leb& l, uint32_t row) {
-  if (!l.par) return kNoDie;
-  uint8_t& pd = l.par->pdie[row];
-  if (pd == RowParity::kUndecided) {
-    std::vector<uint32_t> g;
-    for (uint32_t d = 0; d < D(); ++d) {
-      if (l.good[d]) g.push_back(d);
-    }
-    pd = g.size() >= kMinStripeDies ? static_cast<uint8_t>(g[row % g.size()]) : RowParity::kNone;
-  }
-  return pd == RowParity::kNone ? kNoDie : pd;
-}
-
-void Ftl::Impl::XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t a, b;
-    std::memcpy(&a, dst + i, 8);
-    std::memcpy(&b, src + i, 8);
-    a ^= b;
-    std::memcpy(dst + i, &a, 8);
-  }
-  for (; i < n; ++i) dst[i] ^= src[i];
-}
-
-bool Ftl::Impl::ParityValid(const uint8_t* meta) const {
-  const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
-  if (h->type != static_cast<uint8_t>(f::PageType::kParity) ||
-      h->version_major != f::kVersionMajor || h->sectors != S() || h->epoch != f.epoch_) {
-    return false;
-  }
-  const std::size_t n = f::ParityMetaBytes(S()) - 4;
-  uint32_t crc;
-  std::memcpy(&crc, meta + n, 4);
-  return Crc32c(meta, n) == crc;
-}
-
 void Ftl::Impl::AccumulateParity(Leb& l, PageBuf* b) {
   RowParity& rp = *l.par;
   if (rp.row != b->page) {
@@ -49,20 +12,20 @@ void Ftl::Impl::AccumulateParity(Leb& l, PageBuf* b) {
     std::fill(rp.data.begin(), rp.data.end(), 0);
     std::fill(rp.meta.begin(), rp.meta.end(), 0);
   }
-  XorInto(rp.data.data(), b->data.data(), rp.data.size());
-  XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
+  stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
+  stripe.XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
   rp.mask |= uint64_t{1} << b->die;
-  if (IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
+  if (stripe.IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
 }
 
 void Ftl::Impl::SubmitParity(Leb& l) {
   RowParity& rp = *l.par;
   if (rp.submitted || rp.row == UINT32_MAX) return;
   rp.submitted = true;
-  const uint32_t pd = RowParityDie(l, rp.row);
+  const uint32_t pd = stripe.RowParityDie(l, rp.row);
   // A row whose members all failed still gets its (empty) parity page: pages of a block
   // are programmed in order, so the parity die's page must not be skipped.
-  if (pd == kNoDie || !l.good[pd] || die_failed[pd]) {
+  if (pd == kNoDie || !l.good[pd] || dies.failed(pd)) {
     // This row goes unprotected (its parity die failed): nothing more can cover it.
     return CoverRow(l.index, rp.row, ~uint64_t{0}, true);
   }
@@ -192,7 +155,7 @@ void Ftl::Impl::StageRows() {
     RowCover& rc = it->second;
     bool need = false;
     for (PageBuf* b : rc.waiting) need = need || !((rc.staged_mask >> b->die) & 1);
-    if (!need || rc.pd == kNoDie || die_failed[rc.pd]) continue;
+    if (!need || rc.pd == kNoDie || dies.failed(rc.pd)) continue;
     if (rc.slot < 0) {
       for (uint32_t s = 0; s < slot_busy.size() && rc.slot < 0; ++s) {
         if (!slot_busy[s]) {
@@ -208,7 +171,7 @@ void Ftl::Impl::StageRows() {
     auto img = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
     img->first = rp.data;
     img->second.assign(f.geo_.meta_bytes_per_page(), 0xFF);
-    FillParityMeta(img->second.data(), f.next_seq_++, rp.mask, rp.meta);
+    stripe.FillParityMeta(img->second.data(), f.next_seq_++, rp.mask, rp.meta, f.epoch_);
     rc.staged_mask = rp.mask;
     ++f.stats_.parity_stages;
     const uint32_t leb = l->index, row = rp.row, pd = rc.pd;
@@ -221,21 +184,6 @@ void Ftl::Impl::StageRows() {
                     if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(pd);
                   });
   }
-}
-
-void Ftl::Impl::FillParityMeta(uint8_t* meta, uint64_t seq, uint64_t mask, const std::vector<uint8_t>& pmeta) {
-  auto* h = reinterpret_cast<f::PageHeader*>(meta);
-  h->bad_block_marker = 0xFF;
-  h->type = static_cast<uint8_t>(f::PageType::kParity);
-  h->version_major = f::kVersionMajor;
-  h->sectors = static_cast<uint8_t>(S());
-  h->epoch = f.epoch_;
-  h->seq = seq;
-  std::memcpy(meta + sizeof(f::PageHeader), &mask, 8);
-  std::memcpy(meta + sizeof(f::PageHeader) + 8, pmeta.data(), pmeta.size());
-  const std::size_t n = f::ParityMetaBytes(S()) - 4;
-  const uint32_t crc = Crc32c(meta, n);
-  std::memcpy(meta + n, &crc, 4);
 }
 
 }  // namespace vsl::ftl

@@ -33,7 +33,7 @@ void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDon
       auto d = std::move(r->done);
       d(false, {}, {});
     };
-    if (!parity_on) return fail();
+    if (!stripe.parity()) return fail();
     // A row has its parity page and perhaps a partial one (written while the row
     // waited), or, while it is being written, the running parity in memory: any whose
     // members are all readable rebuilds the page.
@@ -47,8 +47,8 @@ void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDon
         data = r->acc_data;
         lead = r->acc_meta;
       } else {
-        if (pd == die || !r->ok[pd] || !ParityValid(r->meta[pd].data())) continue;
-        mask = ParityMask(r->meta[pd].data());
+        if (pd == die || !r->ok[pd] || !stripe.ParityValid(r->meta[pd].data(), f.epoch_)) continue;
+        mask = stripe.ParityMask(r->meta[pd].data());
         if (!((mask >> die) & 1)) continue;
         data = r->data[pd];
         lead.assign(r->meta[pd].begin() + sizeof(f::PageHeader) + 8,
@@ -70,8 +70,8 @@ void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDon
         if (d == die || d == pd || !((mask >> d) & 1)) continue;
         if (!r->ok[d] || !member_ok(r->meta[d])) complete = false;  // a second member is gone too
         else {
-          XorInto(data.data(), r->data[d].data(), data.size());
-          XorInto(lead.data(), r->meta[d].data(), lead.size());
+          stripe.XorInto(data.data(), r->data[d].data(), data.size());
+          stripe.XorInto(lead.data(), r->meta[d].data(), lead.size());
         }
       }
       if (!complete) continue;
@@ -90,7 +90,7 @@ void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDon
     fail();
   };
   for (uint32_t d = 0; d < D(); ++d) {
-    if (d == die || die_failed[d]) continue;
+    if (d == die || dies.failed(d)) continue;
     ++r->left;
     r->data[d].resize(f.geo_.page_data_bytes);
     r->meta[d].resize(f.geo_.meta_bytes_per_page());
@@ -137,7 +137,7 @@ void Ftl::Impl::ReprotectPages(Function<void()> done) {
   std::vector<std::array<uint32_t, 3>> todo;
   todo.swap(reprotect_pages);
   for (const auto& [leb, die, row] : todo) {
-    if (die_failed[die]) continue;  // nothing to read: not recoverable (no parity)
+    if (dies.failed(die)) continue;  // nothing to read: not recoverable (no parity)
     ++*left;
     auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
     buf->first.resize(f.geo_.page_data_bytes);
@@ -152,32 +152,25 @@ void Ftl::Impl::ReprotectPages(Function<void()> done) {
 }
 
 void Ftl::Impl::NoteDieError(uint32_t d, uint32_t block) {
-  if (d >= D() || die_failed[d] || f.opts_.die_error_limit == 0 || !parity_on) return;
-  if (die_errors.size() != D()) die_errors.resize(D());
-  auto& q = die_errors[d];
-  const TimeNs now = f.clock_.Now();
-  while (!q.empty() && now - q.front().first > f.opts_.die_error_window_ns) q.pop_front();
-  for (const auto& e : q) {
-    if (e.second == block) return;
-  }
-  q.emplace_back(now, block);
-  if (q.size() < f.opts_.die_error_limit) return;
-  Event(fmt::format("die {} retired: {} media errors within {} ms crossed the bound", d, q.size(),
-                    f.opts_.die_error_window_ns / kMs));
+  if (d >= D() || !stripe.parity()) return;
+  std::size_t n = 0;
+  if (!dies.NoteError(d, block, f.clock_.Now(), &n)) return;
+  Event(fmt::format("die {} retired: {} media errors within {} ms crossed the bound", d, n,
+                    dies.window() / kMs));
   DeclareDieFailed(d);
 }
 
 void Ftl::Impl::DeclareDieFailed(uint32_t d) {
-  die_failed[d] = 1;
-  if (serving && parity_on) ++ckpt_asked;
+  dies.MarkFailed(d);
+  if (serving && stripe.parity()) ++ckpt_asked;
   Event(fmt::format("FlashBack substitution active: die {} failed; {}", d,
-                    parity_on ? "rebuilding its data from parity"
+                    stripe.parity() ? "rebuilding its data from parity"
                               : "this format has no parity: its data is lost"));
   for (uint32_t i = 0; i < f.lebs_.size(); ++i) {
     Leb& l = f.lebs_.leb(i);
     if (i < kMetaLebs || l.state == LebState::kFree) {
       l.good[d] = 0;
-      l.capacity = LebCapacity(l);
+      l.capacity = stripe.LebCapacity(l);
       continue;
     }
     // Every LEB whose stripes include the die is moved, not only its pages on the die:
@@ -223,20 +216,20 @@ void Ftl::Impl::UpdateMode() {
   for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
     const Leb& l = f.lebs_.leb(i);
     uint32_t g = 0;
-    for (uint32_t d = 0; d < D(); ++d) g += l.good[d] && !die_failed[d];
-    phys += LebDataSectors(g);
+    for (uint32_t d = 0; d < D(); ++d) g += l.good[d] && !dies.failed(d);
+    phys += stripe.LebDataSectors(g);
   }
   const uint32_t alive = AliveDies();
   const uint64_t reserved =
-      uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * LebDataSectors(alive);
+      uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * stripe.LebDataSectors(alive);
   const uint64_t usable = phys > reserved ? phys - reserved : 0;
   const double rho = f.reserve_ppm_ / 1e6;
   // What the format promised: the capacity, or for a sparse space the physical room a
   // flawless card offers.
   uint64_t capacity = f.map_.sectors();
   if (f.sparse_) {
-    const uint64_t nominal = uint64_t{f.lebs_.size() - kMetaLebs} * LebDataSectors(D());
-    const uint64_t nres = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * LebDataSectors(D());
+    const uint64_t nominal = uint64_t{f.lebs_.size() - kMetaLebs} * stripe.LebDataSectors(D());
+    const uint64_t nres = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * stripe.LebDataSectors(D());
     capacity = nominal > nres ? static_cast<uint64_t>(static_cast<double>(nominal - nres) / (1.0 + rho)) : 0;
   }
   reserve_full_sectors = static_cast<uint64_t>(static_cast<double>(capacity) * rho);

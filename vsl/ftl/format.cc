@@ -17,10 +17,10 @@ using namespace detail;
 uint64_t Ftl::PhysicalUserSectors() const {
   uint64_t phys = 0;
   for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
-    phys += impl_->LebCapacity(lebs_.leb(i));
+    phys += impl_->stripe.LebCapacity(lebs_.leb(i));
   }
   // The groomer's reserve is counted in LEBs as they are formed now: without failed dies.
-  const uint64_t per_leb = impl_->LebDataSectors(impl_->AliveDies());
+  const uint64_t per_leb = impl_->stripe.LebDataSectors(impl_->AliveDies());
   const uint64_t reserved = uint64_t{ReservedLebs()} * per_leb;
   if (phys <= reserved) return 0;
   return static_cast<uint64_t>(static_cast<double>(phys - reserved) /
@@ -77,8 +77,8 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       const uint32_t dies_up = g.dies_per_pipe() - static_cast<uint32_t>(r->silent_dies.size());
       if (dies_up >= 3 && f::ParityMetaBytes(spp) <= g.meta_bytes_per_page() &&
           g.dies_per_pipe() <= 64) {
-        ftl->impl_->parity_on = true;
-        ftl->lebs_.set_min_good(Impl::kMinStripeDies);
+        ftl->impl_->stripe.set_parity(true);
+        ftl->lebs_.set_min_good(StripeLayout::kMinStripeDies);
       } else {
         Logger("ftl")->warn("FlashBack is off for this format: it needs 3 or more dies and {} "
                             "bytes of page metadata ({} dies, {} bytes)",
@@ -121,8 +121,8 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       real->reserve_ppm_ = prov->reserve_ppm_;
       real->epoch_ = prov->epoch_;
       real->sparse_ = opts.sparse;
-      real->impl_->parity_on = prov->impl_->parity_on;
-      real->lebs_.set_min_good(real->impl_->parity_on ? Impl::kMinStripeDies : 0);
+      real->impl_->stripe.set_parity(prov->impl_->stripe.parity());
+      real->lebs_.set_min_good(real->impl_->stripe.parity() ? StripeLayout::kMinStripeDies : 0);
       for (uint32_t b = 0; b < g.blocks_per_lun; ++b) real->lebs_.leb(b).good = prov->lebs_.leb(b).good;
       real->lebs_.Recount();
       Ftl* rp = real.release();

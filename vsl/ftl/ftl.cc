@@ -72,18 +72,18 @@ HealthMode Ftl::health_mode() const { return impl_->mode; }
 FlashBackStatus Ftl::flashback_status() const {
   FlashBackStatus st;
   const Impl& im = *impl_;
-  st.enabled = im.parity_on;
-  for (uint32_t d = 0; d < im.die_failed.size(); ++d) {
-    if (im.die_failed[d]) st.failed_dies.push_back(d);
+  st.enabled = im.stripe.parity();
+  for (uint32_t d = 0; d < im.dies.dies(); ++d) {
+    if (im.dies.failed(d)) st.failed_dies.push_back(d);
   }
   st.active = !st.failed_dies.empty();
   st.rebuild_lebs_left = static_cast<uint32_t>(im.rebuild_queue.size()) + im.OpenUnprotected();
   st.rebuilt_pages = stats_.rebuilt_pages;
-  st.lost_lbas = im.lost_lbas;
-  st.unnamed_lost_stripes = im.unnamed_lost_stripes;
+  st.lost_lbas = im.dies.lost();
+  st.unnamed_lost_stripes = im.dies.unnamed_lost_stripes;
   st.failure_checkpoints = stats_.failure_checkpoints;
   st.mode = im.mode;
-  st.events = im.events;
+  st.events = im.dies.events();
   return st;
 }
 
@@ -96,7 +96,7 @@ bool Ftl::idle() const {
 }
 
 uint64_t Ftl::leb_data_sectors() const {
-  return impl_->LebDataSectors(geo_.dies_per_pipe());
+  return impl_->stripe.LebDataSectors(geo_.dies_per_pipe());
 }
 
 uint64_t Ftl::memory_bytes() const {
@@ -375,8 +375,8 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
     bool served = false;
     for (AppendPoint* ap : {&im.host, &im.gcap}) {
       PageBuf* b = ap->open;
-      if (b && b->leb == im.LebOf(p) && b->die == im.DieOf(p) && b->page == im.PageOf(p)) {
-        std::memcpy(dst, b->data.data() + uint64_t{im.SlotOf(p)} * sb, sb);
+      if (b && b->leb == im.addr.LebOf(p) && b->die == im.addr.DieOf(p) && b->page == im.addr.PageOf(p)) {
+        std::memcpy(dst, b->data.data() + uint64_t{im.addr.SlotOf(p)} * sb, sb);
         served = true;
       }
     }
@@ -386,21 +386,21 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
     }
     // A run of sectors stored contiguously in one page: one flash read.
     uint32_t n = 1;
-    while (i + n < count && im.SlotOf(p) + n < spp_ && map_.Get(l + n) == p + n) ++n;
+    while (i + n < count && im.addr.SlotOf(p) + n < spp_ && map_.Get(l + n) == p + n) ++n;
     auto meta = std::make_shared<std::vector<uint8_t>>(geo_.meta_bytes_per_page());
     ++rc->remaining;
-    const uint32_t slot = im.SlotOf(p);
-    pipe_.Read({{im.DieOf(p), im.LebOf(p), im.PageOf(p)}, slot * cw_per_sector, n * cw_per_sector,
+    const uint32_t slot = im.addr.SlotOf(p);
+    pipe_.Read({{im.addr.DieOf(p), im.addr.LebOf(p), im.addr.PageOf(p)}, slot * cw_per_sector, n * cw_per_sector,
                 dst, meta->data()},
                [this, rc, finish, meta, dst, l, n, slot, sb, p, RetryMoved](const Completion& c) mutable {
                  Impl& im2 = *impl_;
-                 if (c.status == FlashStatus::kDieTimeout) im2.OnDieTimeout(im2.DieOf(p));
-                 if (c.status == FlashStatus::kUncorrectable) im2.NoteDieError(im2.DieOf(p), im2.LebOf(p));
+                 if (c.status == FlashStatus::kDieTimeout) im2.OnDieTimeout(im2.addr.DieOf(p));
+                 if (c.status == FlashStatus::kUncorrectable) im2.NoteDieError(im2.addr.DieOf(p), im2.addr.LebOf(p));
                  if (!c.ok() && c.status != FlashStatus::kAborted) {
                    // FlashBack: rebuild the page from the rest of its row, answer from
                    // it, and move its live sectors to a healthy die.
                    ++stats_.read_errors;
-                   const uint32_t leb = im2.LebOf(p), die = im2.DieOf(p), page = im2.PageOf(p);
+                   const uint32_t leb = im2.addr.LebOf(p), die = im2.addr.DieOf(p), page = im2.addr.PageOf(p);
                    im2.RebuildPage(leb, die, page,
                                    [this, rc, finish, dst, l, n, slot, sb, leb, die, page, p, RetryMoved, st = c.status](
                                        bool ok, std::vector<uint8_t> data, std::vector<uint8_t> m) mutable {
@@ -411,7 +411,7 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
                                        const uint8_t* src = ok ? data.data() + uint64_t{slot + k} * sb : nullptr;
                                        if (!ok || e[slot + k].lba != l + k || Crc32c(src, sb) != e[slot + k].crc) {
                                          if (RetryMoved(l + k, p + k, dst + uint64_t{k} * sb)) continue;
-                                         impl_->NoteLost(l + k);
+                                         impl_->dies.NoteLost(l + k);
                                          rc->status = Status::IOError(fmt::format(
                                              "sector {} is unreadable and its stripe cannot rebuild it ({})",
                                              l + k, nand::FlashStatusName(st)));

@@ -17,6 +17,9 @@
 #include "vsl/core/log.h"
 #include "vsl/ftl/ftl.h"
 #include "vsl/ftl/ftl_format.h"
+#include "vsl/ftl/die_health.h"
+#include "vsl/ftl/psa.h"
+#include "vsl/ftl/stripe.h"
 
 namespace vsl::ftl {
 
@@ -97,6 +100,8 @@ struct Ftl::AppendPoint {
 
 struct Ftl::Impl {
   Ftl& f;
+  const PsaLayout addr;  // PSA arithmetic of this pipe
+  StripeLayout stripe;   // FlashBack stripe geometry (parity on or off: the format's flag)
   AppendPoint host{false}, gcap{true};
   std::unordered_map<PageBuf*, std::unique_ptr<PageBuf>> pages;  // every live page buffer
   std::set<uint64_t> inflight_seqs;  // submitted, not yet durable
@@ -136,17 +141,9 @@ struct Ftl::Impl {
   double credit_ratio = 0;
   std::vector<Done> groom_waiters;
 
-  // Pages of a LEB's summary; 0 when a summary would take more than a quarter of a LEB
-  // (tiny geometries), and LEBs are then scanned page by page.
-  uint32_t summary_pages = 0;
-  // FlashBack (set by Format/Open from the format's flags).
-  bool parity_on = false;
-  static constexpr uint32_t kNoDie = UINT32_MAX;
-  std::vector<uint8_t> die_failed;      // per die: declared failed (or silent at attach)
+  static constexpr uint32_t kNoDie = StripeLayout::kNoDie;
+  DieHealth dies;                       // failed dies, error bound, lost sectors, events
   std::vector<uint32_t> rebuild_queue;  // LEBs holding data of a failed die
-  std::vector<uint64_t> lost_lbas;      // sectors a second failure made unrecoverable
-  uint64_t unnamed_lost_stripes = 0;    // FlashBackStatus::unnamed_lost_stripes
-  std::vector<std::string> events;
   HealthMode mode = HealthMode::kNormal;
   // Coverage of parity rows, by (leb, row): members submitted but not yet covered by a
   // durable parity page, and the stage slot (if any) holding the row's running parity.
@@ -168,14 +165,11 @@ struct Ftl::Impl {
   bool ckpt_writing = false;
   bool CheckpointWanted() const { return ckpt_asked != ckpt_written; }
 
-  explicit Impl(Ftl& ftl) : f(ftl) {
-    const uint64_t bytes =
-        f::SummaryBytes(f.geo_.dies_per_pipe(), f.geo_.pages_per_block, f.spp_);
-    const uint64_t k = (bytes + f.geo_.page_data_bytes - 1) / f.geo_.page_data_bytes;
-    if (4 * k <= uint64_t{f.geo_.dies_per_pipe()} * f.geo_.pages_per_block) {
-      summary_pages = static_cast<uint32_t>(k);
-    }
-    die_failed.assign(f.geo_.dies_per_pipe(), 0);
+  explicit Impl(Ftl& ftl)
+      : f(ftl),
+        addr(ftl.geo_.dies_per_pipe(), ftl.geo_.pages_per_block, ftl.spp_),
+        stripe(ftl.geo_, ftl.spp_),
+        dies(ftl.geo_.dies_per_pipe(), ftl.opts_.die_error_limit, ftl.opts_.die_error_window_ns) {
     slot_busy.assign(f.pipe_.stage_slots(), 0);
   }
 
@@ -199,38 +193,9 @@ struct Ftl::Impl {
     });
   }
 
-  void Event(std::string e) {
-    Logger("ftl")->warn("{}", e);
-    events.push_back(std::move(e));
-    if (events.size() > 64) events.erase(events.begin());
-  }
+  void Event(std::string e) { dies.Event(std::move(e)); }
 
-  // --- FlashBack layout ---
-  // The narrowest stripe that carries parity: one data page and its parity (a mirror).
-  // A LEB with fewer good dies is not formed under FlashBack, so a 4-die pipe still
-  // rebuilds after its second die failure (onto 2-die mirrored stripes) if room allows.
-  static constexpr uint32_t kMinStripeDies = 2;
-  // The die holding row `row`'s parity: the good dies at the row's first use, rotating.
-  uint32_t RowParityDie(Leb& l, uint32_t row);
-  bool DataPos(Leb& l, uint32_t row, uint32_t d) { return l.good[d] && d != RowParityDie(l, row); }
-  bool IsLastDataPos(Leb& l, uint32_t row, uint32_t die) {
-    for (uint32_t d = die + 1; d < D(); ++d) {
-      if (DataPos(l, row, d)) return false;
-    }
-    return true;
-  }
-  uint32_t DataDiesPerRow(const Leb& l, bool with_parity) const {
-    const uint32_t g = l.good_dies();
-    return g - (with_parity && g >= kMinStripeDies ? 1 : 0);
-  }
-  static void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n);
-  bool ParityValid(const uint8_t* meta) const;
-  static uint64_t ParityMask(const uint8_t* meta) {
-    uint64_t m;
-    std::memcpy(&m, meta + sizeof(f::PageHeader), 8);
-    return m;
-  }
-
+  // --- FlashBack parity of the rows being written ---
   void AccumulateParity(Leb& l, PageBuf* b);
   void SubmitParity(Leb& l);
 
@@ -265,8 +230,6 @@ struct Ftl::Impl {
   // with uncovered members goes to the row's slot (one image per row per burst).
   void ScheduleStage();
   void StageRows();
-  // Spare area of a parity page: header, member mask, XOR of the members' metadata, CRC.
-  void FillParityMeta(uint8_t* meta, uint64_t seq, uint64_t mask, const std::vector<uint8_t>& pmeta);
   // The LEB takes no more pages: parity of a last, partial row, then the state goes.
   void FinishParity(Leb& l) {
     if (!l.par) return;
@@ -294,7 +257,7 @@ struct Ftl::Impl {
     const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
     for (uint32_t s = 0; s < S(); ++s) {
       const uint64_t lba = e[s].lba;
-      const Psa p = MakePsa(leb, die, page, s);
+      const Psa p = addr.Make(leb, die, page, s);
       if (lba >= f.map_.sectors() || f.map_.Get(lba) != p) continue;  // kNoLba is out of range
       const uint8_t* src = data.data() + uint64_t{s} * f.sector_bytes_;
       if (Crc32c(src, f.sector_bytes_) != e[s].crc) continue;
@@ -305,12 +268,6 @@ struct Ftl::Impl {
   void RelocateRebuilt(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
                        const std::vector<uint8_t>& meta);
 
-  void NoteLost(uint64_t lba) {
-    if (lost_lbas.size() < 4096 &&
-        std::find(lost_lbas.begin(), lost_lbas.end(), lba) == lost_lbas.end()) {
-      lost_lbas.push_back(lba);
-    }
-  }
 
   // Data pages an attach found without parity, by (leb, die, row): their live sectors are
   // read and rewritten (through the rewrite backlog, ahead of host writes, as space
@@ -332,11 +289,10 @@ struct Ftl::Impl {
   // in too many distinct blocks within the window retire the die
   // (FtlOptions::die_error_limit). A block going bad fails every later page program in
   // it: that is one error, not one per page.
-  std::vector<std::deque<std::pair<TimeNs, uint32_t>>> die_errors;  // (when, block)
   void NoteDieError(uint32_t d, uint32_t block);
 
   void OnDieTimeout(uint32_t d) {
-    if (d < D() && !die_failed[d]) DeclareDieFailed(d);
+    if (d < D() && !dies.failed(d)) DeclareDieFailed(d);
   }
   // A die stopped answering: write nothing more to it, and move every LEB's data off it
   // (the groomer reads its pages back through parity). Also called at attach for dies
@@ -344,9 +300,7 @@ struct Ftl::Impl {
   void DeclareDieFailed(uint32_t d);
   // Dies not declared failed (so how wide a LEB formed now is, with all blocks good).
   uint32_t AliveDies() const {
-    uint32_t alive = 0;
-    for (uint32_t d = 0; d < D(); ++d) alive += d >= die_failed.size() || !die_failed[d];
-    return alive;
+    return dies.alive();
   }
   // Open LEBs formed with a die that has failed since (each joins the rebuild when it
   // closes).
@@ -369,14 +323,6 @@ struct Ftl::Impl {
   uint32_t D() const { return f.geo_.dies_per_pipe(); }
   uint32_t P() const { return f.geo_.pages_per_block; }
   uint32_t S() const { return f.spp_; }
-  Psa MakePsa(uint32_t leb, uint32_t die, uint32_t page, uint32_t slot) const {
-    return ((leb * D() + die) * P() + page) * S() + slot;
-  }
-  uint32_t LebOf(Psa p) const { return p / (D() * P() * S()); }
-  uint32_t SlotInLeb(Psa p) const { return p % (D() * P() * S()); }
-  uint32_t DieOf(Psa p) const { return (p / (P() * S())) % D(); }
-  uint32_t PageOf(Psa p) const { return (p / S()) % P(); }
-  uint32_t SlotOf(Psa p) const { return p % S(); }
   bool PlpDurableOnAccept() const { return f.pipe_.plp_state() == nand::PlpState::kHealthy; }
 
   // A plain trim record covering `lba` (commit records cover nothing).
@@ -391,8 +337,8 @@ struct Ftl::Impl {
   // the write that replaced it; turn it into padding so replay can never resurrect it.
   void KillInOpenBuffer(AppendPoint& ap, Psa p) {
     PageBuf* b = ap.open;
-    if (b && b->leb == LebOf(p) && b->die == DieOf(p) && b->page == PageOf(p)) {
-      b->lbas[SlotOf(p)] = f::kNoLba;
+    if (b && b->leb == addr.LebOf(p) && b->die == addr.DieOf(p) && b->page == addr.PageOf(p)) {
+      b->lbas[addr.SlotOf(p)] = f::kNoLba;
     }
   }
   void Remap(uint64_t lba, Psa p) {
@@ -405,24 +351,6 @@ struct Ftl::Impl {
   // Hands out the next page position of `ap`, opening a new LEB when needed. False when no
   // LEB may be taken (host writes leave the last gc_reserve_lebs to the groomer).
   bool NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint32_t* page);
-  // Page positions of `l` from (row, die) to its end, over its good dies.
-  // Data page positions (not parity) of `l` from (row, die) to its end.
-  uint32_t RemainingPositions(Leb& l, uint32_t row, uint32_t die) {
-    uint32_t n = 0;
-    for (uint32_t d = die; d < D(); ++d) n += DataPos(l, row, d);
-    return n + (P() - row - 1) * DataDiesPerRow(l, l.par != nullptr);
-  }
-  // Sectors of data a LEB holds with `dies` usable dies: less a parity die per row (with
-  // FlashBack) and its summary pages.
-  uint64_t LebDataSectors(uint32_t dies) const {
-    if (parity_on && dies < kMinStripeDies) return 0;  // not formed: it could not carry parity
-    const uint32_t positions = (dies - (parity_on ? 1 : 0)) * P();
-    return uint64_t{positions - std::min(positions, summary_pages)} * S();
-  }
-  uint32_t LebCapacity(const Leb& l) const {
-    return static_cast<uint32_t>(LebDataSectors(l.good_dies()));
-  }
-
   void OpenLeb(AppendPoint& ap, Leb& l);
   void CloseLeb(AppendPoint& ap);
 

@@ -34,9 +34,9 @@ void Ftl::Impl::MaybeGroom() {
     v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_, [&](const Leb& c) {
       if (!gain_check) return true;
       uint32_t g = 0;
-      for (uint32_t d = 0; d < D(); ++d) g += c.good[d] && !die_failed[d];
+      for (uint32_t d = 0; d < D(); ++d) g += c.good[d] && !dies.failed(d);
       const uint64_t refills = c.valid + (any_failed ? uint64_t{c.trim_pages.size()} * S() : 0);
-      return refills < LebDataSectors(g);
+      return refills < stripe.LebDataSectors(g);
     });
   }
   if (v == nullptr) {
@@ -127,7 +127,7 @@ Leb* Ftl::Impl::NextRebuildVictim() {
         const uint32_t alive = AliveDies();
         const uint32_t failed = D() - alive;
         Event(failed == 0 ? std::string("FlashBack: every stripe row is protected again")
-              : alive > kMinStripeDies
+              : alive > StripeLayout::kMinStripeDies
                   ? fmt::format("FlashBack rebuild complete: every stripe is formed without the "
                                 "failed die(s) on {} dies; the pipe can survive another die "
                                 "failure as far as spare room allows", alive)
@@ -151,10 +151,10 @@ Leb* Ftl::Impl::NextRebuildVictim() {
 }
 
 uint64_t Ftl::Impl::GroomerRoom() {
-  uint64_t room = uint64_t{f.lebs_.free_count()} * LebDataSectors(AliveDies());
+  uint64_t room = uint64_t{f.lebs_.free_count()} * stripe.LebDataSectors(AliveDies());
   if (gcap.leb != nullptr && gcap.row < P()) {
-    const uint32_t left = RemainingPositions(*gcap.leb, gcap.row, gcap.die);
-    room += uint64_t{left > summary_pages ? left - summary_pages : 0} * S();
+    const uint32_t left = stripe.RemainingPositions(*gcap.leb, gcap.row, gcap.die);
+    room += uint64_t{left > stripe.summary_pages() ? left - stripe.summary_pages() : 0} * S();
   }
   return room;
 }
@@ -268,7 +268,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
     return;
   }
   for (uint32_t s = 0; s < S(); ++s) {
-    const Psa p = MakePsa(v.index, die, page, s);
+    const Psa p = addr.Make(v.index, die, page, s);
     const uint64_t lba = e[s].lba;
     if (lba == f::kNoLba || lba >= f.map_.sectors() || f.map_.Get(lba) != p) continue;
     const uint8_t* src = data.data() + uint64_t{s} * f.sector_bytes_;
@@ -376,7 +376,7 @@ void Ftl::Impl::MaybeFinishVictim() {
   } else {
     v->needs_erase = true;
     for (uint32_t d = 0; d < D(); ++d) {
-      if (die_failed[d]) v->good[d] = 0;  // formed without failed dies from now on
+      if (dies.failed(d)) v->good[d] = 0;  // formed without failed dies from now on
     }
     if (v->stale_seq == 0 || (v->open_seq != 0 && v->open_seq < v->stale_seq)) {
       v->stale_seq = v->open_seq;

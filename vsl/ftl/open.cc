@@ -54,8 +54,8 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       auto ftl = std::unique_ptr<Ftl>(new Ftl(pipe, clock, opts, g, h.user_sectors, h.sector_bytes));
       ftl->epoch_ = h.epoch;
       ftl->sparse_ = (h.flags & f::kFlagSparse) != 0;
-      ftl->impl_->parity_on = (h.flags & f::kFlagFlashBack) != 0;
-      ftl->lebs_.set_min_good(ftl->impl_->parity_on ? Impl::kMinStripeDies : 0);
+      ftl->impl_->stripe.set_parity((h.flags & f::kFlagFlashBack) != 0);
+      ftl->lebs_.set_min_good(ftl->impl_->stripe.parity() ? StripeLayout::kMinStripeDies : 0);
       ftl->reserve_ppm_ = h.reserve_ppm;
       ftl->meta_leb_ = st->best_leb;
       ftl->next_seq_ = std::max(h.next_seq, st->best->seq + 1);
@@ -88,7 +88,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       ftl->lebs_.Recount();
       // A die retired earlier (dead, or its error rate) is out of both metadata LEBs and
       // every free LEB in the record: it stays retired, and its data keeps moving off.
-      if (with_map && ftl->impl_->parity_on) {
+      if (with_map && ftl->impl_->stripe.parity()) {
         for (uint32_t d = 0; d < g.dies_per_pipe(); ++d) {
           bool out = true;
           uint32_t free_lebs = 0;
@@ -99,9 +99,9 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
               free_lebs += b >= kMetaLebs;
             }
           }
-          if (out && free_lebs >= 2 && !ftl->impl_->die_failed[d]) {
+          if (out && free_lebs >= 2 && !ftl->impl_->dies.failed(d)) {
             Logger("ftl")->warn("die {} was retired before: it stays out", d);
-            ftl->impl_->die_failed[d] = 1;
+            ftl->impl_->dies.MarkFailed(d);
           }
         }
       }
@@ -110,15 +110,15 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       // and FlashBack moves their data off).
       for (uint32_t d : st->silent) {
         Logger("ftl")->warn("die {} does not answer", d);
-        if (d < g.dies_per_pipe()) ftl->impl_->die_failed[d] = 1;
+        if (d < g.dies_per_pipe()) ftl->impl_->dies.MarkFailed(d);
         for (uint32_t b = 0; b < kMetaLebs; ++b) ftl->lebs_.leb(b).good[d] = 0;
       }
       Ftl* raw = ftl.release();
       auto finish = [raw, shared_done, t0](Status s) {
         std::unique_ptr<Ftl> owner(raw);
         if (!s.ok()) return (*shared_done)(s);
-        for (uint32_t d = 0; d < raw->impl_->die_failed.size(); ++d) {
-          if (raw->impl_->die_failed[d]) raw->impl_->DeclareDieFailed(d);
+        for (uint32_t d = 0; d < raw->impl_->dies.dies(); ++d) {
+          if (raw->impl_->dies.failed(d)) raw->impl_->DeclareDieFailed(d);
         }
         // A dirty checkpoint marks the FTL in use and is the base of the next recovery:
         // a crash scans only the LEBs opened after it, and trim records older than it

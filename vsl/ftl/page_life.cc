@@ -24,7 +24,7 @@ void Ftl::Impl::OnAccepted(PageBuf* b) {
 
 void Ftl::Impl::Pin(PageBuf* b, Psa p) {
   if (p >= kKeepMapping) return;
-  const uint32_t l = LebOf(p);
+  const uint32_t l = addr.LebOf(p);
   if (std::find(b->pinned.begin(), b->pinned.end(), l) != b->pinned.end()) return;
   b->pinned.push_back(l);
   ++f.lebs_.leb(l).pins;
@@ -35,7 +35,7 @@ void Ftl::Impl::RevertPage(PageBuf* b) {
   for (uint32_t s = 0; s < S() && s < b->prev.size(); ++s) {
     const uint64_t lba = b->lbas[s];
     if (lba == f::kNoLba || b->prev[s] == kKeepMapping) continue;
-    const Psa here = MakePsa(b->leb, b->die, b->page, s);
+    const Psa here = addr.Make(b->leb, b->die, b->page, s);
     if (f.map_.Get(lba) == here) Remap(lba, b->prev[s]);
     for (auto& [q, owned] : pages) {
       if (q == b) continue;
@@ -52,7 +52,7 @@ void Ftl::Impl::RevertPage(PageBuf* b) {
       j.pinned = UINT32_MAX;
       j.prev = b->prev[s];
       if (j.prev < kKeepMapping) {
-        j.pinned = LebOf(j.prev);
+        j.pinned = addr.LebOf(j.prev);
         ++f.lebs_.leb(j.pinned).pins;
       }
     }
@@ -163,7 +163,7 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
   for (uint32_t s = 0; s < S(); ++s) {
     const uint64_t lba = b->lbas[s];
     if (lba == f::kNoLba) continue;
-    if (f.map_.Get(lba) != MakePsa(b->leb, b->die, b->page, s)) {
+    if (f.map_.Get(lba) != addr.Make(b->leb, b->die, b->page, s)) {
       if (f.map_.Get(lba) == kUnmapped && InFailedTrim(lba, b->seq)) {
         // Trimmed after this write, and that trim never reached flash: neither did
         // this write.
@@ -204,10 +204,10 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
       // No page anywhere now: the sector waits in host memory (its writes unanswered,
       // a groomer victim it came from held) until space appears.
       Logger("ftl")->warn("no room to rewrite lba={} after a program failure; it waits for space", lba);
-      RewriteJob job{lba, MakePsa(b->leb, b->die, b->page, s),
+      RewriteJob job{lba, addr.Make(b->leb, b->die, b->page, s),
                      std::vector<uint8_t>(src, src + f.sector_bytes_), {}, b->victim, before};
       if (before < kKeepMapping) {
-        job.pinned = LebOf(before);
+        job.pinned = addr.LebOf(before);
         ++f.lebs_.leb(job.pinned).pins;
       }
       if (job.victim != nullptr) ++victim_refs;
@@ -269,7 +269,7 @@ void Ftl::Impl::AddSupersedingHolders(uint64_t lba, PageBuf* except, std::vector
     bool holds = false;
     if (cur != kUnmapped) {
       holds = (h->type == f::PageType::kData || h->type == f::PageType::kAtomicData) &&
-              h->leb == LebOf(cur) && h->die == DieOf(cur) && h->page == PageOf(cur);
+              h->leb == addr.LebOf(cur) && h->die == addr.DieOf(cur) && h->page == addr.PageOf(cur);
     } else if (h->type == f::PageType::kTrim) {
       for (const auto& t : h->trims) holds = holds || TrimCovers(t, lba);
     }

@@ -36,7 +36,7 @@ void Ftl::CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta,
   auto newer = [&](uint64_t i) {
     if (meta[i].empty() || !ok[i]) return false;
     const uint8_t* m = meta[i].data();
-    if (!HeaderValid(m, spp_) && !impl_->ParityValid(m)) return false;
+    if (!HeaderValid(m, spp_) && !impl_->stripe.ParityValid(m, epoch_)) return false;
     const auto* h = reinterpret_cast<const f::PageHeader*>(m);
     return h->epoch == epoch_ && h->seq > after_seq;
   };
@@ -45,7 +45,7 @@ void Ftl::CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta,
     if (skipped[leb]) continue;
     const Leb& l = lebs_.leb(leb);
     uint32_t dead = 0;
-    for (uint32_t d = 0; d < D; ++d) dead += l.good[d] && impl_->die_failed[d];
+    for (uint32_t d = 0; d < D; ++d) dead += l.good[d] && impl_->dies.failed(d);
     if (dead < 2) continue;
     bool later_written = false;  // a row after this one holds a page newer than the base
     for (uint32_t p = P; p-- > 0;) {
@@ -55,19 +55,19 @@ void Ftl::CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta,
       for (uint32_t d = 0; d < D; ++d) {
         if (!l.good[d]) continue;
         const uint64_t i = idx(leb, d, p);
-        if (!meta[i].empty() && ok[i] && impl_->ParityValid(meta[i].data())) {
+        if (!meta[i].empty() && ok[i] && impl_->stripe.ParityValid(meta[i].data(), epoch_)) {
           parity = true;
-          mask |= Impl::ParityMask(meta[i].data());
+          mask |= StripeLayout::ParityMask(meta[i].data());
         }
         row_written = row_written || newer(i);
-        missing += impl_->die_failed[d] && !(ok[i] && !meta[i].empty() && HeaderValid(meta[i].data(), spp_));
+        missing += impl_->dies.failed(d) && !(ok[i] && !meta[i].empty() && HeaderValid(meta[i].data(), spp_));
       }
       bool lost = false;
       if (parity) {
         // The parity named a member on a failed die that could not be rebuilt.
         for (uint32_t d = 0; d < D && !lost; ++d) {
           const uint64_t i = idx(leb, d, p);
-          lost = ((mask >> d) & 1) && impl_->die_failed[d] &&
+          lost = ((mask >> d) & 1) && impl_->dies.failed(d) &&
                  !(ok[i] && !meta[i].empty() && HeaderValid(meta[i].data(), spp_));
         }
       } else {
@@ -77,7 +77,7 @@ void Ftl::CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta,
       later_written = later_written || row_written;
     }
   }
-  impl_->unnamed_lost_stripes += stripes;
+  impl_->dies.unnamed_lost_stripes += stripes;
   if (stripes != 0) {
     impl_->Event(fmt::format(
         "FlashBack: {} stripe(s) written since the last checkpoint lost two members to failed dies "
@@ -107,7 +107,7 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
   const uint32_t D = geo_.dies_per_pipe(), P = geo_.pages_per_block;
   std::vector<uint32_t> dies;
   for (uint32_t d = 0; d < D; ++d) {
-    if (lebs_.leb(leb).good[d] && !impl_->die_failed[d]) dies.push_back(d);
+    if (lebs_.leb(leb).good[d] && !impl_->dies.failed(d)) dies.push_back(d);
   }
   auto fail = [st]() {
     st->read_row = nullptr;
@@ -156,7 +156,7 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
                  [this, st, n, row, dies, D, fail, read_data](const Completion& c) mutable {
                    st->row_ok[n] = c.ok();
                    if (--st->left != 0) return;
-                   if (impl_->parity_on && row == geo_.pages_per_block - 1) {
+                   if (impl_->stripe.parity() && row == geo_.pages_per_block - 1) {
                      // The summary may have landed without the last row's parity (fenced,
                      // so its landing implies every page before it did): then pages of
                      // that row may be unprotected, and the page-by-page scan finds them.
@@ -207,15 +207,15 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
 uint64_t Ftl::UncoveredMembers(const std::vector<const uint8_t*>& row, bool* has_parity) const {
   std::vector<std::pair<uint64_t, uint64_t>> parities;  // (seq, mask)
   for (const uint8_t* m : row) {
-    if (m != nullptr && impl_->ParityValid(m)) {
-      parities.emplace_back(reinterpret_cast<const f::PageHeader*>(m)->seq, Impl::ParityMask(m));
+    if (m != nullptr && impl_->stripe.ParityValid(m, epoch_)) {
+      parities.emplace_back(reinterpret_cast<const f::PageHeader*>(m)->seq, StripeLayout::ParityMask(m));
     }
   }
   if (has_parity != nullptr) *has_parity = !parities.empty();
   uint64_t uncovered = 0;
   for (uint32_t d = 0; d < row.size(); ++d) {
     const uint8_t* m = row[d];
-    if (m == nullptr || impl_->ParityValid(m) || !HeaderValid(m, spp_)) continue;
+    if (m == nullptr || impl_->stripe.ParityValid(m, epoch_) || !HeaderValid(m, spp_)) continue;
     const auto* h = reinterpret_cast<const f::PageHeader*>(m);
     if (h->epoch != epoch_) continue;
     bool covered = false;
@@ -234,7 +234,7 @@ bool Ftl::RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& met
   // failure could take a member.
   const Leb& lb = lebs_.leb(leb);
   bool failed_die = false;
-  for (uint32_t d = 0; d < D; ++d) failed_die = failed_die || (impl_->die_failed[d] && lb.good[d]);
+  for (uint32_t d = 0; d < D; ++d) failed_die = failed_die || (impl_->dies.failed(d) && lb.good[d]);
   bool all = true;
   std::vector<const uint8_t*> spares(D);
   for (uint32_t row = 0; row < P; ++row) {
@@ -300,7 +300,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           if (ctx->meta[i].empty()) continue;
           ++attach_.pages_scanned;
           const uint8_t* m = ctx->meta[i].data();
-          if (ctx->ok[i] && impl_->ParityValid(m)) {
+          if (ctx->ok[i] && impl_->stripe.ParityValid(m, epoch_)) {
             max_seq = std::max(max_seq, reinterpret_cast<const f::PageHeader*>(m)->seq);
             continue;
           }
@@ -340,7 +340,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
       std::unordered_map<Psa, std::size_t> atomic_at;
       for (std::size_t k = 0; k < atomic_pages.size(); ++k) {
         const PageRec& pr = atomic_pages[k];
-        atomic_at[impl_->MakePsa(pr.leb, pr.die, pr.page, 0)] = k;
+        atomic_at[impl_->addr.Make(pr.leb, pr.die, pr.page, 0)] = k;
       }
       std::vector<Event> ev;
       for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
@@ -353,7 +353,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         // clear their valid bits when replayed over.
         std::vector<uint64_t> stale;
         map_.ForEachMappedIn(0, map_.sectors(), [&](uint64_t l, Psa p) {
-          if (ctx->skipped[impl_->LebOf(p)] != 1) stale.push_back(l);
+          if (ctx->skipped[impl_->addr.LebOf(p)] != 1) stale.push_back(l);
         });
         for (uint64_t l : stale) impl_->Remap(l, kUnmapped);
       }
@@ -404,7 +404,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
               fmt::print(stderr, "trace attach maps it to leb {} die {} page {} seq {} (event seq {} kind {})\n",
                          pr.leb, pr.die, pr.page, pr.seq, e.seq, e.kind);
             }
-            impl_->Remap(se[s].lba, impl_->MakePsa(pr.leb, pr.die, pr.page, s));
+            impl_->Remap(se[s].lba, impl_->addr.Make(pr.leb, pr.die, pr.page, s));
           }
         } else {
           std::vector<uint64_t> mapped;
@@ -440,7 +440,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         }
         if (ctx->skipped[i]) continue;
         ++attach_.lebs_scanned;
-        l.capacity = impl_->LebCapacity(l);
+        l.capacity = impl_->stripe.LebCapacity(l);
         l.needs_erase = true;
         if (seen[i]) {
           l.open_seq = first[i];
@@ -449,7 +449,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           // A LEB cut while open may hold members no parity covers (written after its
           // row's last durable parity): FlashBack moves their data into protected LEBs.
           const std::size_t before = impl_->reprotect_pages.size();
-          if (impl_->parity_on && !ctx->summarized[i]) {
+          if (impl_->stripe.parity() && !ctx->summarized[i]) {
             if (!RowsCovered(i, ctx->meta, ctx->ok)) impl_->Reprotect(l);
             unprotected += impl_->reprotect_pages.size() != before || l.unprotected;
           }
@@ -487,7 +487,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                              after();
                            });
       };
-      if (impl_->die_failed[tp.die]) {
+      if (impl_->dies.failed(tp.die)) {
         PostDieTimeout(clock_, std::move(on_read));
         continue;
       }
@@ -509,8 +509,8 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         uint64_t mask = 0;
         for (uint32_t d = 0; d < D; ++d) {
           const uint64_t i = idx(leb, d, p);
-          if (!ctx->meta[i].empty() && ctx->ok[i] && impl_->ParityValid(ctx->meta[i].data())) {
-            mask |= Impl::ParityMask(ctx->meta[i].data());
+          if (!ctx->meta[i].empty() && ctx->ok[i] && impl_->stripe.ParityValid(ctx->meta[i].data(), epoch_)) {
+            mask |= StripeLayout::ParityMask(ctx->meta[i].data());
           }
         }
         for (uint32_t d = 0; d < D && mask != 0; ++d) {
@@ -595,7 +595,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         const auto die = static_cast<uint32_t>(pos % D), row = static_cast<uint32_t>(pos / D);
         const uint64_t i = idx(leb, die, row);
         ctx->meta[i].assign(geo_.meta_bytes_per_page(), 0);
-        if (!impl_->die_failed[die]) ++attach_.pages_read;
+        if (!impl_->dies.failed(die)) ++attach_.pages_read;
         auto on_meta = [this, ctx, i, left, replay, leb, die, row](const Completion& c) mutable {
           ctx->ok[i] = c.ok();
           if (c.ok()) {
@@ -613,7 +613,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                                if (--*left == 0) replay();
                              });
         };
-        if (impl_->die_failed[die]) {
+        if (impl_->dies.failed(die)) {
           PostDieTimeout(clock_, std::move(on_meta));
           continue;
         }
@@ -642,7 +642,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                        // A parity page counts: its row's data may not have reached
                        // flash (no power-loss protection) while later pages did.
                        if (!ctx->ok[j] || (!HeaderValid(ctx->meta[j].data(), spp_) &&
-                                           !impl_->ParityValid(ctx->meta[j].data()))) {
+                                           !impl_->stripe.ParityValid(ctx->meta[j].data(), epoch_))) {
                          continue;
                        }
                        const auto* h = reinterpret_cast<const f::PageHeader*>(ctx->meta[j].data());
@@ -656,7 +656,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                          const uint64_t j = idx(leb, d2, 0);
                          const bool clean = ctx->ok[j] && AllOnes(ctx->meta[j]);
                          const bool torn = !ctx->ok[j] || (!HeaderValid(ctx->meta[j].data(), spp_) &&
-                                                           !impl_->ParityValid(ctx->meta[j].data()));
+                                                           !impl_->stripe.ParityValid(ctx->meta[j].data(), epoch_));
                          erased = erased && (clean || torn);
                        }
                        for (uint32_t d2 : dies) ctx->meta[idx(leb, d2, 0)].clear();
@@ -672,13 +672,13 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
                      if (!(ctx->ok[j] && AllOnes(ctx->meta[j]))) any_written = true;
                    }
                    // A closed LEB's summary saves reading the rest of it.
-                   if (any_written && row == 0 && P > 1 && impl_->summary_pages != 0) {
+                   if (any_written && row == 0 && P > 1 && impl_->stripe.summary_pages() != 0) {
                      return (*read_summary)(leb);
                    }
                    if (any_written && row + 1 < P) return (*scan_row)(leb, row + 1);
                    replay();  // this LEB is done
                  };
-      if (impl_->die_failed[d]) {
+      if (impl_->dies.failed(d)) {
         // A die that did not answer at attach: its pages count as unreadable, and are
         // rebuilt from parity before the replay.
         PostDieTimeout(clock_, std::move(cb));

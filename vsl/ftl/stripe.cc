@@ -1,0 +1,98 @@
+#include "vsl/ftl/stripe.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "vsl/core/crc.h"
+#include "vsl/ftl/ftl_format.h"
+
+namespace vsl::ftl {
+
+namespace f = format;
+
+StripeLayout::StripeLayout(const nand::Geometry& g, uint32_t sectors_per_page)
+    : d_(g.dies_per_pipe()), p_(g.pages_per_block), s_(sectors_per_page) {
+  const uint64_t bytes = f::SummaryBytes(d_, p_, s_);
+  const uint64_t k = (bytes + g.page_data_bytes - 1) / g.page_data_bytes;
+  if (4 * k <= uint64_t{d_} * p_) summary_pages_ = static_cast<uint32_t>(k);
+}
+
+uint32_t StripeLayout::RowParityDie(Leb& l, uint32_t row) const {
+  if (!l.par) return kNoDie;
+  uint8_t& pd = l.par->pdie[row];
+  if (pd == RowParity::kUndecided) {
+    std::vector<uint32_t> g;
+    for (uint32_t d = 0; d < d_; ++d) {
+      if (l.good[d]) g.push_back(d);
+    }
+    pd = g.size() >= kMinStripeDies ? static_cast<uint8_t>(g[row % g.size()]) : RowParity::kNone;
+  }
+  return pd == RowParity::kNone ? kNoDie : pd;
+}
+
+bool StripeLayout::IsLastDataPos(Leb& l, uint32_t row, uint32_t die) const {
+  for (uint32_t d = die + 1; d < d_; ++d) {
+    if (DataPos(l, row, d)) return false;
+  }
+  return true;
+}
+
+uint32_t StripeLayout::RemainingPositions(Leb& l, uint32_t row, uint32_t die) const {
+  uint32_t n = 0;
+  for (uint32_t d = die; d < d_; ++d) n += DataPos(l, row, d);
+  return n + (p_ - row - 1) * DataDiesPerRow(l, l.par != nullptr);
+}
+
+uint64_t StripeLayout::LebDataSectors(uint32_t dies) const {
+  if (parity_ && dies < kMinStripeDies) return 0;  // not formed: it could not carry parity
+  const uint32_t positions = (dies - (parity_ ? 1 : 0)) * p_;
+  return uint64_t{positions - std::min(positions, summary_pages_)} * s_;
+}
+
+void StripeLayout::XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t a, b;
+    std::memcpy(&a, dst + i, 8);
+    std::memcpy(&b, src + i, 8);
+    a ^= b;
+    std::memcpy(dst + i, &a, 8);
+  }
+  for (; i < n; ++i) dst[i] ^= src[i];
+}
+
+bool StripeLayout::ParityValid(const uint8_t* meta, uint32_t epoch) const {
+  const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
+  if (h->type != static_cast<uint8_t>(f::PageType::kParity) || h->version_major != f::kVersionMajor ||
+      h->sectors != s_ || h->epoch != epoch) {
+    return false;
+  }
+  const std::size_t n = f::ParityMetaBytes(s_) - 4;
+  uint32_t crc;
+  std::memcpy(&crc, meta + n, 4);
+  return Crc32c(meta, n) == crc;
+}
+
+uint64_t StripeLayout::ParityMask(const uint8_t* meta) {
+  uint64_t m;
+  std::memcpy(&m, meta + sizeof(f::PageHeader), 8);
+  return m;
+}
+
+void StripeLayout::FillParityMeta(uint8_t* meta, uint64_t seq, uint64_t mask, const std::vector<uint8_t>& pmeta,
+                                  uint32_t epoch) const {
+  auto* h = reinterpret_cast<f::PageHeader*>(meta);
+  h->bad_block_marker = 0xFF;
+  h->type = static_cast<uint8_t>(f::PageType::kParity);
+  h->version_major = f::kVersionMajor;
+  h->sectors = static_cast<uint8_t>(s_);
+  h->epoch = epoch;
+  h->seq = seq;
+  std::memcpy(meta + sizeof(f::PageHeader), &mask, 8);
+  std::memcpy(meta + sizeof(f::PageHeader) + 8, pmeta.data(), pmeta.size());
+  const std::size_t n = f::ParityMetaBytes(s_) - 4;
+  const uint32_t crc = Crc32c(meta, n);
+  std::memcpy(meta + n, &crc, 4);
+}
+
+}  // namespace vsl::ftl
