@@ -11,7 +11,44 @@
 namespace vsl::testing {
 namespace {
 
-class FtlFeaturesTest : public FtlFixture {};
+class FtlFeaturesTest : public FtlFixture {
+ public:
+  // Writes ~97 sectors spread over the whole space (one per chunk of the map), overwrites
+  // a third, trims one; shuts down, attaches (from a checkpoint or by a scan, as
+  // expected), checks; then writes once more, cuts power and checks again.
+  void CheckSpread(bool expect_checkpoint) {
+    const uint64_t n = ftl_->sectors();
+    std::vector<uint64_t> lbas;
+    for (uint64_t lba = 0; lba < n; lba += n / 97) lbas.push_back(lba);
+    for (uint64_t lba : lbas) ASSERT_TRUE(Write(lba, Sector(lba, 1)).ok());
+    for (std::size_t i = 0; i < lbas.size(); i += 3) ASSERT_TRUE(Write(lbas[i], Sector(lbas[i], 2)).ok());
+    ASSERT_TRUE(Trim(lbas[1], 1).ok());
+    auto check = [&](const char* when) {
+      std::vector<uint8_t> out;
+      for (std::size_t i = 0; i < lbas.size(); ++i) {
+        ASSERT_TRUE(Read(lbas[i], 1, &out).ok()) << when;
+        const auto want = i == 1 ? std::vector<uint8_t>(ftl_->sector_bytes(), 0) : Sector(lbas[i], i % 3 == 0 ? 2 : 1);
+        ASSERT_EQ(out, want) << when << ": lba " << lbas[i];
+      }
+    };
+    check("before shutdown");
+    ASSERT_TRUE(Shutdown().ok()) << "a clean shutdown is clean with or without room for its checkpoint";
+    ASSERT_TRUE(Attach().ok());
+    EXPECT_EQ(ftl_->attach_info().from_checkpoint, expect_checkpoint);
+    if (expect_checkpoint) {
+      EXPECT_EQ(ftl_->attach_info().lebs_scanned, 0u);
+    } else {
+      EXPECT_GT(ftl_->attach_info().lebs_scanned, 0u);
+    }
+    check("after a clean shutdown");
+    ASSERT_TRUE(Write(lbas[2], Sector(lbas[2], 3)).ok());
+    PowerCycle();
+    ASSERT_TRUE(Attach().ok());
+    std::vector<uint8_t> out;
+    ASSERT_TRUE(Read(lbas[2], 1, &out).ok());
+    EXPECT_EQ(out, Sector(lbas[2], 3)) << "after a power cut";
+  }
+};
 
 TEST_F(FtlFeaturesTest, MapCostsAboutFourBytesPerMappedSector) {
   MakeCard("duo-slc-small", 32);
@@ -196,41 +233,28 @@ TEST_F(FtlFeaturesTest, FlushAndFuaWithoutPowerLossProtection) {
 }
 
 // A LUN whose forward map outgrows a metadata LEB (a 300 GB duo-slc LUN: a 285 MiB map
-// against a 24 MiB LEB; here 4,096 blocks of a 4-die pipe against a 64-page LEB) can hold
-// no checkpoint: attach writes a mount record instead of the dirty checkpoint, a clean
-// shutdown succeeds with a mount record too, and every attach scans — losing nothing,
-// trims included.
-TEST_F(FtlFeaturesTest, LunWhoseMapOutgrowsAMetadataLebShutsDownCleanlyAndAttachesByScan) {
+// against a 24 MiB LEB; here 4,096 blocks of a 4-die pipe against a 64-page LEB) gets
+// metadata slots of several LEBs at format: its checkpoint spans them, so a clean attach
+// scans nothing, trims included. A map beyond even that (a sparse space written one
+// sector per chunk, far past the format's allowance) cannot be checkpointed: a mount
+// record stands in, a clean shutdown is still clean, and the attach scans, losing nothing.
+TEST_F(FtlFeaturesTest, LunWhoseMapOutgrowsAMetadataLebCheckpointsAcrossSeveralLebs) {
   MakeCard("test-small", 4096);
   ASSERT_TRUE(Format().ok());
   ASSERT_TRUE(Attach().ok());
-  const uint64_t n = ftl_->sectors();
-  ASSERT_GT(n * sizeof(uint32_t), uint64_t{64} * 4096) << "the map must not fit one metadata LEB";
-  std::vector<uint64_t> lbas;
-  for (uint64_t lba = 0; lba < n; lba += n / 97) lbas.push_back(lba);
-  for (uint64_t lba : lbas) ASSERT_TRUE(Write(lba, Sector(lba, 1)).ok());
-  for (std::size_t i = 0; i < lbas.size(); i += 3) ASSERT_TRUE(Write(lbas[i], Sector(lbas[i], 2)).ok());
-  ASSERT_TRUE(Trim(lbas[1], 1).ok());
-  auto check = [&](const char* when) {
-    std::vector<uint8_t> out;
-    for (std::size_t i = 0; i < lbas.size(); ++i) {
-      ASSERT_TRUE(Read(lbas[i], 1, &out).ok()) << when;
-      const auto want = i == 1 ? std::vector<uint8_t>(ftl_->sector_bytes(), 0) : Sector(lbas[i], i % 3 == 0 ? 2 : 1);
-      ASSERT_EQ(out, want) << when << ": lba " << lbas[i];
-    }
-  };
-  check("before shutdown");
-  ASSERT_TRUE(Shutdown().ok()) << "a clean shutdown without room for a checkpoint is still clean";
+  ASSERT_GT(ftl_->sectors() * sizeof(uint32_t), uint64_t{64} * 4096) << "the map must not fit one metadata LEB";
+  EXPECT_GT(ftl_->metadata_slot_lebs(), 1u);
+  CheckSpread(true);
+}
+
+TEST_F(FtlFeaturesTest, SparseMapPastTheCheckpointAllowanceShutsDownCleanlyAndAttachesByScan) {
+  MakeCard("test-small");
+  ftl::FormatOptions fo;
+  fo.sparse = true;
+  fo.sparse_sectors = uint64_t{1} << 32;
+  ASSERT_TRUE(Format(fo).ok());
   ASSERT_TRUE(Attach().ok());
-  EXPECT_FALSE(ftl_->attach_info().from_checkpoint);
-  EXPECT_GT(ftl_->attach_info().lebs_scanned, 0u);
-  check("after a clean shutdown");
-  ASSERT_TRUE(Write(lbas[2], Sector(lbas[2], 3)).ok());
-  PowerCycle();
-  ASSERT_TRUE(Attach().ok());
-  std::vector<uint8_t> out;
-  ASSERT_TRUE(Read(lbas[2], 1, &out).ok());
-  EXPECT_EQ(out, Sector(lbas[2], 3)) << "after a power cut";
+  CheckSpread(false);
 }
 
 }  // namespace

@@ -59,6 +59,13 @@ bool Ftl::Impl::NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint
 
 void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
   f.lebs_.SetState(l, LebState::kOpen);
+  // Periodic checkpoint: a recovery after a cut scans at most the LEBs opened since the
+  // last one (FtlOptions::checkpoint_interval_lebs).
+  const uint32_t every = f.opts_.checkpoint_interval_lebs;
+  if (serving && every != 0 && ++lebs_since_ckpt >= every && !CheckpointWanted()) {
+    ++ckpt_asked;
+    Post([this] { CheckCheckpoint(); });
+  }
   ap.leb = &l;
   ap.row = ap.die = 0;
   l.open_seq = 0;

@@ -72,12 +72,26 @@ struct MetaRead {
   std::vector<uint8_t> payload;
 };
 
-// Reads metadata LEB `leb` row by row: row 0 tells, from any valid page, the sector
-// layout (the header's sector count) and the newest record's page count, so only the rows
-// holding that record are read (each page is stored twice, in row-major order over the
-// good dies). Calls `done` with the newest complete record, if any.
-void ReadMetaLeb(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t leb,
-                 const std::vector<uint32_t>& silent,
-                 Function<void(std::optional<MetaRead>, uint32_t spp)> done);
+// LEBs per metadata slot for a format: one while a checkpoint of the full map fits the
+// first LEB twice over, else enough for two copies of it (format 1.5, MetaSlotTag).
+uint32_t MetaSlotLebs(const nand::Geometry& g, uint32_t spp, const LebTable& lebs, uint64_t user_sectors,
+                      bool sparse, uint64_t physical_user_sectors);
+
+// What reading a metadata slot learnt besides its newest record.
+struct SlotInfo {
+  uint32_t spp = 0;        // sectors per page, from any valid metadata page
+  bool any_meta = false;   // a valid metadata page was seen
+  uint32_t slot_lebs = 0;  // from a page's MetaSlotTag (0: none seen: slots of one LEB)
+  uint32_t slot = 0;       // and the slot it said the page is in
+};
+
+// Reads the metadata slot of `slot_lebs` LEBs from `first_leb`, row by row over the dies
+// that answer: row 0 tells, from any valid page, the sector layout and the newest
+// record's page count and copies, so only the rows holding that record are read (one
+// copy of each page is kept). Calls `done` with the newest complete record, if any. If
+// row 0's pages say the slot spans more LEBs than `slot_lebs`, stops there and returns
+// no record with `slot_lebs` set: the caller reads the slot again whole.
+void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first_leb, uint32_t slot_lebs,
+                  const std::vector<uint32_t>& silent, Function<void(std::optional<MetaRead>, SlotInfo)> done);
 
 }  // namespace vsl::ftl::detail

@@ -30,12 +30,13 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
   h.lebs = lebs_.size();
   h.dies = geo_.dies_per_pipe();
   h.flags = (sparse_ ? f::kFlagSparse | f::kFlagMapChunks : 0) |
-            (impl_->stripe.parity() ? f::kFlagFlashBack : 0);
+            (impl_->stripe.parity() ? f::kFlagFlashBack : 0) | (slot_lebs_ > 1 ? f::kFlagMetaSlots : 0);
   h.reserve_ppm = reserve_ppm_;
   const bool with_map = kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) ||
                         kind == static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint);
   h.map_entries = !with_map ? 0 : sparse_ ? map_.allocated_chunks() : map_.sectors();
   Append(out, h);
+  if (slot_lebs_ > 1) Append(out, f::MetaSlots{slot_lebs_, 0});
   const std::size_t table_start = out.size();
   for (uint32_t i = 0; i < lebs_.size(); ++i) {
     const Leb& l = lebs_.leb(i);
@@ -73,6 +74,10 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
   std::size_t off = 0;
   f::MetaHeader h;
   if (!Take(in, off, &h)) return Status::Corruption("metadata record too short");
+  if ((h.flags & f::kFlagMetaSlots) != 0) {
+    f::MetaSlots ms;
+    if (!Take(in, off, &ms)) return Status::Corruption("metadata record too short");
+  }
   for (uint32_t i = 0; i < h.lebs; ++i) {
     f::MetaLeb m;
     if (!Take(in, off, &m) || off + h.dies > in.size()) {
@@ -89,7 +94,7 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
       if (!Take(in, off, &v)) return Status::Corruption("metadata record: trim list truncated");
       l.trim_pages.push_back(v);
     }
-    if (i < kMetaLebs) continue;
+    if (i < meta_lebs_) continue;
     l.capacity = impl_->stripe.LebCapacity(l);
     if (with_map) {
       l.open_seq = m.open_seq;
@@ -113,7 +118,7 @@ Status Ftl::LoadMetaPayload(const std::vector<uint8_t>& in, bool with_map) {
       if (lba == Impl::TraceLba()) fmt::print(stderr, "trace checkpoint maps it to psa {}\n", p);
       if (p == kUnmapped) return Status::Ok();
       if (lba >= map_.sectors() || p >= max_psa ||
-          p / (geo_.dies_per_pipe() * geo_.pages_per_block * spp_) < kMetaLebs) {
+          p / (geo_.dies_per_pipe() * geo_.pages_per_block * spp_) < meta_lebs_) {
         return Status::Corruption(fmt::format("checkpoint maps sector {} outside the data area", lba));
       }
       impl_->Remap(lba, p);

@@ -162,13 +162,16 @@ void Ftl::Impl::NoteDieError(uint32_t d, uint32_t block) {
 
 void Ftl::Impl::DeclareDieFailed(uint32_t d) {
   dies.MarkFailed(d);
-  if (serving && stripe.parity()) ++ckpt_asked;
+  if (serving && stripe.parity()) {
+    ++ckpt_asked;
+    ckpt_for_failure = true;
+  }
   Event(fmt::format("FlashBack substitution active: die {} failed; {}", d,
                     stripe.parity() ? "rebuilding its data from parity"
                               : "this format has no parity: its data is lost"));
   for (uint32_t i = 0; i < f.lebs_.size(); ++i) {
     Leb& l = f.lebs_.leb(i);
-    if (i < kMetaLebs || l.state == LebState::kFree) {
+    if (i < f.meta_lebs_ || l.state == LebState::kFree) {
       l.good[d] = 0;
       l.capacity = stripe.LebCapacity(l);
       continue;
@@ -213,7 +216,7 @@ void Ftl::Impl::DeclareDieFailed(uint32_t d) {
 
 void Ftl::Impl::UpdateMode() {
   uint64_t phys = 0;
-  for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+  for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) {
     const Leb& l = f.lebs_.leb(i);
     uint32_t g = 0;
     for (uint32_t d = 0; d < D(); ++d) g += l.good[d] && !dies.failed(d);
@@ -228,7 +231,7 @@ void Ftl::Impl::UpdateMode() {
   // flawless card offers.
   uint64_t capacity = f.map_.sectors();
   if (f.sparse_) {
-    const uint64_t nominal = uint64_t{f.lebs_.size() - kMetaLebs} * stripe.LebDataSectors(D());
+    const uint64_t nominal = uint64_t{f.lebs_.size() - f.meta_lebs_} * stripe.LebDataSectors(D());
     const uint64_t nres = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * stripe.LebDataSectors(D());
     capacity = nominal > nres ? static_cast<uint64_t>(static_cast<double>(nominal - nres) / (1.0 + rho)) : 0;
   }

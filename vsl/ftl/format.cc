@@ -16,7 +16,7 @@ using namespace detail;
 
 uint64_t Ftl::PhysicalUserSectors() const {
   uint64_t phys = 0;
-  for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
+  for (uint32_t i = meta_lebs_; i < lebs_.size(); ++i) {
     phys += impl_->stripe.LebCapacity(lebs_.leb(i));
   }
   // The groomer's reserve is counted in LEBs as they are formed now: without failed dies.
@@ -29,6 +29,41 @@ uint64_t Ftl::PhysicalUserSectors() const {
 
 
 // ---- format ----
+
+namespace detail {
+uint32_t MetaSlotLebs(const nand::Geometry& g, uint32_t spp, const LebTable& lebs, uint64_t user_sectors,
+                      bool sparse, uint64_t physical_user_sectors) {
+  const uint32_t D = g.dies_per_pipe(), P = g.pages_per_block;
+  // The largest checkpoint: header, LEB table with room for kTrimPagesPerLeb trim pages
+  // per LEB on average, and the map: dense, a PSA per sector; sparse, by chunk, allowing
+  // for chunks a sixty-fourth full on average (a sparser map falls back to a mount record).
+  constexpr uint64_t kTrimPagesPerLeb = 8;
+  uint64_t bytes = sizeof(f::MetaHeader) + sizeof(f::MetaSlots) +
+                   uint64_t{lebs.size()} * (sizeof(f::MetaLeb) + D + 4 * kTrimPagesPerLeb);
+  if (sparse) {
+    const uint64_t chunks = std::min<uint64_t>((user_sectors + ForwardMap::kChunkEntries - 1) / ForwardMap::kChunkEntries,
+                                               physical_user_sectors / 64 + 1);
+    bytes += chunks * (8 + ForwardMap::kChunkEntries * sizeof(Psa));
+  } else {
+    bytes += user_sectors * sizeof(Psa);
+  }
+  const uint64_t pages = (bytes + g.page_data_bytes - 1) / g.page_data_bytes;
+  // One LEB per slot while both first LEBs hold two copies (format 1.4's layout).
+  if (uint64_t{lebs.leb(0).good_dies()} * P / 2 >= pages && uint64_t{lebs.leb(1).good_dies()} * P / 2 >= pages) {
+    return 1;
+  }
+  if (f::MetaBytes(spp) + sizeof(f::MetaSlotTag) > g.meta_bytes_per_page()) {
+    Logger("ftl")->warn("no room for metadata slot tags in the page metadata: slots of one LEB, "
+                        "checkpoints of this map do not fit (attach scans)");
+    return 1;
+  }
+  // Sized for one die fewer than the pipe has (a failed die leaves the slots) and one LEB
+  // more (bad blocks, copies kept within a LEB); at most a quarter of the pipe.
+  const uint64_t per_leb = uint64_t{std::max<uint32_t>(D, 3) - 1} * P;
+  const uint64_t k = (2 * pages + per_leb - 1) / per_leb + 1;
+  return static_cast<uint32_t>(std::min<uint64_t>(k, std::max<uint32_t>(1, lebs.size() / 8)));
+}
+}  // namespace detail
 
 Status CheckFormatOptions(const FormatOptions& opts) {
   if (opts.sector_bytes != 512 && opts.sector_bytes != 4096) {
@@ -62,7 +97,7 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
           "{} sectors per page need {} bytes of page metadata; the device has {}", spp,
           f::MetaBytes(spp), g.meta_bytes_per_page())));
     }
-    if (g.blocks_per_lun < kMetaLebs + ReservedLebs() + 2) {
+    if (g.blocks_per_lun < 2 + ReservedLebs() + 2) {
       return fail(Status::NotSupported("too few blocks per die for the FTL"));
     }
     const double rho = SpareFraction(opts);
@@ -107,17 +142,28 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
           if (m.empty() || m[0] != 0xFF) prov->lebs_.leb(b).good[d] = 0;
         }
       }
-      for (uint32_t i = 0; i < kMetaLebs; ++i) {
+      for (uint32_t i = 0; i < prov->meta_lebs_; ++i) {
         if (prov->lebs_.leb(i).good_dies() == 0) {
           return (*shared_done)(Status::IOError("both metadata blocks are bad on every die"));
         }
       }
-      const uint64_t user =
-          opts.sparse ? opts.sparse_sectors : prov->PhysicalUserSectors();
+      uint64_t user = opts.sparse ? opts.sparse_sectors : prov->PhysicalUserSectors();
       if (user == 0) return (*shared_done)(Status::NoSpace("no room for user data"));
+      // Metadata slots big enough for a checkpoint of the full map (two copies of every
+      // page), so a clean attach of any card reads its checkpoint and scans nothing. The
+      // slots' LEBs come out of the capacity (a dense map shrinks with it, so the slots
+      // still fit).
+      const uint32_t k = MetaSlotLebs(g, prov->spp_, prov->lebs_, user, opts.sparse, prov->PhysicalUserSectors());
+      if (k > 1) {
+        prov->slot_lebs_ = k;
+        prov->meta_lebs_ = 2 * k;
+        if (!opts.sparse) user = prov->PhysicalUserSectors();
+        if (user == 0) return (*shared_done)(Status::NoSpace("no room for user data"));
+        Logger("ftl")->info("metadata slots of {} LEBs for a checkpoint of {} sectors", k, user);
+      }
       // Rebuild with the real capacity, keeping the bad-block table.
       auto real = std::unique_ptr<Ftl>(new Ftl(prov->retry_->inner(), prov->clock_, FtlOptions{}, g, user,
-                                               opts.sector_bytes));
+                                               opts.sector_bytes, k));
       real->reserve_ppm_ = prov->reserve_ppm_;
       real->epoch_ = prov->epoch_;
       real->sparse_ = opts.sparse;

@@ -18,7 +18,7 @@ namespace vsl::ftl {
 // ---------------------------------------------------------------------------------------
 
 Ftl::Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand::Geometry& g,
-         uint64_t sectors, uint32_t sector_bytes)
+         uint64_t sectors, uint32_t sector_bytes, uint32_t slot_lebs)
     : retry_(std::make_unique<nand::ReadRetryPipe>(pipe, opts.read_retries)),
       pipe_(*retry_),
       clock_(clock),
@@ -26,18 +26,20 @@ Ftl::Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand
       geo_(g),
       sector_bytes_(sector_bytes),
       spp_(g.page_data_bytes / sector_bytes),
+      slot_lebs_(slot_lebs),
+      meta_lebs_(2 * slot_lebs),
       map_(sectors),
       lebs_(g.blocks_per_lun, g.dies_per_pipe(), g.dies_per_pipe() * g.pages_per_block * spp_,
             g.dies_per_pipe() * g.pages_per_block * spp_),
       impl_(std::make_unique<Impl>(*this)) {
-  for (uint32_t i = 0; i < kMetaLebs; ++i) lebs_.SetState(lebs_.leb(i), LebState::kMeta);
+  for (uint32_t i = 0; i < meta_lebs_; ++i) lebs_.SetState(lebs_.leb(i), LebState::kMeta);
 }
 
 Ftl::~Ftl() = default;
 
 std::pair<uint32_t, uint32_t> Ftl::EraseCountRange() const {
   uint32_t lo = UINT32_MAX, hi = 0;
-  for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
+  for (uint32_t i = meta_lebs_; i < lebs_.size(); ++i) {
     const Leb& l = lebs_.leb(i);
     if (l.good_dies() == 0) continue;
     lo = std::min(lo, l.erase_count);

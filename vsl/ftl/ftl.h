@@ -137,6 +137,11 @@ struct FtlOptions {
   // least-erased LEB holding data, that LEB's (cold) data is moved so the young block
   // returns to the free pool. 0 disables it.
   uint32_t wl_max_spread = 64;
+  // Periodic checkpoint: after this many LEBs opened since the last checkpoint, one is
+  // written (writes pause while it is, as for the checkpoint after a die failure), so a
+  // recovery after a power cut reads the checkpoint and scans at most about this many
+  // LEBs. 0 disables it (the recovery then scans every LEB written since the attach).
+  uint32_t checkpoint_interval_lebs = 1024;
   // Read-retry: times a read the controller reports uncorrectable is issued again before
   // the failure counts (docs/ftl.md). 0 disables it.
   uint32_t read_retries = nand::ReadRetryPipe::kDefaultRetries;
@@ -164,6 +169,7 @@ struct FtlStats {
   uint64_t gc_write_sectors = 0, pad_sectors = 0;
   uint64_t pages_programmed = 0, trim_pages = 0, meta_pages = 0, summary_pages = 0;
   uint64_t failure_checkpoints = 0;  // checkpoints written because a die failed
+  uint64_t periodic_checkpoints = 0;  // written after checkpoint_interval_lebs LEBs
   uint64_t lebs_erased = 0, victims = 0;
   uint64_t program_failures = 0, erase_failures = 0, read_errors = 0;
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
@@ -262,6 +268,9 @@ class Ftl {
   // the LEB summary).
   uint64_t leb_data_sectors() const;
   uint32_t epoch() const { return epoch_; }
+  // LEBs per metadata slot (docs/formats/ftl.md): 1, or as many as a full map's
+  // checkpoint needs.
+  uint32_t metadata_slot_lebs() const { return slot_lebs_; }
   bool idle() const;
   // No task of this FTL is scheduled on its clock. With no flash command of its pipe
   // outstanding either, nothing refers to the FTL any more: it may then be destroyed
@@ -287,15 +296,19 @@ class Ftl {
   struct WriteCtx;
   struct AtomicGroup;
   struct Impl;
+  // `slot_lebs`: LEBs per metadata slot (the format's; the metadata area is LEBs
+  // 0 .. 2 * slot_lebs - 1).
   Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand::Geometry& g,
-      uint64_t sectors, uint32_t sector_bytes);
-  // Writes a metadata record (mount or checkpoint) to the metadata LEB not holding the
-  // newest one. NoSpace when a checkpoint does not fit in one metadata LEB.
+      uint64_t sectors, uint32_t sector_bytes, uint32_t slot_lebs = 1);
+  // Writes a metadata record (mount or checkpoint) to the metadata slot not holding the
+  // newest one, its pages in copies on distinct dies across the slot's LEBs. NoSpace when
+  // the record does not fit the slot with two copies of every page.
   void WriteMetaRecord(uint32_t kind, Done done);
-  // Writes checkpoint record `kind` (clean or dirty). A checkpoint too large for a
-  // metadata LEB (the dense map of a LUN of hundreds of GB) is replaced by a mount
-  // record: nothing is lost, the next attach scans the LEBs. `done` gets the status and
-  // whether the checkpoint itself was written.
+  // Writes checkpoint record `kind` (clean or dirty). The format sizes the metadata slots
+  // for the checkpoint of a full map; one that still does not fit (trim lists or a sparse
+  // map far beyond that allowance, or a card formatted before format 1.5 with a map
+  // beyond one LEB) is replaced by a mount record: nothing is lost, the next attach scans
+  // the LEBs. `done` gets the status and whether the checkpoint itself was written.
   void WriteCheckpointRecord(uint32_t kind, Function<void(Status, bool)> done);
   // OK, or why a host request must be refused: FailedPrecondition after Shutdown,
   // InvalidArgument for a missing buffer or a range outside the device.
@@ -347,12 +360,16 @@ class Ftl {
   bool sparse_ = false;
   uint32_t reserve_ppm_ = 0;
   uint64_t next_seq_ = 1;
+  // Metadata area: two slots of slot_lebs_ LEBs each (LEBs 0 .. meta_lebs_ - 1), written
+  // alternately, so the newest complete record survives a cut while the other is written.
+  uint32_t slot_lebs_ = 1;
+  uint32_t meta_lebs_ = 2;
   ForwardMap map_;
   LebTable lebs_;
   FtlStats stats_;
   AttachInfo attach_;
-  uint32_t meta_leb_ = 1;  // the metadata LEB holding the newest record
-  // The checkpoint a recovery would start from (0: none), and its metadata LEB. While it
+  uint32_t meta_leb_ = 1;  // the metadata slot (0 or 1) holding the newest record
+  // The checkpoint a recovery would start from (0: none), and its metadata slot. While it
   // is on flash its map is a source of old mappings: trim records newer than it are kept.
   uint64_t base_ckpt_seq_ = 0;
   uint32_t base_ckpt_leb_ = 0;

@@ -33,10 +33,11 @@
 namespace vsl::ftl::format {
 
 inline constexpr uint8_t kVersionMajor = 1;
-inline constexpr uint8_t kVersionMinor = 4;  // 1: LEB summary pages; 2: FlashBack parity pages;
+inline constexpr uint8_t kVersionMinor = 5;  // 1: LEB summary pages; 2: FlashBack parity pages;
                                              // 3: metadata pages in up to 3 copies, layout in the tag
                                              // 4: atomic batches (kAtomicData pages, commit
                                              //    records in trim pages); sparse maps by chunk
+                                             // 5: metadata slots of several LEBs (MetaSlotTag)
 inline constexpr uint64_t kNoLba = UINT64_MAX;
 
 enum class PageType : uint8_t {
@@ -118,11 +119,11 @@ constexpr std::size_t ParityMetaBytes(uint32_t sectors) {
 
 
 // The metadata record (superblock + optional checkpoint), written to one of the two
-// metadata LEBs (blocks 0 and 1 of every die), alternately.
+// metadata slots (LEBs 0 and 1 of every die before format 1.5; see MetaSlotTag), alternately.
 inline constexpr uint64_t kMetaMagic = 0x314C5446'4C53564FULL;  // "OVSLFTL1"
 enum class MetaKind : uint32_t {
   kMount = 1,       // written at format (config, LEB table, no map); also the fallback
-                    // at attach when a checkpoint does not fit a metadata LEB
+                    // when a checkpoint does not fit a metadata slot
   kCheckpoint = 2,  // written at clean shutdown: config, LEB table, forward map
   kDirtyCheckpoint = 3,  // written at every attach: a checkpoint that marks the FTL in use;
                          // recovery loads it and scans the LEBs opened after it
@@ -190,7 +191,31 @@ inline constexpr uint32_t kFlagMapChunks = 4;
 // power cut left without parity, or stripes that include a failed die); FlashBack moves
 // its data into protected LEBs.
 inline constexpr uint8_t kMetaLebUnprotected = 1;
+// Metadata slots (format 1.5). The metadata area is two slots of `slot_lebs` LEBs each
+// (LEBs 0 .. 2 * slot_lebs - 1), sized at format for the checkpoint of a full map; a
+// record is written to the slot not holding the newest one, its pages (each in 2 or 3
+// copies on distinct dies) row-major over the good dies of the slot's LEBs in order.
+// With slot_lebs 1 the layout is format 1.4's (LEBs 0 and 1, no tag, no flag). With more,
+// every metadata page carries a MetaSlotTag right after its MetaBytes(S) bytes, so a
+// reader finds slot 1 (at LEB slot_lebs) from any page of either slot, and the record's
+// MetaHeader has kFlagMetaSlots and is followed by a MetaSlots. Readers of 1.4 and older
+// see an incomplete record in LEB 0 and refuse the card as unformatted: a 1.5 card with
+// multi-LEB slots must not be attached by them (1.5 reads 1.4 cards as slot_lebs 1).
+inline constexpr uint32_t kFlagMetaSlots = 8;
+inline constexpr uint32_t kMetaSlotMagic = 0x544F4C53;  // "SLOT"
+struct MetaSlotTag {
+  uint32_t magic;      // kMetaSlotMagic
+  uint32_t slot_lebs;  // LEBs per slot
+  uint32_t slot;       // 0 or 1: the slot this page is in
+  uint32_t crc;        // CRC32C of the 12 bytes before
+};
+struct MetaSlots {
+  uint32_t slot_lebs;
+  uint32_t reserved;
+};
 static_assert(sizeof(MetaHeader) == 80, "MetaHeader size is part of the format");
+static_assert(sizeof(MetaSlotTag) == 16, "MetaSlotTag size is part of the format");
+static_assert(sizeof(MetaSlots) == 8, "MetaSlots size is part of the format");
 static_assert(sizeof(MetaLeb) == 20, "MetaLeb size is part of the format");
 
 }  // namespace vsl::ftl::format

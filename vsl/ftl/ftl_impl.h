@@ -163,6 +163,8 @@ struct Ftl::Impl {
   uint32_t ckpt_written = 0;   // requests the last completed checkpoint answered
   bool ckpt_quiesce = false;   // append points closed: no LEB opens until it is written
   bool ckpt_writing = false;
+  bool ckpt_for_failure = false;  // a die failure asked for the pending one
+  uint32_t lebs_since_ckpt = 0;   // LEBs opened since the base checkpoint (periodic ones)
   bool CheckpointWanted() const { return ckpt_asked != ckpt_written; }
 
   explicit Impl(Ftl& ftl)
@@ -545,7 +547,7 @@ struct Ftl::Impl {
   // flash, and the next attach finds it.
   void Abandon();
 
-  // --- checkpoint after a die failure ---
+  // --- checkpoints while serving: after a die failure, and periodic ---
   // Recovery after a power cut starts from the base checkpoint and reads the LEBs opened
   // since. A LEB whose stripes include a failed die cannot have a page rebuilt once a
   // second die of the same stripe fails: if that LEB were read by a scan, the sectors of

@@ -163,7 +163,7 @@ Leb* Ftl::Impl::WearVictim() {
   if (f.opts_.wl_max_spread == 0) return nullptr;
   Leb* coldest = nullptr;
   uint32_t max_ec = 0;
-  for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+  for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) {
     Leb& l = f.lebs_.leb(i);
     max_ec = std::max(max_ec, l.erase_count);
     if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 &&
@@ -281,7 +281,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
       {
         uint32_t st[5] = {0, 0, 0, 0, 0};
         uint64_t valid = 0, cap = 0, held = 0;
-        for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+        for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) {
           const Leb& l = f.lebs_.leb(i);
           ++st[static_cast<int>(l.state)];
           valid += l.valid;
@@ -304,7 +304,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
 
 uint64_t Ftl::Impl::OldestDataSeqOnFlash() const {
   uint64_t oldest = UINT64_MAX;
-  for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+  for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) {
     const Leb& l = f.lebs_.leb(i);
     if (l.stale_seq != 0) oldest = std::min(oldest, l.stale_seq);
     if (l.open_seq == 0) continue;
@@ -385,7 +385,7 @@ void Ftl::Impl::MaybeFinishVictim() {
     v->trim_pages.clear();
     f.lebs_.SetState(*v, LebState::kFree);
     // Space appeared: LEBs held back for lack of room may be tried again.
-    for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
+    for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
   }
   victim = nullptr;
   Post([this] {

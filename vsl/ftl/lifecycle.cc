@@ -55,29 +55,37 @@ void Ftl::Impl::CheckCheckpoint() {
   // A closed LEB's summary is written once its erases and programs are done: it must be
   // on flash before the record (a summary newer than the base would make a scan take
   // the LEB for one opened after it).
-  for (uint32_t i = kMetaLebs; i < f.lebs_.size(); ++i) {
+  for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) {
     const Leb& l = f.lebs_.leb(i);
     if (l.summary_due || l.inflight != 0) return;
   }
   ckpt_writing = true;
   const uint32_t answers = ckpt_asked;
+  const bool for_failure = ckpt_for_failure;
+  ckpt_for_failure = false;
+  lebs_since_ckpt = 0;
   const uint64_t seq = f.next_seq_;
   const uint32_t target = f.meta_leb_ == 0 ? 1 : 0;
   const TimeNs t0 = f.clock_.Now();
   f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint),
-                    [this, answers, seq, target, t0](Status s) {
+                    [this, answers, seq, target, t0, for_failure](Status s) {
     ckpt_writing = false;
     ckpt_quiesce = false;
     ckpt_written = answers;
     if (s.ok()) {
       f.base_ckpt_seq_ = seq;
       f.base_ckpt_leb_ = target;
-      ++f.stats_.failure_checkpoints;
-      Event(fmt::format("FlashBack: checkpoint written after the die failure ({} us of held "
-                        "writes); data of the stripes it broke is now found from it",
-                        (f.clock_.Now() - t0) / kUs));
+      if (for_failure) {
+        ++f.stats_.failure_checkpoints;
+        Event(fmt::format("FlashBack: checkpoint written after the die failure ({} us of held "
+                          "writes); data of the stripes it broke is now found from it",
+                          (f.clock_.Now() - t0) / kUs));
+      } else {
+        ++f.stats_.periodic_checkpoints;
+      }
     } else if (!device_lost) {
-      Logger("ftl")->warn("checkpoint after the die failure failed: {}", s.ToString());
+      Logger("ftl")->warn("checkpoint {} failed: {}", for_failure ? "after the die failure" : "(periodic)",
+                          s.ToString());
     }
     RunDeferredTrims();
     RunPending();

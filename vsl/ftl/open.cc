@@ -27,9 +27,10 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
     auto silent = r->silent_dies;
     struct State {
       std::optional<MetaRead> best;
-      std::optional<MetaRead> recs[kMetaLebs];
+      std::optional<MetaRead> recs[2];
       uint32_t spp = 0;
       uint32_t best_leb = 0;
+      uint32_t slot_lebs = 1;  // LEBs per metadata slot, as the pages found say
       int remaining = 0;
       std::vector<uint32_t> silent;
       std::unique_ptr<nand::ReadRetryPipe> retry;  // the metadata reads retry like the FTL's
@@ -37,9 +38,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
     auto st = std::make_shared<State>();
     st->silent = silent;
     st->retry = std::make_unique<nand::ReadRetryPipe>(pipe, opts.read_retries);
-    st->remaining = static_cast<int>(kMetaLebs);
     auto decide = [&pipe, &clock, opts, shared_done, t0, st, g]() {
-      if (--st->remaining != 0) return;
       if (!st->best) {
         return (*shared_done)(Status::NotFound(
             "no valid FTL metadata record: the pipe is not formatted (or its metadata is lost)"));
@@ -51,7 +50,19 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
           h.dies != g.dies_per_pipe() || (h.sector_bytes != 512 && h.sector_bytes != 4096)) {
         return (*shared_done)(Status::Corruption("FTL metadata record does not match this pipe"));
       }
-      auto ftl = std::unique_ptr<Ftl>(new Ftl(pipe, clock, opts, g, h.user_sectors, h.sector_bytes));
+      uint32_t slot_lebs = 1;
+      if ((h.flags & f::kFlagMetaSlots) != 0) {
+        f::MetaSlots ms{};
+        if (st->best->payload.size() >= sizeof(h) + sizeof(ms)) {
+          std::memcpy(&ms, st->best->payload.data() + sizeof(h), sizeof(ms));
+        }
+        slot_lebs = ms.slot_lebs;
+      }
+      if (slot_lebs != st->slot_lebs || 2 * uint64_t{slot_lebs} + 2 > g.blocks_per_lun) {
+        return (*shared_done)(Status::Corruption(fmt::format(
+            "FTL metadata record says its slots are {} LEBs, its pages say {}", slot_lebs, st->slot_lebs)));
+      }
+      auto ftl = std::unique_ptr<Ftl>(new Ftl(pipe, clock, opts, g, h.user_sectors, h.sector_bytes, slot_lebs));
       ftl->epoch_ = h.epoch;
       ftl->sparse_ = (h.flags & f::kFlagSparse) != 0;
       ftl->impl_->stripe.set_parity((h.flags & f::kFlagFlashBack) != 0);
@@ -94,9 +105,9 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
           uint32_t free_lebs = 0;
           for (uint32_t b = 0; b < ftl->lebs_.size() && out; ++b) {
             const Leb& l = ftl->lebs_.leb(b);
-            if (b < kMetaLebs || l.state == LebState::kFree) {
+            if (b < ftl->meta_lebs_ || l.state == LebState::kFree) {
               out = !l.good[d];
-              free_lebs += b >= kMetaLebs;
+              free_lebs += b >= ftl->meta_lebs_;
             }
           }
           if (out && free_lebs >= 2 && !ftl->impl_->dies.failed(d)) {
@@ -111,7 +122,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       for (uint32_t d : st->silent) {
         Logger("ftl")->warn("die {} does not answer", d);
         if (d < g.dies_per_pipe()) ftl->impl_->dies.MarkFailed(d);
-        for (uint32_t b = 0; b < kMetaLebs; ++b) ftl->lebs_.leb(b).good[d] = 0;
+        for (uint32_t b = 0; b < ftl->meta_lebs_; ++b) ftl->lebs_.leb(b).good[d] = 0;
       }
       Ftl* raw = ftl.release();
       auto finish = [raw, shared_done, t0](Status s) {
@@ -161,17 +172,56 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
         raw->Scan(scan_after, std::move(finish));
       }
     };
-    for (uint32_t leb = 0; leb < kMetaLebs; ++leb) {
-      ReadMetaLeb(*st->retry, g, leb, silent, [st, decide, leb](std::optional<MetaRead> m, uint32_t spp) mutable {
-        st->recs[leb] = m;
-        if (m && (!st->best || m->seq > st->best->seq)) {
-          st->best = std::move(m);
-          st->best_leb = leb;
-          st->spp = spp;
-        }
-        decide();
-      });
-    }
+    // Both slots are read at once, first as slots of one LEB (format 1.4's layout, and
+    // 1.5's on small pipes). Pages carrying a slot tag say how long the slots are; they
+    // are then read again whole. If neither first LEB holds any metadata page (a cut
+    // while one slot was erased, and the other's first LEB erased too), the LEBs after
+    // them are probed for a tagged page.
+    auto read_slots = std::make_shared<Function<void(uint32_t)>>();
+    auto probe = std::make_shared<Function<void(uint32_t)>>();
+    auto finish_reads = [st, decide, read_slots, probe]() mutable {
+      auto rs = std::move(*read_slots);  // break the cycles before deciding
+      auto pr = std::move(*probe);
+      decide();
+    };
+    *probe = [st, g, silent, read_slots, probe, finish_reads](uint32_t leb) mutable {
+      if (leb >= g.blocks_per_lun / 4) return finish_reads();
+      ReadMetaSlot(*st->retry, g, leb, 1, silent,
+                   [leb, read_slots, probe, finish_reads](std::optional<MetaRead>, SlotInfo info) mutable {
+                     if (info.slot_lebs >= 2) return (*read_slots)(info.slot_lebs);
+                     if (info.any_meta) return finish_reads();
+                     (*probe)(leb + 1);
+                   });
+    };
+    *read_slots = [st, g, silent, read_slots, probe, finish_reads](uint32_t k) mutable {
+      st->slot_lebs = k;
+      st->best.reset();
+      st->recs[0].reset();
+      st->recs[1].reset();
+      st->remaining = 2;
+      auto infos = std::make_shared<std::array<SlotInfo, 2>>();
+      for (uint32_t slot = 0; slot < 2; ++slot) {
+        ReadMetaSlot(*st->retry, g, slot * k, k, silent,
+                     [st, slot, k, infos, read_slots, probe, finish_reads](std::optional<MetaRead> m,
+                                                                           SlotInfo info) mutable {
+                       (*infos)[slot] = info;
+                       st->recs[slot] = m;
+                       if (m && (!st->best || m->seq > st->best->seq)) {
+                         st->best = std::move(m);
+                         st->best_leb = slot;
+                         st->spp = info.spp;
+                       }
+                       if (--st->remaining != 0) return;
+                       const uint32_t seen = std::max((*infos)[0].slot_lebs, (*infos)[1].slot_lebs);
+                       if (seen > k) return (*read_slots)(seen);
+                       if (k == 1 && !st->best && !(*infos)[0].any_meta && !(*infos)[1].any_meta) {
+                         return (*probe)(2);
+                       }
+                       finish_reads();
+                     });
+      }
+    };
+    (*read_slots)(1);
   });
 }
 

@@ -41,7 +41,7 @@ void Ftl::CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta,
     return h->epoch == epoch_ && h->seq > after_seq;
   };
   uint64_t stripes = 0;
-  for (uint32_t leb = kMetaLebs; leb < lebs_.size(); ++leb) {
+  for (uint32_t leb = meta_lebs_; leb < lebs_.size(); ++leb) {
     if (skipped[leb]) continue;
     const Leb& l = lebs_.leb(leb);
     uint32_t dead = 0;
@@ -293,7 +293,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     // Trim pages need their data area: read those now, then replay.
     std::vector<PageRec> data_pages, trim_pages, atomic_pages;
     uint64_t max_seq = std::max(next_seq_ - 1, ctx->max_seq);
-    for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
+    for (uint32_t leb = meta_lebs_; leb < L; ++leb) {
       for (uint32_t d = 0; d < D; ++d) {
         for (uint32_t p = 0; p < P; ++p) {
           const uint64_t i = idx(leb, d, p);
@@ -343,7 +343,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         atomic_at[impl_->addr.Make(pr.leb, pr.die, pr.page, 0)] = k;
       }
       std::vector<Event> ev;
-      for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
+      for (uint32_t i = meta_lebs_; i < lebs_.size(); ++i) {
         if (!ctx->skipped[i]) lebs_.leb(i).trim_pages.clear();  // rebuilt from what is read
       }
       if (after_seq != 0) {
@@ -429,7 +429,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         }
       }
       uint32_t unprotected = 0;
-      for (uint32_t i = kMetaLebs; i < lebs_.size(); ++i) {
+      for (uint32_t i = meta_lebs_; i < lebs_.size(); ++i) {
         Leb& l = lebs_.leb(i);
         if (ctx->skipped[i] == 2 && l.valid == 0) {
           l.trim_pages.clear();
@@ -504,7 +504,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     // FlashBack: page headers that could not be read (a dead die, an uncorrectable page)
     // are rebuilt from their row's parity, so nothing on a failed die drops out of the map.
     std::vector<std::pair<uint64_t, std::array<uint32_t, 3>>> todo;
-    for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
+    for (uint32_t leb = meta_lebs_; leb < L; ++leb) {
       for (uint32_t p = 0; p < P; ++p) {
         uint64_t mask = 0;
         for (uint32_t d = 0; d < D; ++d) {
@@ -690,7 +690,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     if (dies.empty()) replay();
   };
   ctx->scan_row = scan_row;
-  for (uint32_t leb = kMetaLebs; leb < L; ++leb) {
+  for (uint32_t leb = meta_lebs_; leb < L; ++leb) {
     ++ctx->remaining;
     (*scan_row)(leb, 0);
   }

@@ -1,0 +1,93 @@
+// StripeLayout (vsl/ftl/stripe.h): FlashBack's parity die per row, data positions,
+// LEB capacity and the parity page's spare-area format.
+#include <gtest/gtest.h>
+
+#include "vsl/ftl/ftl_format.h"
+#include "vsl/ftl/stripe.h"
+
+namespace vsl::ftl {
+namespace {
+
+nand::Geometry Geo() {
+  nand::Geometry g;
+  g.channels_per_pipe = 2;
+  g.luns_per_channel = 2;  // 4 dies
+  g.blocks_per_lun = 32;
+  g.pages_per_block = 16;
+  g.page_data_bytes = 4096;
+  g.page_spare_bytes = 224;
+  g.ecc_codeword_bytes = 512;
+  g.ecc_parity_bytes = 13;
+  return g;
+}
+
+Leb OpenLeb(uint32_t dies, std::vector<uint8_t> good, uint32_t pages) {
+  Leb l;
+  l.good = std::move(good);
+  l.par = std::make_unique<RowParity>();
+  l.par->pdie.assign(pages, RowParity::kUndecided);
+  (void)dies;
+  return l;
+}
+
+TEST(StripeLayoutTest, ParityDieRotatesOverTheGoodDiesAndStaysPut) {
+  StripeLayout s(Geo(), 1);
+  s.set_parity(true);
+  Leb l = OpenLeb(4, {1, 1, 0, 1}, 16);
+  EXPECT_EQ(s.RowParityDie(l, 0), 0u);
+  EXPECT_EQ(s.RowParityDie(l, 1), 1u);
+  EXPECT_EQ(s.RowParityDie(l, 2), 3u);
+  EXPECT_EQ(s.RowParityDie(l, 3), 0u);
+  // Decided at first use: a die lost later does not move a row's parity.
+  l.good[1] = 0;
+  EXPECT_EQ(s.RowParityDie(l, 1), 1u);
+  EXPECT_FALSE(s.DataPos(l, 0, 0));  // parity
+  EXPECT_TRUE(s.DataPos(l, 0, 3));
+  EXPECT_TRUE(s.IsLastDataPos(l, 0, 3));
+  EXPECT_FALSE(s.IsLastDataPos(l, 4, 0));
+  // Without parity state (FlashBack off, or no room) there is no parity die.
+  Leb plain;
+  plain.good = {1, 1, 1, 1};
+  EXPECT_EQ(s.RowParityDie(plain, 0), StripeLayout::kNoDie);
+}
+
+TEST(StripeLayoutTest, CapacityLeavesOutParityAndSummary) {
+  StripeLayout s(Geo(), 1);
+  const uint32_t summary = s.summary_pages();
+  EXPECT_GT(summary, 0u);
+  EXPECT_EQ(s.LebDataSectors(4), uint64_t{4 * 16 - summary});
+  s.set_parity(true);
+  EXPECT_EQ(s.LebDataSectors(4), uint64_t{3 * 16 - summary});
+  EXPECT_EQ(s.LebDataSectors(1), 0u);  // cannot carry parity: not formed
+  Leb l = OpenLeb(4, {1, 1, 1, 1}, 16);
+  EXPECT_EQ(s.RemainingPositions(l, 0, 0), 3u * 16);
+}
+
+TEST(StripeLayoutTest, ParityMetaRoundTripsAndRejectsDamageOrAnotherEpoch) {
+  const nand::Geometry g = Geo();
+  StripeLayout s(g, 1);
+  std::vector<uint8_t> lead(format::MetaBytes(1), 0x5A);
+  std::vector<uint8_t> meta(g.meta_bytes_per_page(), 0xFF);
+  s.FillParityMeta(meta.data(), 77, 0b1011, lead, 9);
+  EXPECT_TRUE(s.ParityValid(meta.data(), 9));
+  EXPECT_EQ(StripeLayout::ParityMask(meta.data()), 0b1011u);
+  EXPECT_FALSE(s.ParityValid(meta.data(), 10));
+  meta[20] ^= 1;
+  EXPECT_FALSE(s.ParityValid(meta.data(), 9));
+}
+
+TEST(StripeLayoutTest, XorIntoIsItsOwnInverse) {
+  std::vector<uint8_t> a(1003), b(1003);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<uint8_t>(i * 7);
+    b[i] = static_cast<uint8_t>(i * 13 + 1);
+  }
+  auto x = a;
+  StripeLayout::XorInto(x.data(), b.data(), x.size());
+  EXPECT_NE(x, a);
+  StripeLayout::XorInto(x.data(), b.data(), x.size());
+  EXPECT_EQ(x, a);
+}
+
+}  // namespace
+}  // namespace vsl::ftl
