@@ -28,7 +28,7 @@ void Ftl::Impl::ClearValid(Psa p) {
 bool Ftl::Impl::NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint32_t* page) {
   for (;;) {
     if (ap.leb == nullptr) {
-      if (ckpt_quiesce) return false;  // a checkpoint needs every LEB closed
+      if (ckpt.quiesce) return false;  // a checkpoint needs every LEB closed
       if (!ap.gc && f.lebs_.free_count() <= f.opts_.gc_reserve_lebs) return false;
       Leb* l = f.lebs_.PickFree();
       if (l == nullptr) return false;
@@ -62,8 +62,8 @@ void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
   // Periodic checkpoint: a recovery after a cut scans at most the LEBs opened since the
   // last one (FtlOptions::checkpoint_interval_lebs).
   const uint32_t every = f.opts_.checkpoint_interval_lebs;
-  if (serving && every != 0 && ++lebs_since_ckpt >= every && !CheckpointWanted()) {
-    ++ckpt_asked;
+  if (serving && every != 0 && ++ckpt.lebs_since >= every && !CheckpointWanted()) {
+    ++ckpt.asked;
     Post([this] { CheckCheckpoint(); });
   }
   ap.leb = &l;
@@ -111,7 +111,7 @@ void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
     ++l.erase_count;
     ++f.stats_.lebs_erased;
     l.needs_erase = false;
-    wear_check_due = true;
+    gc.wear_check_due = true;
   }
   MaybeGroom();
 }
@@ -206,7 +206,7 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
   }
   if (src_victim != nullptr && b->victim == nullptr) {
     b->victim = src_victim;
-    ++victim_refs;
+    ++gc.refs;
   }
   if (b->prev.size() != S()) b->prev.assign(S(), kKeepMapping);
   Psa before = prev == kUnmapped - 2 ? f.map_.Get(lba) : prev;
@@ -316,7 +316,7 @@ void Ftl::Impl::Submit(PageBuf* b) {
     if (pd != kNoDie && l.good[pd] && !dies.failed(pd) &&
         !(l.par->row == b->page && l.par->submitted)) {
       b->covered = false;
-      RowCover& rc = covers[{l.index, b->page}];
+      RowCover& rc = cover.rows[{l.index, b->page}];
       rc.pd = pd;
       rc.waiting.push_back(b);
     }
@@ -342,8 +342,8 @@ void Ftl::Impl::ScheduleRowProtection(Leb& l, uint32_t row) {
 
 void Ftl::Impl::ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) {
   Leb& l = *ap.leb;
-  if (&ap == &gcap && victim != nullptr && l.par && l.par->row == row && !l.par->submitted &&
-      (victim_cursor < P() * D() || victim_reads > 0)) {
+  if (&ap == &gcap && gc.victim != nullptr && l.par && l.par->row == row && !l.par->submitted &&
+      (gc.cursor < P() * D() || gc.reads > 0)) {
     // The groomer is still moving data into this row: look again later rather than
     // spend a position on a partial parity page now.
     return ScheduleRowProtection(l, row);

@@ -39,8 +39,8 @@ void Ftl::Impl::SubmitParity(Leb& l) {
 }
 
 void Ftl::Impl::CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, bool landed) {
-  auto it = covers.find({leb, row});
-  if (it == covers.end()) return;
+  auto it = cover.rows.find({leb, row});
+  if (it == cover.rows.end()) return;
   RowCover& rc = it->second;
   std::vector<PageBuf*> now;
   for (std::size_t i = 0; i < rc.waiting.size();) {
@@ -58,10 +58,10 @@ void Ftl::Impl::CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, 
       // other end of the row (no parity page after all) must empty the slot, or a
       // stale image would be programmed at a power cut into a reused block.
       if (!landed) f.pipe_.ClearStage(static_cast<uint32_t>(rc.slot));
-      slot_busy[static_cast<uint32_t>(rc.slot)] = 0;
+      cover.slot_busy[static_cast<uint32_t>(rc.slot)] = 0;
       ScheduleStage();  // a row that found no free slot may take this one
     }
-    covers.erase(it);
+    cover.rows.erase(it);
   }
   for (PageBuf* b : now) {
     b->covered = true;
@@ -71,7 +71,7 @@ void Ftl::Impl::CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, 
 
 void Ftl::Impl::FailUncovered() {
   std::vector<PageBuf*> done;
-  for (auto& [key, rc] : covers) {
+  for (auto& [key, rc] : cover.rows) {
     for (PageBuf* b : rc.waiting) {
       if (b->flash_done) done.push_back(b);
     }
@@ -86,8 +86,8 @@ void Ftl::Impl::FailUncovered() {
 void Ftl::Impl::Uncover(PageBuf* b) {
   if (b->covered) return;
   b->covered = true;
-  auto it = covers.find({b->leb, b->page});
-  if (it == covers.end()) return;
+  auto it = cover.rows.find({b->leb, b->page});
+  if (it == cover.rows.end()) return;
   auto& w = it->second.waiting;
   w.erase(std::remove(w.begin(), w.end(), b), w.end());
 }
@@ -136,10 +136,10 @@ void Ftl::Impl::Progress(PageBuf* b) {
 }
 
 void Ftl::Impl::ScheduleStage() {
-  if (stage_posted) return;
-  stage_posted = true;
+  if (cover.stage_posted) return;
+  cover.stage_posted = true;
   Post([this] {
-    stage_posted = false;
+    cover.stage_posted = false;
     StageRows();
   });
 }
@@ -150,16 +150,16 @@ void Ftl::Impl::StageRows() {
     Leb* l = ap->leb;
     if (l == nullptr || !l->par || l->par->row == UINT32_MAX || l->par->submitted) continue;
     RowParity& rp = *l->par;
-    auto it = covers.find({l->index, rp.row});
-    if (it == covers.end()) continue;
+    auto it = cover.rows.find({l->index, rp.row});
+    if (it == cover.rows.end()) continue;
     RowCover& rc = it->second;
     bool need = false;
     for (PageBuf* b : rc.waiting) need = need || !((rc.staged_mask >> b->die) & 1);
     if (!need || rc.pd == kNoDie || dies.failed(rc.pd)) continue;
     if (rc.slot < 0) {
-      for (uint32_t s = 0; s < slot_busy.size() && rc.slot < 0; ++s) {
-        if (!slot_busy[s]) {
-          slot_busy[s] = 1;
+      for (uint32_t s = 0; s < cover.slot_busy.size() && rc.slot < 0; ++s) {
+        if (!cover.slot_busy[s]) {
+          cover.slot_busy[s] = 1;
           rc.slot = static_cast<int>(s);
         }
       }

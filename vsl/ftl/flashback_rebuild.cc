@@ -114,28 +114,28 @@ void Ftl::Impl::RelocateRebuilt(uint32_t leb, uint32_t die, uint32_t page, const
     moved = true;
     return true;
   });
-  if (moved && (victim == nullptr || gcap.open == nullptr || gcap.open->victim == nullptr)) {
+  if (moved && (gc.victim == nullptr || gcap.open == nullptr || gcap.open->victim == nullptr)) {
     SubmitOpen(gcap);
   }
 }
 
 void Ftl::Impl::ReprotectPages(Function<void()> done) {
-  if (reprotect_pages.empty()) return done();
+  if (rw.reprotect_pages.empty()) return done();
   auto left = std::make_shared<uint32_t>(1);
   auto shared = std::make_shared<Function<void()>>(std::move(done));
   auto finish = [this, left, shared]() {
     if (--*left != 0) return;
-    backlog_waiters.push_back([this, shared]() {
+    rw.backlog_waiters.push_back([this, shared]() {
       SubmitOpen(host);
       SubmitOpen(gcap);
       f.Flush([shared](Status) { (*shared)(); });
     });
     RunPending();
     MaybeGroom();
-    if (victim == nullptr) RunBacklogWaiters();  // no room will appear: do not wait
+    if (gc.victim == nullptr) RunBacklogWaiters();  // no room will appear: do not wait
   };
   std::vector<std::array<uint32_t, 3>> todo;
-  todo.swap(reprotect_pages);
+  todo.swap(rw.reprotect_pages);
   for (const auto& [leb, die, row] : todo) {
     if (dies.failed(die)) continue;  // nothing to read: not recoverable (no parity)
     ++*left;
@@ -163,8 +163,8 @@ void Ftl::Impl::NoteDieError(uint32_t d, uint32_t block) {
 void Ftl::Impl::DeclareDieFailed(uint32_t d) {
   dies.MarkFailed(d);
   if (serving && stripe.parity()) {
-    ++ckpt_asked;
-    ckpt_for_failure = true;
+    ++ckpt.asked;
+    ckpt.for_failure = true;
   }
   Event(fmt::format("FlashBack substitution active: die {} failed; {}", d,
                     stripe.parity() ? "rebuilding its data from parity"
@@ -206,7 +206,7 @@ void Ftl::Impl::DeclareDieFailed(uint32_t d) {
   // Rows whose parity was to go to this die can get none: their members (on live dies)
   // are as safe as they can be.
   std::vector<std::pair<uint32_t, uint32_t>> orphans;
-  for (const auto& [key, rc] : covers) {
+  for (const auto& [key, rc] : cover.rows) {
     if (rc.pd == d) orphans.push_back(key);
   }
   for (const auto& k : orphans) CoverRow(k.first, k.second, ~uint64_t{0}, true);
@@ -235,30 +235,30 @@ void Ftl::Impl::UpdateMode() {
     const uint64_t nres = uint64_t{f.opts_.gc_reserve_lebs + f.opts_.gc_start_free_lebs + 2} * stripe.LebDataSectors(D());
     capacity = nominal > nres ? static_cast<uint64_t>(static_cast<double>(nominal - nres) / (1.0 + rho)) : 0;
   }
-  reserve_full_sectors = static_cast<uint64_t>(static_cast<double>(capacity) * rho);
-  reserve_sectors = usable > capacity ? usable - capacity : 0;
-  reserve_percent = reserve_full_sectors == 0
+  reserve.full_sectors = static_cast<uint64_t>(static_cast<double>(capacity) * rho);
+  reserve.sectors = usable > capacity ? usable - capacity : 0;
+  reserve.percent = reserve.full_sectors == 0
                         ? (usable >= capacity ? 100.0 : 0.0)
-                        : std::min(100.0, 100.0 * static_cast<double>(reserve_sectors) /
-                                              static_cast<double>(reserve_full_sectors));
-  const bool reserve_low = reserve_full_sectors != 0 && reserve_percent <= kReducedWritePercent;
+                        : std::min(100.0, 100.0 * static_cast<double>(reserve.sectors) /
+                                              static_cast<double>(reserve.full_sectors));
+  const bool reserve_low = reserve.full_sectors != 0 && reserve.percent <= kReducedWritePercent;
   // A sparse space promises only the physical room (its address space is far larger).
   const HealthMode m = f.map_.mapped() > usable ? HealthMode::kReadOnly
                        : (capacity > usable || reserve_low) ? HealthMode::kReducedWrite
                                                             : HealthMode::kNormal;
-  surviving_sectors = usable;
+  reserve.surviving = usable;
   // The warning is raised no later than the mode it warns of: when one update crosses
   // both levels (several bad blocks at once), its event comes first.
-  const bool warn = reserve_percent <= kReserveWarnPercent;
-  if (warn && !reserve_warned) {
-    Event(fmt::format("reserve space {:.1f}%: at or below the {:.0f}% warning level", reserve_percent,
+  const bool warn = reserve.percent <= kReserveWarnPercent;
+  if (warn && !reserve.warned) {
+    Event(fmt::format("reserve space {:.1f}%: at or below the {:.0f}% warning level", reserve.percent,
                       kReserveWarnPercent));
   }
-  reserve_warned = warn;
+  reserve.warned = warn;
   if (m != mode) {
     mode = m;
     Event(fmt::format("pipe health: {} (reserve {:.1f}%; surviving flash holds {} of {} sectors)",
-                      HealthModeName(m), reserve_percent, usable, f.map_.sectors()));
+                      HealthModeName(m), reserve.percent, usable, f.map_.sectors()));
   }
   f.room_valid_ = false;
 }

@@ -61,11 +61,11 @@ ReserveStatus Ftl::reserve_status() const {
   const Impl& im = *impl_;
   ReserveStatus r;
   r.mode = im.mode;
-  r.percent = im.reserve_percent;
-  r.sectors = im.reserve_sectors;
-  r.full_sectors = im.reserve_full_sectors;
-  r.usable_sectors = im.surviving_sectors;
-  r.warning = im.reserve_percent <= kReserveWarnPercent;
+  r.percent = im.reserve.percent;
+  r.sectors = im.reserve.sectors;
+  r.full_sectors = im.reserve.full_sectors;
+  r.usable_sectors = im.reserve.surviving;
+  r.warning = im.reserve.percent <= kReserveWarnPercent;
   return r;
 }
 
@@ -79,7 +79,7 @@ FlashBackStatus Ftl::flashback_status() const {
     if (im.dies.failed(d)) st.failed_dies.push_back(d);
   }
   st.active = !st.failed_dies.empty();
-  st.rebuild_lebs_left = static_cast<uint32_t>(im.rebuild_queue.size()) + im.OpenUnprotected();
+  st.rebuild_lebs_left = static_cast<uint32_t>(im.gc.rebuild_queue.size()) + im.OpenUnprotected();
   st.rebuilt_pages = stats_.rebuilt_pages;
   st.lost_lbas = im.dies.lost();
   st.unnamed_lost_stripes = im.dies.unnamed_lost_stripes;
@@ -94,7 +94,7 @@ bool Ftl::Quiescent() const { return impl_->scheduled == 0; }
 void Ftl::Abandon() { impl_->Abandon(); }
 
 bool Ftl::idle() const {
-  return impl_->pages.empty() && impl_->victim == nullptr && impl_->pending.empty();
+  return impl_->pages.empty() && impl_->gc.victim == nullptr && impl_->pending.empty();
 }
 
 uint64_t Ftl::leb_data_sectors() const {
@@ -138,7 +138,7 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
     return Reject(std::move(done), Status::FailedPrecondition(
         "the pipe is read-only: after bad blocks and die failures the surviving flash cannot hold its data"));
   }
-  if ((sparse_ || impl_->surviving_sectors < map_.sectors()) && map_.mapped() + count > WriteRoom()) {
+  if ((sparse_ || impl_->reserve.surviving < map_.sectors()) && map_.mapped() + count > WriteRoom()) {
     uint64_t fresh = 0;  // only sectors not yet mapped need new room
     for (uint32_t i = 0; i < count; ++i) fresh += map_.Get(lba + i) == kUnmapped;
     if (map_.mapped() + fresh > WriteRoom()) {
@@ -226,7 +226,7 @@ void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
     return Reject(std::move(done), Status::FailedPrecondition(
         "the pipe is read-only: after bad blocks and die failures the surviving flash cannot hold its data"));
   }
-  if ((sparse_ || impl_->surviving_sectors < map_.sectors()) && map_.mapped() + write_sectors > WriteRoom()) {
+  if ((sparse_ || impl_->reserve.surviving < map_.sectors()) && map_.mapped() + write_sectors > WriteRoom()) {
     uint64_t fresh = 0;  // only sectors not yet mapped need new room (a trim frees some)
     for (const AtomicOp& o : ops) {
       if (o.kind != AtomicOp::kWrite) continue;
@@ -255,10 +255,10 @@ std::string Ftl::TEST_DebugState() const {
   std::string q;
   for (const auto& p : im.pending) q += "WTAC"[p.kind];
   std::string v = "none";
-  if (im.victim != nullptr) {
-    v = fmt::format("leb {} valid {} pins {} atomic_pins {} cursor {} reads {} refs {}", im.victim->index,
-                    im.victim->valid, im.victim->pins, im.victim->atomic_pins, im.victim_cursor,
-                    im.victim_reads, im.victim_refs);
+  if (im.gc.victim != nullptr) {
+    v = fmt::format("leb {} valid {} pins {} atomic_pins {} cursor {} reads {} refs {}", im.gc.victim->index,
+                    im.gc.victim->valid, im.gc.victim->pins, im.gc.victim->atomic_pins, im.gc.cursor,
+                    im.gc.reads, im.gc.refs);
   }
   std::string pg;
   for (const auto& [b, own] : im.pages) {
@@ -272,7 +272,7 @@ std::string Ftl::TEST_DebugState() const {
   return pg + fmt::format(" pending [{}] atomic_inflight {} open_writes {} pages {} free_lebs {} "
                      "victim {} ckpt quiesce {} writing {} rewrites {} device_lost {}",
                      q, im.atomic_inflight, im.open_writes, im.pages.size(), lebs_.free_count(), v,
-                     im.ckpt_quiesce, im.ckpt_writing, im.rewrite_backlog.size(), im.device_lost);
+                     im.ckpt.quiesce, im.ckpt.writing, im.rw.backlog.size(), im.device_lost);
 }
 
 uint64_t Ftl::WriteRoom() {
@@ -287,7 +287,7 @@ uint64_t Ftl::WriteRoom() {
   }
   // Bad blocks or dead dies left less than the capacity (reduced-write): what survives
   // beyond the groomer's own reserve (the spare the format set aside is gone).
-  if (!sparse_ && impl_->surviving_sectors < map_.sectors()) return impl_->surviving_sectors;
+  if (!sparse_ && impl_->reserve.surviving < map_.sectors()) return impl_->reserve.surviving;
   return room_cache_;
 }
 
@@ -457,7 +457,7 @@ void Ftl::Shutdown(Done done) {
 }
 
 void Ftl::TEST_ForceGroom(Done done) {
-  impl_->groom_waiters.push_back(std::move(done));
+  impl_->gc.waiters.push_back(std::move(done));
   impl_->MaybeGroom();
 }
 

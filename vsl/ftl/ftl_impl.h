@@ -122,57 +122,65 @@ struct Ftl::Impl {
     Done done;
   };
   std::vector<FlushWaiter> flush_waiters;
-  // Groomer state.
-  Leb* victim = nullptr;
-  uint32_t victim_cursor = 0;  // next page slot (row * dies + die) to look at
-  uint32_t victim_reads = 0;   // page reads in flight
-  uint32_t victim_refs = 0;    // GC pages holding its relocated data, not yet durable
-  bool victim_held = false;    // something could not be moved out: do not release it
-  bool rebuild_turn_ = false;  // alternates rebuild and space victims while space is short
-  std::vector<f::TrimRecord> carry_trims;  // kept records of the victim, to rewrite
-  bool wear_check_due = true;  // an erase count changed since the last wear check
   bool shutting_down = false;
   bool device_lost = false;  // a command came back aborted (power lost): stop everything
+  bool shutdown_parity_done = false;
+  bool serving = false;      // attach is done: die failures from now on ask for a checkpoint
   uint64_t open_writes = 0;  // host write requests not yet completed
-  // Pacing: while the groomer runs with few free LEBs, each relocated sector earns the
-  // host (invalid / valid) sectors of writing, so host writes interleave with grooming
-  // at a fine grain instead of stalling until a whole LEB is free.
-  double credits = 0;
-  double credit_ratio = 0;
-  std::vector<Done> groom_waiters;
+
+  // The groomer's state (groomer.cc; the rebuild queue is fed by FlashBack).
+  struct GroomerState {
+    Leb* victim = nullptr;
+    uint32_t cursor = 0;        // next page slot (row * dies + die) of the victim to look at
+    uint32_t reads = 0;         // page reads in flight
+    uint32_t refs = 0;          // GC pages holding its relocated data, not yet durable
+    bool held = false;          // something could not be moved out: do not release it
+    bool rebuild_turn = false;  // alternates rebuild and space victims while space is short
+    std::vector<f::TrimRecord> carry_trims;  // kept records of the victim, to rewrite
+    bool wear_check_due = true;  // an erase count changed since the last wear check
+    // Pacing: while the groomer runs with few free LEBs, each relocated sector earns the
+    // host (invalid / valid) sectors of writing, so host writes interleave with grooming
+    // at a fine grain instead of stalling until a whole LEB is free.
+    double credits = 0;
+    double credit_ratio = 0;
+    std::vector<Done> waiters;            // TEST_ForceGroom and writers waiting for room
+    std::vector<uint32_t> rebuild_queue;  // LEBs holding data of a failed die (or unprotected)
+  } gc;
 
   static constexpr uint32_t kNoDie = StripeLayout::kNoDie;
   DieHealth dies;                       // failed dies, error bound, lost sectors, events
-  std::vector<uint32_t> rebuild_queue;  // LEBs holding data of a failed die
   HealthMode mode = HealthMode::kNormal;
-  // Coverage of parity rows, by (leb, row): members submitted but not yet covered by a
-  // durable parity page, and the stage slot (if any) holding the row's running parity.
+  // Coverage of parity rows (flashback_parity.cc), by (leb, row): members submitted but not
+  // yet covered by a durable parity page, and the stage slot (if any) holding the row's
+  // running parity.
   struct RowCover {
     uint32_t pd = UINT32_MAX;
     std::vector<PageBuf*> waiting;
     int slot = -1;
     uint64_t staged_mask = 0;  // members in the last image sent to the slot
   };
-  std::map<std::pair<uint32_t, uint32_t>, RowCover> covers;
-  std::vector<uint8_t> slot_busy;  // per stage slot: owned by a row until its parity lands
-  bool stage_posted = false;
-  bool shutdown_parity_done = false;
-  // FlashBack checkpoint after a die failure (see RequestCheckpoint).
-  bool serving = false;        // attach is done: die failures from now on ask for one
-  uint32_t ckpt_asked = 0;     // requests so far
-  uint32_t ckpt_written = 0;   // requests the last completed checkpoint answered
-  bool ckpt_quiesce = false;   // append points closed: no LEB opens until it is written
-  bool ckpt_writing = false;
-  bool ckpt_for_failure = false;  // a die failure asked for the pending one
-  uint32_t lebs_since_ckpt = 0;   // LEBs opened since the base checkpoint (periodic ones)
-  bool CheckpointWanted() const { return ckpt_asked != ckpt_written; }
+  struct ParityCover {
+    std::map<std::pair<uint32_t, uint32_t>, RowCover> rows;
+    std::vector<uint8_t> slot_busy;  // per stage slot: owned by a row until its parity lands
+    bool stage_posted = false;
+  } cover;
+  // Checkpoints while serving (lifecycle.cc): after a die failure, and periodic.
+  struct CheckpointControl {
+    uint32_t asked = 0;        // requests so far
+    uint32_t written = 0;      // requests the last completed checkpoint answered
+    bool quiesce = false;      // append points closed: no LEB opens until it is written
+    bool writing = false;
+    bool for_failure = false;  // a die failure asked for the pending one
+    uint32_t lebs_since = 0;   // LEBs opened since the base checkpoint (periodic ones)
+  } ckpt;
+  bool CheckpointWanted() const { return ckpt.asked != ckpt.written; }
 
   explicit Impl(Ftl& ftl)
       : f(ftl),
         addr(ftl.geo_.dies_per_pipe(), ftl.geo_.pages_per_block, ftl.spp_),
         stripe(ftl.geo_, ftl.spp_),
         dies(ftl.geo_.dies_per_pipe(), ftl.opts_.die_error_limit, ftl.opts_.die_error_window_ns) {
-    slot_busy.assign(f.pipe_.stage_slots(), 0);
+    cover.slot_busy.assign(f.pipe_.stage_slots(), 0);
   }
 
   // Every task the FTL schedules on its clock goes through these, so the owner can tell
@@ -209,7 +217,7 @@ struct Ftl::Impl {
   // groomer's victim wait, and the host keeps its buffer. So a die that dies with the
   // page still in the controller's buffer, followed by a power cut, loses nothing that
   // was acknowledged: the page is rebuilt from the parity and the other members.
-  bool UseStages() const { return !slot_busy.empty() && PlpDurableOnAccept(); }
+  bool UseStages() const { return !cover.slot_busy.empty() && PlpDurableOnAccept(); }
 
   // A durable parity page (or stage) for (leb, row) with members `mask`: those members
   // are covered. `final` (the row's own parity page, or the row can have no other): every
@@ -274,16 +282,14 @@ struct Ftl::Impl {
   // Data pages an attach found without parity, by (leb, die, row): their live sectors are
   // read and rewritten (through the rewrite backlog, ahead of host writes, as space
   // allows); `done` once they are all durable, and so covered, again.
-  std::vector<std::array<uint32_t, 3>> reprotect_pages;
-  std::vector<Function<void()>> backlog_waiters;  // run once the backlog is empty
   void ReprotectPages(Function<void()> done);
 
   // `l` holds pages no parity covers: the groomer moves its data (with the rebuild's
   // priority), and the flag persists in checkpoints until then.
   void Reprotect(Leb& l) {
     l.unprotected = true;
-    if (std::find(rebuild_queue.begin(), rebuild_queue.end(), l.index) == rebuild_queue.end()) {
-      rebuild_queue.push_back(l.index);
+    if (std::find(gc.rebuild_queue.begin(), gc.rebuild_queue.end(), l.index) == gc.rebuild_queue.end()) {
+      gc.rebuild_queue.push_back(l.index);
     }
   }
 
@@ -315,10 +321,12 @@ struct Ftl::Impl {
   // mapped; and the reserve space: the spare room beyond the capacity, against what the
   // format set aside (rho * capacity). Called whenever a die or a block is lost.
   void UpdateMode();
-  uint64_t reserve_sectors = 0, reserve_full_sectors = 0;
-  double reserve_percent = 100.0;
-  bool reserve_warned = false;
-  uint64_t surviving_sectors = UINT64_MAX;
+  struct ReserveState {
+    uint64_t sectors = 0, full_sectors = 0;
+    double percent = 100.0;
+    bool warned = false;
+    uint64_t surviving = UINT64_MAX;
+  } reserve;
 
 
   // --- addressing ---
@@ -391,7 +399,7 @@ struct Ftl::Impl {
   void Pin(PageBuf* b, Psa p);
   void UnpinLeb(uint32_t l) {
     Leb& x = f.lebs_.leb(l);
-    if (x.pins > 0 && --x.pins == 0 && victim == &x) MaybeFinishVictim();
+    if (x.pins > 0 && --x.pins == 0 && gc.victim == &x) MaybeFinishVictim();
   }
   // The page is safe (or resolved): its previous places are no longer kept, and a later
   // failure of it keeps the mapping (a failed member stays in its row's parity).
@@ -419,14 +427,12 @@ struct Ftl::Impl {
     std::vector<f::TrimRecord> trims;
     std::vector<WriteCtx*> waiters;
   };
-  std::vector<DeferredTrim> deferred_trims;  // failed trim pages held by a checkpoint
   void RunDeferredTrims();
   // Trim records whose page failed and could not be written again: until every page
   // older than them is done, a failed older write of those sectors (superseded by the
   // trim in the map, with nothing durable after it) must fail too, not be acknowledged.
-  std::vector<f::TrimRecord> failed_trims;
   bool InFailedTrim(uint64_t lba, uint64_t after_seq) const {
-    for (const auto& t : failed_trims) {
+    for (const auto& t : rw.failed_trims) {
       if (TrimCovers(t, lba) && t.seq > after_seq) return true;
     }
     return false;
@@ -444,11 +450,19 @@ struct Ftl::Impl {
     Psa from;  // the failed page's slot the map points at while the job waits
     std::vector<uint8_t> data;
     std::vector<WriteCtx*> waiters;  // each holds a reference until the sector has a page
-    Leb* victim;                     // a groomer victim it came from, held until then
+    Leb* victim;                        // a groomer victim it came from, held until then
     Psa prev = kKeepMapping;         // where the sector goes back to if it never finds room
     uint32_t pinned = UINT32_MAX;    // the LEB of `prev`, pinned while the job waits
   };
-  std::deque<RewriteJob> rewrite_backlog;
+  // Pages that must be written again (page_life.cc): failed pages' live sectors, trim
+  // records whose page failed, pages an attach found without parity.
+  struct RewriteState {
+    std::deque<RewriteJob> backlog;
+    std::vector<DeferredTrim> deferred_trims;  // failed trim pages held by a checkpoint
+    std::vector<f::TrimRecord> failed_trims;   // see InFailedTrim
+    std::vector<std::array<uint32_t, 3>> reprotect_pages;  // (leb, die, row), see ReprotectPages
+    std::vector<Function<void()>> backlog_waiters;        // run once the backlog is empty
+  } rw;
   // Live sectors of page (leb, die, page), read back, join the rewrite backlog.
   void QueueRewrite(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
                     const std::vector<uint8_t>& meta);
@@ -486,7 +500,7 @@ struct Ftl::Impl {
   void FinishGroup(const std::shared_ptr<AtomicGroup>& g, Status s);
 
   bool Paced() const {
-    return victim != nullptr && credit_ratio > 0 &&
+    return gc.victim != nullptr && gc.credit_ratio > 0 &&
            f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
   }
 

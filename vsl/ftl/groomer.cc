@@ -4,20 +4,20 @@
 namespace vsl::ftl {
 
 void Ftl::Impl::MaybeGroom() {
-  if (victim != nullptr || shutting_down || device_lost || CheckpointWanted()) return;
+  if (gc.victim != nullptr || shutting_down || device_lost || CheckpointWanted()) return;
   const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
   // Rebuild goes first, but when space is short every other victim is groomed for
   // space, so host writes are not starved while rebuild victims (nearly full) free
   // little.
-  Leb* v = (need && rebuild_turn_) ? nullptr : NextRebuildVictim();
-  rebuild_turn_ = !rebuild_turn_;
+  Leb* v = (need && gc.rebuild_turn) ? nullptr : NextRebuildVictim();
+  gc.rebuild_turn = !gc.rebuild_turn;
   if (v != nullptr) {
     ++f.stats_.rebuild_lebs;
-  } else if (!need && groom_waiters.empty()) {
+  } else if (!need && gc.waiters.empty()) {
     // Erase counts change only when a LEB is opened: look for wear work only then, not
     // on every page completion (the scan covers every LEB).
-    if (!wear_check_due) return;
-    wear_check_due = false;
+    if (!gc.wear_check_due) return;
+    gc.wear_check_due = false;
     v = WearVictim();
     if (v == nullptr) return;
     ++f.stats_.wear_moves;
@@ -29,7 +29,7 @@ void Ftl::Impl::MaybeGroom() {
     // would only churn, so the best victim that gains is taken. (Trim pages count only
     // then: most records need not be carried, and a pipe with all its dies has stale
     // room elsewhere.)
-    const bool gain_check = groom_waiters.empty();
+    const bool gain_check = gc.waiters.empty();
     const bool any_failed = AliveDies() != D();
     v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_, [&](const Leb& c) {
       if (!gain_check) return true;
@@ -41,32 +41,32 @@ void Ftl::Impl::MaybeGroom() {
   }
   if (v == nullptr) {
     if (need) Post([this] { FailStuckWrites(); });
-    for (auto& w : groom_waiters) w(Status::Ok());
-    groom_waiters.clear();
+    for (auto& w : gc.waiters) w(Status::Ok());
+    gc.waiters.clear();
     return;
   }
-  victim = v;
-  victim_held = false;
-  carry_trims.clear();
+  gc.victim = v;
+  gc.held = false;
+  gc.carry_trims.clear();
   // Host sectors allowed per relocated sector: what this victim frees per sector moved.
-  credit_ratio = v->valid == 0 ? 0.0
+  gc.credit_ratio = v->valid == 0 ? 0.0
                                : static_cast<double>(v->capacity - std::min(v->capacity, v->valid)) / v->valid;
-  credits = std::min(credits, 4.0 * S() * D());
-  victim_cursor = 0;
-  victim_reads = 0;
-  victim_refs = 0;
+  gc.credits = std::min(gc.credits, 4.0 * S() * D());
+  gc.cursor = 0;
+  gc.reads = 0;
+  gc.refs = 0;
   f.lebs_.SetState(*v, LebState::kVictim);
   ++f.stats_.victims;
   GroomStep();
 }
 
 void Ftl::Impl::FailBacklog(const char* why) {
-  if (rewrite_backlog.empty()) return;
+  if (rw.backlog.empty()) return;
   Logger("ftl")->error("{}: {} sector(s) could not be rewritten under parity (no room)", why,
-                       rewrite_backlog.size());
-  std::vector<RewriteJob> jobs(std::make_move_iterator(rewrite_backlog.begin()),
-                               std::make_move_iterator(rewrite_backlog.end()));
-  rewrite_backlog.clear();
+                       rw.backlog.size());
+  std::vector<RewriteJob> jobs(std::make_move_iterator(rw.backlog.begin()),
+                               std::make_move_iterator(rw.backlog.end()));
+  rw.backlog.clear();
   for (RewriteJob& job : jobs) {
     // The write never gets stored: the sector goes back to where it was before it.
     if (job.prev != kKeepMapping && f.map_.Get(job.lba) == job.from) Remap(job.lba, job.prev);
@@ -76,7 +76,7 @@ void Ftl::Impl::FailBacklog(const char* why) {
       Ack(w);
     }
     if (job.victim != nullptr) {
-      --victim_refs;
+      --gc.refs;
       MaybeFinishVictim();
     }
   }
@@ -84,12 +84,12 @@ void Ftl::Impl::FailBacklog(const char* why) {
 }
 
 void Ftl::Impl::FailStuckWrites() {
-  if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) || device_lost ||
+  if (gc.victim != nullptr || (pending.empty() && rw.backlog.empty()) || device_lost ||
       CheckpointWanted()) {
     return;
   }
   RunPending();
-  if (victim != nullptr || (pending.empty() && rewrite_backlog.empty()) ||
+  if (gc.victim != nullptr || (pending.empty() && rw.backlog.empty()) ||
       f.lebs_.free_count() > f.opts_.gc_reserve_lebs) {
     return;
   }
@@ -115,15 +115,15 @@ void Ftl::Impl::FailStuckWrites() {
 }
 
 Leb* Ftl::Impl::NextRebuildVictim() {
-  for (std::size_t k = 0; k < rebuild_queue.size();) {
-    Leb& l = f.lebs_.leb(rebuild_queue[k]);
+  for (std::size_t k = 0; k < gc.rebuild_queue.size();) {
+    Leb& l = f.lebs_.leb(gc.rebuild_queue[k]);
     // Done once nothing live is left and no newer copy of what it held is still on
     // its way (if that copy fails, the sector goes back here and must be moved).
     const bool still = l.unprotected && (l.valid > 0 || l.pins > 0);
     if (!still || l.state == LebState::kFree) {
       if (l.valid == 0) l.unprotected = false;
-      rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
-      if (rebuild_queue.empty() && OpenUnprotected() == 0) {
+      gc.rebuild_queue.erase(gc.rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
+      if (gc.rebuild_queue.empty() && OpenUnprotected() == 0) {
         const uint32_t alive = AliveDies();
         const uint32_t failed = D() - alive;
         Event(failed == 0 ? std::string("FlashBack: every stripe row is protected again")
@@ -141,8 +141,8 @@ Leb* Ftl::Impl::NextRebuildVictim() {
     // Only a victim whose data fits where the groomer can write: one that runs out of
     // room half-way is held with its data, and takes the room with it.
     if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 && l.valid <= GroomerRoom()) {
-      rebuild_queue.erase(rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
-      rebuild_queue.push_back(l.index);  // leaves the queue once it is empty of such data
+      gc.rebuild_queue.erase(gc.rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
+      gc.rebuild_queue.push_back(l.index);  // leaves the queue once it is empty of such data
       return &l;
     }
     ++k;
@@ -176,11 +176,11 @@ Leb* Ftl::Impl::WearVictim() {
 }
 
 void Ftl::Impl::GroomStep() {
-  Leb* v = victim;
+  Leb* v = gc.victim;
   if (v == nullptr) return;
   const uint32_t total = P() * D();
-  while (victim_reads < f.opts_.gc_max_reads && victim_cursor < total) {
-    const uint32_t ps = victim_cursor++;
+  while (gc.reads < f.opts_.gc_max_reads && gc.cursor < total) {
+    const uint32_t ps = gc.cursor++;
     const uint32_t page = ps / D(), die = ps % D();
     const bool is_trim =
         std::find(v->trim_pages.begin(), v->trim_pages.end(), ps) != v->trim_pages.end();
@@ -190,7 +190,7 @@ void Ftl::Impl::GroomStep() {
       any_valid = (v->valid_bits[slot / 64] >> (slot % 64)) & 1;
     }
     if (!any_valid && !is_trim) continue;
-    ++victim_reads;
+    ++gc.reads;
     auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
     buf->first.resize(f.geo_.page_data_bytes);
     buf->second.resize(f.geo_.meta_bytes_per_page());
@@ -203,8 +203,8 @@ void Ftl::Impl::GroomStep() {
                      RebuildPage(v->index, die, page,
                                  [this, v, die, page, is_trim, st = c.status](
                                      bool ok, std::vector<uint8_t> data, std::vector<uint8_t> meta) {
-                                   --victim_reads;
-                                   if (victim == v) {
+                                   --gc.reads;
+                                   if (gc.victim == v) {
                                      Completion rc;
                                      rc.status = ok ? FlashStatus::kOk : st;
                                      Relocate(*v, die, page, rc, data, meta, is_trim);
@@ -213,13 +213,13 @@ void Ftl::Impl::GroomStep() {
                                  });
                      return;
                    }
-                   --victim_reads;
-                   if (victim == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
+                   --gc.reads;
+                   if (gc.victim == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
                    GroomStep();
                  });
   }
   // A victim with nothing (left) to read is finished here, not by a read callback.
-  if (victim_reads == 0) MaybeFinishVictim();
+  if (gc.reads == 0) MaybeFinishVictim();
 }
 
 void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
@@ -264,7 +264,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
       if (recs[i].seq > oldest) keep.push_back(recs[i]);
     }
     // Kept records are packed densely and written when the victim's pages are done.
-    carry_trims.insert(carry_trims.end(), keep.begin(), keep.end());
+    gc.carry_trims.insert(gc.carry_trims.end(), keep.begin(), keep.end());
     return;
   }
   for (uint32_t s = 0; s < S(); ++s) {
@@ -295,8 +295,8 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
       return;
     }
     ++f.stats_.gc_write_sectors;
-    credits += credit_ratio;
-    if (!pending.empty() && credits >= 1) {
+    gc.credits += gc.credit_ratio;
+    if (!pending.empty() && gc.credits >= 1) {
       Post([this] { RunPending(); });
     }
   }
@@ -318,31 +318,31 @@ uint64_t Ftl::Impl::OldestDataSeqOnFlash() const {
 
 void Ftl::Impl::WriteCarriedTrims(Leb& v) {
   const std::size_t per_page = f.geo_.page_data_bytes / sizeof(f::TrimRecord);
-  while (!carry_trims.empty()) {
+  while (!gc.carry_trims.empty()) {
     SubmitOpen(gcap);
     PageBuf* b = NewPage(gcap, f::PageType::kTrim);
     if (b == nullptr) {
       Logger("ftl")->warn("no room to carry {} trim records out of leb={}; it stays",
-                          carry_trims.size(), v.index);
-      victim_held = true;
-      carry_trims.clear();
+                          gc.carry_trims.size(), v.index);
+      gc.held = true;
+      gc.carry_trims.clear();
       return;
     }
-    const std::size_t n = std::min(per_page, carry_trims.size());
-    b->trims.assign(carry_trims.begin(), carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
-    carry_trims.erase(carry_trims.begin(), carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
+    const std::size_t n = std::min(per_page, gc.carry_trims.size());
+    b->trims.assign(gc.carry_trims.begin(), gc.carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
+    gc.carry_trims.erase(gc.carry_trims.begin(), gc.carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
     b->victim = &v;
-    ++victim_refs;
+    ++gc.refs;
     Submit(b);
   }
 }
 
 void Ftl::Impl::MaybeFinishVictim() {
-  Leb* v = victim;
+  Leb* v = gc.victim;
   if (v == nullptr) return;
-  if (victim_cursor < P() * D() || victim_reads > 0) return;
-  if (!carry_trims.empty()) WriteCarriedTrims(*v);
-  if (victim_refs > 0) {
+  if (gc.cursor < P() * D() || gc.reads > 0) return;
+  if (!gc.carry_trims.empty()) WriteCarriedTrims(*v);
+  if (gc.refs > 0) {
     // Relocated data must be durable before the victim may be erased: push it out.
     if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
     return;
@@ -353,7 +353,7 @@ void Ftl::Impl::MaybeFinishVictim() {
   // waiting for it here could deadlock (the room it needs is this victim's), so the
   // victim is kept (closed, not erased) and the job can still go back to it.
   uint32_t job_pins = 0;
-  for (const RewriteJob& j : rewrite_backlog) job_pins += j.pinned == v->index;
+  for (const RewriteJob& j : rw.backlog) job_pins += j.pinned == v->index;
   if (v->pins > job_pins && !device_lost) {
     for (AppendPoint* a : {&host, &gcap}) {
       if (a->open != nullptr && !a->open->pinned.empty() &&
@@ -363,8 +363,8 @@ void Ftl::Impl::MaybeFinishVictim() {
     }
     return;
   }
-  if (job_pins > 0) victim_held = true;
-  if (v->valid != 0 || victim_held) {
+  if (job_pins > 0) gc.held = true;
+  if (v->valid != 0 || gc.held) {
     // Sectors that could not be read stay where they are; try again later.
     if (!device_lost) {
       if (v->valid != 0) {
@@ -387,14 +387,14 @@ void Ftl::Impl::MaybeFinishVictim() {
     // Space appeared: LEBs held back for lack of room may be tried again.
     for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
   }
-  victim = nullptr;
+  gc.victim = nullptr;
   Post([this] {
     RunPending();
     MaybeGroom();
-    if (victim == nullptr) RunBacklogWaiters();  // the groomer is done: no more room
-    if (victim == nullptr && !groom_waiters.empty()) {
-      for (auto& w : groom_waiters) w(Status::Ok());
-      groom_waiters.clear();
+    if (gc.victim == nullptr) RunBacklogWaiters();  // the groomer is done: no more room
+    if (gc.victim == nullptr && !gc.waiters.empty()) {
+      for (auto& w : gc.waiters) w(Status::Ok());
+      gc.waiters.clear();
     }
     if (shutting_down) CheckShutdown();
     CheckCheckpoint();

@@ -5,14 +5,14 @@ namespace vsl::ftl {
 
 void Ftl::Impl::RunPending() {
   if (device_lost) {
-    for (RewriteJob& job : rewrite_backlog) {
+    for (RewriteJob& job : rw.backlog) {
       if (job.pinned != UINT32_MAX) UnpinLeb(job.pinned);
       for (WriteCtx* w : job.waiters) {
         w->status = Status::IOError("device lost (power cut)");
         Ack(w);
       }
     }
-    rewrite_backlog.clear();
+    rw.backlog.clear();
     while (!pending.empty()) {
       Pending p = std::move(pending.front());
       pending.pop_front();
@@ -40,11 +40,11 @@ void Ftl::Impl::RunPending() {
     Pending& p = pending.front();
     if (p.kind == Pending::kWrite) {
       while (p.done_sectors < p.count) {
-        if (Paced() && credits < 1) {
+        if (Paced() && gc.credits < 1) {
           ++f.stats_.paced_waits;
           return;  // resumed as the groomer relocates
         }
-        if (Paced()) credits -= 1;
+        if (Paced()) gc.credits -= 1;
         if (!AppendSector(host, p.lba + p.done_sectors,
                           p.data + p.done_sectors * f.sector_bytes_, p.ctx, nullptr)) {
           MaybeGroom();

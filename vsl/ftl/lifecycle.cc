@@ -40,12 +40,12 @@ void Ftl::Impl::Abandon() {
 }
 
 void Ftl::Impl::CheckCheckpoint() {
-  if (!CheckpointWanted() || ckpt_writing || device_lost || shutting_down) return;
-  if (victim != nullptr) return;  // finishing; MaybeGroom picks none while one is wanted
-  if (!ckpt_quiesce) {
+  if (!CheckpointWanted() || ckpt.writing || device_lost || shutting_down) return;
+  if (gc.victim != nullptr) return;  // finishing; MaybeGroom picks none while one is wanted
+  if (!ckpt.quiesce) {
     // A batch never spans a checkpoint: its members and commit are in the same scan.
     if (atomic_inflight != 0) return;
-    ckpt_quiesce = true;
+    ckpt.quiesce = true;
     for (AppendPoint* ap : {&host, &gcap}) {
       SubmitOpen(*ap);
       if (ap->leb != nullptr) CloseLeb(*ap);
@@ -59,19 +59,19 @@ void Ftl::Impl::CheckCheckpoint() {
     const Leb& l = f.lebs_.leb(i);
     if (l.summary_due || l.inflight != 0) return;
   }
-  ckpt_writing = true;
-  const uint32_t answers = ckpt_asked;
-  const bool for_failure = ckpt_for_failure;
-  ckpt_for_failure = false;
-  lebs_since_ckpt = 0;
+  ckpt.writing = true;
+  const uint32_t answers = ckpt.asked;
+  const bool for_failure = ckpt.for_failure;
+  ckpt.for_failure = false;
+  ckpt.lebs_since = 0;
   const uint64_t seq = f.next_seq_;
   const uint32_t target = f.meta_leb_ == 0 ? 1 : 0;
   const TimeNs t0 = f.clock_.Now();
   f.WriteMetaRecord(static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint),
                     [this, answers, seq, target, t0, for_failure](Status s) {
-    ckpt_writing = false;
-    ckpt_quiesce = false;
-    ckpt_written = answers;
+    ckpt.writing = false;
+    ckpt.quiesce = false;
+    ckpt.written = answers;
     if (s.ok()) {
       f.base_ckpt_seq_ = seq;
       f.base_ckpt_leb_ = target;
@@ -96,10 +96,10 @@ void Ftl::Impl::CheckCheckpoint() {
 }
 
 void Ftl::Impl::DropCheckpoint() {
-  if (ckpt_writing) return;
-  ckpt_written = ckpt_asked;
-  if (ckpt_quiesce) {
-    ckpt_quiesce = false;
+  if (ckpt.writing) return;
+  ckpt.written = ckpt.asked;
+  if (ckpt.quiesce) {
+    ckpt.quiesce = false;
     RunDeferredTrims();
     RunPending();
   }
@@ -107,8 +107,8 @@ void Ftl::Impl::DropCheckpoint() {
 
 void Ftl::Impl::CheckShutdown() {
   if (!shutting_down || !shutdown_done) return;
-  if (victim != nullptr || !pending.empty() || ckpt_writing) return;
-  if (!rewrite_backlog.empty()) {
+  if (gc.victim != nullptr || !pending.empty() || ckpt.writing) return;
+  if (!rw.backlog.empty()) {
     if (DrainRewrites()) return CheckShutdown();
     // No room and nothing being groomed (an uncovered page reads as it is).
     FailBacklog("shutdown");

@@ -45,7 +45,7 @@ void Ftl::Impl::RevertPage(PageBuf* b) {
         Pin(q, pv);
       }
     }
-    for (RewriteJob& j : rewrite_backlog) {
+    for (RewriteJob& j : rw.backlog) {
       if (j.prev != here) continue;
       // The job's pin moves with its place to go back to.
       if (j.pinned != UINT32_MAX) UnpinLeb(j.pinned);
@@ -64,13 +64,13 @@ void Ftl::Impl::MarkDurable(PageBuf* b) {
   b->durable = true;
   Unpin(b);
   inflight_seqs.erase(b->seq);
-  if (!failed_trims.empty()) {
+  if (!rw.failed_trims.empty()) {
     uint64_t newest = 0;
-    for (const auto& t : failed_trims) newest = std::max(newest, t.seq);
-    if (inflight_seqs.empty() || *inflight_seqs.begin() > newest) failed_trims.clear();
+    for (const auto& t : rw.failed_trims) newest = std::max(newest, t.seq);
+    if (inflight_seqs.empty() || *inflight_seqs.begin() > newest) rw.failed_trims.clear();
   }
   if (b->victim != nullptr) {
-    --victim_refs;
+    --gc.refs;
     b->victim = nullptr;
     MaybeFinishVictim();
   }
@@ -144,8 +144,8 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
     tp.erase(std::remove(tp.begin(), tp.end(), b->page * D() + b->die), tp.end());
     if (!RetryTrim(b->trims, b->waiters)) {
       // Held while a checkpoint has every LEB closed: written once it is done.
-      if (ckpt_quiesce && !device_lost) {
-        deferred_trims.push_back({b->trims, std::move(b->waiters)});
+      if (ckpt.quiesce && !device_lost) {
+        rw.deferred_trims.push_back({b->trims, std::move(b->waiters)});
         b->waiters.clear();
         MarkDurable(b);
         return;
@@ -174,7 +174,7 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
       AddSupersedingHolders(lba, b, targets);
       // Or a trim held back by a checkpoint: the writes wait for it to be stored.
       if (f.map_.Get(lba) == kUnmapped) {
-        for (DeferredTrim& t : deferred_trims) {
+        for (DeferredTrim& t : rw.deferred_trims) {
           bool hit = false;
           for (const auto& r : t.trims) hit = hit || TrimCovers(r, lba);
           if (!hit) continue;
@@ -186,7 +186,7 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
         }
       }
       // The newer state may itself be waiting for room to be rewritten.
-      for (RewriteJob& j : rewrite_backlog) {
+      for (RewriteJob& j : rw.backlog) {
         if (j.lba != lba || f.map_.Get(lba) != j.from) continue;
         for (WriteCtx* w : waiters) {
           ++w->remaining;
@@ -210,12 +210,12 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
         job.pinned = addr.LebOf(before);
         ++f.lebs_.leb(job.pinned).pins;
       }
-      if (job.victim != nullptr) ++victim_refs;
+      if (job.victim != nullptr) ++gc.refs;
       for (WriteCtx* w : waiters) {
         ++w->remaining;
         job.waiters.push_back(w);
       }
-      rewrite_backlog.push_back(std::move(job));
+      rw.backlog.push_back(std::move(job));
     } else if (std::find(targets.begin(), targets.end(), t) == targets.end()) {
       targets.push_back(t);
     }
@@ -251,7 +251,7 @@ bool Ftl::Impl::RetryTrim(const std::vector<f::TrimRecord>& trims, std::vector<W
 
 void Ftl::Impl::RunDeferredTrims() {
   std::vector<DeferredTrim> todo;
-  todo.swap(deferred_trims);
+  todo.swap(rw.deferred_trims);
   for (DeferredTrim& t : todo) {
     if (device_lost || !RetryTrim(t.trims, t.waiters)) {
       for (WriteCtx* c : t.waiters) {
@@ -280,15 +280,15 @@ void Ftl::Impl::AddSupersedingHolders(uint64_t lba, PageBuf* except, std::vector
 void Ftl::Impl::QueueRewrite(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
                     const std::vector<uint8_t>& meta) {
   ForEachLiveSector(leb, die, page, data, meta, [&](uint64_t lba, Psa p, const uint8_t* src) {
-    rewrite_backlog.push_back({lba, p, std::vector<uint8_t>(src, src + f.sector_bytes_), {}, nullptr});
+    rw.backlog.push_back({lba, p, std::vector<uint8_t>(src, src + f.sector_bytes_), {}, nullptr});
     return true;
   });
 }
 
 bool Ftl::Impl::DrainRewrites() {
   bool any = false;
-  while (!rewrite_backlog.empty()) {
-    RewriteJob& job = rewrite_backlog.front();
+  while (!rw.backlog.empty()) {
+    RewriteJob& job = rw.backlog.front();
     if (f.map_.Get(job.lba) != job.from) {
       // Written again or trimmed since: the job's copy is stale; its writes wait for
       // the newer state instead.
@@ -313,11 +313,11 @@ bool Ftl::Impl::DrainRewrites() {
     std::vector<WriteCtx*> waiters = std::move(job.waiters);
     Leb* v = job.victim;
     const uint32_t pinned = job.pinned;  // the new page pins `prev` itself now
-    rewrite_backlog.pop_front();
+    rw.backlog.pop_front();
     if (pinned != UINT32_MAX) UnpinLeb(pinned);
     for (WriteCtx* w : waiters) Ack(w);
     if (v != nullptr) {
-      --victim_refs;
+      --gc.refs;
       MaybeFinishVictim();
     }
   }
@@ -330,12 +330,12 @@ bool Ftl::Impl::DrainRewrites() {
 }
 
 void Ftl::Impl::RunBacklogWaiters() {
-  if (backlog_waiters.empty()) return;
-  if (!rewrite_backlog.empty()) {
-    Logger("ftl")->warn("{} sector(s) wait for room to be rewritten under parity", rewrite_backlog.size());
+  if (rw.backlog_waiters.empty()) return;
+  if (!rw.backlog.empty()) {
+    Logger("ftl")->warn("{} sector(s) wait for room to be rewritten under parity", rw.backlog.size());
   }
   std::vector<Function<void()>> w;
-  w.swap(backlog_waiters);
+  w.swap(rw.backlog_waiters);
   Post([w = std::move(w)]() mutable {
     for (auto& fn : w) fn();
   });
@@ -343,7 +343,7 @@ void Ftl::Impl::RunBacklogWaiters() {
 
 void Ftl::Impl::FailWaiters(PageBuf* b) {
   if (b->type == f::PageType::kTrim && !device_lost) {
-    failed_trims.insert(failed_trims.end(), b->trims.begin(), b->trims.end());
+    rw.failed_trims.insert(rw.failed_trims.end(), b->trims.begin(), b->trims.end());
   }
   RevertPage(b);
   for (WriteCtx* c : b->waiters) {

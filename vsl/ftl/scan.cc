@@ -253,7 +253,7 @@ bool Ftl::RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& met
       const uint8_t type = reinterpret_cast<const f::PageHeader*>(spares[d])->type;
       if (type == static_cast<uint8_t>(f::PageType::kData) ||
           type == static_cast<uint8_t>(f::PageType::kAtomicData)) {
-        impl_->reprotect_pages.push_back({leb, d, row});
+        impl_->rw.reprotect_pages.push_back({leb, d, row});
       } else if (type == static_cast<uint8_t>(f::PageType::kTrim)) {
         all = false;
       }
@@ -448,10 +448,10 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
           lebs_.SetState(l, LebState::kClosed);
           // A LEB cut while open may hold members no parity covers (written after its
           // row's last durable parity): FlashBack moves their data into protected LEBs.
-          const std::size_t before = impl_->reprotect_pages.size();
+          const std::size_t before = impl_->rw.reprotect_pages.size();
           if (impl_->stripe.parity() && !ctx->summarized[i]) {
             if (!RowsCovered(i, ctx->meta, ctx->ok)) impl_->Reprotect(l);
-            unprotected += impl_->reprotect_pages.size() != before || l.unprotected;
+            unprotected += impl_->rw.reprotect_pages.size() != before || l.unprotected;
           }
         } else {
           l.open_seq = 0;
@@ -461,7 +461,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
       if (unprotected != 0) {
         impl_->Event(fmt::format("FlashBack: {} LEB(s) cut while open hold {} page(s) no parity "
                                  "covers; moving their data into protected LEBs",
-                                 unprotected, impl_->reprotect_pages.size()));
+                                 unprotected, impl_->rw.reprotect_pages.size()));
       }
       auto d = std::move(ctx->done);
       d(Status::Ok());
