@@ -83,6 +83,7 @@ struct SlotInfo {
   bool any_meta = false;   // a valid metadata page was seen
   uint32_t slot_lebs = 0;  // from a page's MetaSlotTag (0: none seen: slots of one LEB)
   uint32_t slot = 0;       // and the slot it said the page is in
+  uint64_t row0_seq = 0;   // the newest record seq among row 0's valid metadata pages
 };
 
 // Reads the metadata slot of `slot_lebs` LEBs from `first_leb`, row by row over the dies
@@ -91,7 +92,9 @@ struct SlotInfo {
 // copy of each page is kept). Calls `done` with the newest complete record, if any. If
 // row 0's pages say the slot spans more LEBs than `slot_lebs`, stops there and returns
 // no record with `slot_lebs` set: the caller reads the slot again whole.
+// `row0_only`: read row 0 alone (the newest seq it shows, in SlotInfo), no record.
 void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first_leb, uint32_t slot_lebs,
-                  const std::vector<uint32_t>& silent, Function<void(std::optional<MetaRead>, SlotInfo)> done);
+                  const std::vector<uint32_t>& silent, Function<void(std::optional<MetaRead>, SlotInfo)> done,
+                  bool row0_only = false);
 
 }  // namespace vsl::ftl::detail

@@ -141,7 +141,8 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
 
 namespace detail {
 void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first_leb, uint32_t slot_lebs,
-                  const std::vector<uint32_t>& silent, Function<void(std::optional<MetaRead>, SlotInfo)> done) {
+                  const std::vector<uint32_t>& silent, Function<void(std::optional<MetaRead>, SlotInfo)> done,
+                  bool row0_only) {
   const uint32_t D = g.dies_per_pipe(), P = g.pages_per_block;
   struct Ctx {
     uint32_t remaining = 0;
@@ -209,8 +210,8 @@ void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first
     return n != 0 && pages.size() == n;
   };
   auto read_row = std::make_shared<Function<void(uint32_t)>>();
-  *read_row = [ctx, D, P, &pipe, first_leb, g, valid_meta, slot_tag, assemble, complete,
-               read_row](uint32_t row) mutable {
+  *read_row = [ctx, D, P, &pipe, first_leb, g, valid_meta, slot_tag, assemble, complete, read_row,
+               row0_only](uint32_t row) mutable {
     ctx->remaining = static_cast<uint32_t>(ctx->dies.size());
     if (ctx->remaining == 0) return assemble();
     const uint32_t leb = first_leb + row / P, page = row % P;
@@ -218,7 +219,8 @@ void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first
       ctx->data[d].resize(g.page_data_bytes);
       ctx->meta[d].resize(g.meta_bytes_per_page());
       pipe.Read({{d, leb, page}, 0, 0, ctx->data[d].data(), ctx->meta[d].data()},
-                [ctx, d, row, D, P, valid_meta, slot_tag, assemble, complete, read_row](const Completion& c) mutable {
+                [ctx, d, row, D, P, valid_meta, slot_tag, assemble, complete, read_row,
+                 row0_only](const Completion& c) mutable {
                   ctx->ok[d] = c.ok();
                   if (--ctx->remaining != 0) return;
                   ++ctx->rows_read;
@@ -233,6 +235,7 @@ void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first
                       ctx->info.slot = t->slot;
                     }
                     const auto* e = reinterpret_cast<const f::SectorEntry*>(ctx->meta[dd].data() + sizeof(f::PageHeader));
+                    if (row == 0) ctx->info.row0_seq = std::max(ctx->info.row0_seq, h->seq);
                     if (row == 0 && h->seq >= best_seq) {
                       best_seq = h->seq;
                       tag = f::MetaPageTag::Unpack(e[0].lba);
@@ -246,7 +249,7 @@ void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first
                   }
                   // Probing a slot by its first LEB only, and its pages say it spans more:
                   // the caller reads it again whole.
-                  if (row == 0 && ctx->info.slot_lebs > ctx->rows_max / P) {
+                  if (row == 0 && (row0_only || ctx->info.slot_lebs > ctx->rows_max / P)) {
                     ctx->by_seq.clear();
                     auto self = std::move(*read_row);
                     auto dn = std::move(ctx->done);

@@ -193,32 +193,65 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
                      (*probe)(leb + 1);
                    });
     };
-    *read_slots = [st, g, silent, read_slots, probe, finish_reads](uint32_t k) mutable {
+    // Reads slot `slot` of k LEBs whole; `then` after.
+    auto read_one = [st, g, silent](uint32_t slot, uint32_t k, Function<void(SlotInfo)> then) {
+      ReadMetaSlot(*st->retry, g, slot * k, k, silent,
+                   [st, slot, then = std::move(then)](std::optional<MetaRead> m, SlotInfo info) mutable {
+                     st->recs[slot] = m;
+                     if (m && (!st->best || m->seq > st->best->seq)) {
+                       st->best = std::move(m);
+                       st->best_leb = slot;
+                       st->spp = info.spp;
+                     }
+                     then(info);
+                   });
+    };
+    *read_slots = [st, g, silent, read_slots, probe, finish_reads, read_one](uint32_t k) mutable {
       st->slot_lebs = k;
       st->best.reset();
       st->recs[0].reset();
       st->recs[1].reset();
+      if (k > 1) {
+        // Multi-LEB slots: row 0 of each tells which holds the newest record; that slot
+        // is read whole, and the other only if the newest is not a checkpoint (a mount
+        // record may need the older checkpoint) or is incomplete.
+        auto seqs = std::make_shared<std::array<uint64_t, 2>>();
+        auto left = std::make_shared<int>(2);
+        for (uint32_t slot = 0; slot < 2; ++slot) {
+          ReadMetaSlot(*st->retry, g, slot * k, k, silent,
+                       [st, slot, k, seqs, left, finish_reads, read_one](std::optional<MetaRead>, SlotInfo info) mutable {
+                         (*seqs)[slot] = info.row0_seq;
+                         if (--*left != 0) return;
+                         const uint32_t first = (*seqs)[1] > (*seqs)[0] ? 1 : 0;
+                         read_one(first, k, [st, first, k, finish_reads, read_one](SlotInfo) mutable {
+                           bool is_ckpt = false;
+                           if (st->best && st->best->payload.size() >= sizeof(f::MetaHeader)) {
+                             f::MetaHeader h;
+                             std::memcpy(&h, st->best->payload.data(), sizeof(h));
+                             is_ckpt = h.kind == static_cast<uint32_t>(f::MetaKind::kCheckpoint) ||
+                                    h.kind == static_cast<uint32_t>(f::MetaKind::kDirtyCheckpoint);
+                           }
+                           if (is_ckpt) return finish_reads();
+                           read_one(1 - first, k, [finish_reads](SlotInfo) mutable { finish_reads(); });
+                         });
+                       },
+                       /*row0_only=*/true);
+        }
+        return;
+      }
       st->remaining = 2;
       auto infos = std::make_shared<std::array<SlotInfo, 2>>();
       for (uint32_t slot = 0; slot < 2; ++slot) {
-        ReadMetaSlot(*st->retry, g, slot * k, k, silent,
-                     [st, slot, k, infos, read_slots, probe, finish_reads](std::optional<MetaRead> m,
-                                                                           SlotInfo info) mutable {
-                       (*infos)[slot] = info;
-                       st->recs[slot] = m;
-                       if (m && (!st->best || m->seq > st->best->seq)) {
-                         st->best = std::move(m);
-                         st->best_leb = slot;
-                         st->spp = info.spp;
-                       }
-                       if (--st->remaining != 0) return;
-                       const uint32_t seen = std::max((*infos)[0].slot_lebs, (*infos)[1].slot_lebs);
-                       if (seen > k) return (*read_slots)(seen);
-                       if (k == 1 && !st->best && !(*infos)[0].any_meta && !(*infos)[1].any_meta) {
-                         return (*probe)(2);
-                       }
-                       finish_reads();
-                     });
+        read_one(slot, k, [st, slot, k, infos, read_slots, probe, finish_reads](SlotInfo info) mutable {
+          (*infos)[slot] = info;
+          if (--st->remaining != 0) return;
+          const uint32_t seen = std::max((*infos)[0].slot_lebs, (*infos)[1].slot_lebs);
+          if (seen > k) return (*read_slots)(seen);
+          if (k == 1 && !st->best && !(*infos)[0].any_meta && !(*infos)[1].any_meta) {
+            return (*probe)(2);
+          }
+          finish_reads();
+        });
       }
     };
     (*read_slots)(1);
