@@ -299,7 +299,10 @@ class FtlModelTest : public FtlFixture {
       rel.rber_base = std::atof(r);
       card_opts_.reliability = rel;
     }
-    MakeCard();
+    // VSL_BLOCKS=<n>: blocks per die of the test-small card (a map too large for one LEB
+    // gets metadata slots of several LEBs: 1024 blocks make 4-LEB slots).
+    const char* blocks_env = std::getenv("VSL_BLOCKS");
+    MakeCard("test-small", blocks_env ? static_cast<uint32_t>(std::atoi(blocks_env)) : 0);
     if (die_fails) {
       fo.sector_bytes = 4096;
       fo.reserve = ftl::ReserveMode::kCustom;
@@ -307,6 +310,8 @@ class FtlModelTest : public FtlFixture {
     }
     ASSERT_TRUE(Format(fo).ok());
     ftl::FtlOptions oo;
+    // VSL_CKPT_INTERVAL=<lebs>: periodic checkpoints that often (so power cuts land in them).
+    if (const char* ci = std::getenv("VSL_CKPT_INTERVAL")) oo.checkpoint_interval_lebs = static_cast<uint32_t>(std::atoi(ci));
     oo.victim_policy = rng.Bernoulli(0.5) ? ftl::VictimPolicy::kGreedy : ftl::VictimPolicy::kCostBenefit;
     if (const char* rr = std::getenv("VSL_READ_RETRIES")) oo.read_retries = static_cast<uint32_t>(std::atoi(rr));
     ASSERT_TRUE(Attach(oo).ok());

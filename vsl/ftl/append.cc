@@ -1,4 +1,8 @@
-// (moved out of ftl_impl.h)
+// Append points and page assembly: validity (SetValid/ClearValid/Remap keep the LEB
+// table's counts and bitmaps in step with the map), page positions row by row across
+// the open LEB's dies, opening and closing LEBs (summaries), page buffers, Submit
+// (sequence number, header, summary entry, parity accumulation) and the partial-row
+// protection of FlashBack without stage slots. Owns the append points.
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {

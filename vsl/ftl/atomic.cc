@@ -1,4 +1,6 @@
-// (moved out of ftl_impl.h)
+// Atomic batches (Ftl::WriteAtomic): members appended to pages of their own, committed
+// by one trim page of commit records once every member is durable, retried when a
+// member fails; the LEBs involved stay pinned until the batch resolves.
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {

@@ -1,4 +1,7 @@
-// (moved out of ftl_impl.h)
+// FlashBack parity of the rows being written: running XOR, the row's parity page, the
+// acknowledgement rule (a member is durable only once a durable parity covers it), stage
+// slots holding a row's running parity in the controller's protected buffer, and
+// Progress (a page's way to durable and done). Owns `cover`.
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {

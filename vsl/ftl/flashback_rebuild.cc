@@ -1,4 +1,7 @@
-// (moved out of ftl_impl.h)
+// FlashBack after a failure: a page rebuilt from its row's parity and other members,
+// live sectors of rebuilt pages relocated, pages a cut left without parity reprotected,
+// dies retired (dead, or past the error bound) and the LEBs formed with them queued for
+// the rebuild; the reserve and health mode. Owns `reserve` and `mode`.
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {

@@ -52,7 +52,7 @@ uint32_t MetaSlotLebs(const nand::Geometry& g, uint32_t spp, const LebTable& leb
   if (uint64_t{lebs.leb(0).good_dies()} * P / 2 >= pages && uint64_t{lebs.leb(1).good_dies()} * P / 2 >= pages) {
     return 1;
   }
-  if (f::MetaBytes(spp) + sizeof(f::MetaSlotTag) > g.meta_bytes_per_page()) {
+  if (spp < 2 && f::MetaBytes(spp) + sizeof(f::MetaSlotTag) > g.meta_bytes_per_page()) {
     Logger("ftl")->warn("no room for metadata slot tags in the page metadata: slots of one LEB, "
                         "checkpoints of this map do not fit (attach scans)");
     return 1;

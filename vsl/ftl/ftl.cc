@@ -11,6 +11,7 @@
 #include "vsl/core/log.h"
 #include "vsl/ftl/ftl_format.h"
 #include "vsl/ftl/ftl_impl.h"
+#include "vsl/ftl/wear.h"
 
 namespace vsl::ftl {
 
@@ -37,16 +38,7 @@ Ftl::Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand
 
 Ftl::~Ftl() = default;
 
-std::pair<uint32_t, uint32_t> Ftl::EraseCountRange() const {
-  uint32_t lo = UINT32_MAX, hi = 0;
-  for (uint32_t i = meta_lebs_; i < lebs_.size(); ++i) {
-    const Leb& l = lebs_.leb(i);
-    if (l.good_dies() == 0) continue;
-    lo = std::min(lo, l.erase_count);
-    hi = std::max(hi, l.erase_count);
-  }
-  return {lo == UINT32_MAX ? 0 : lo, hi};
-}
+std::pair<uint32_t, uint32_t> Ftl::EraseCountRange() const { return ftl::EraseCountRange(lebs_, meta_lebs_); }
 
 std::string_view HealthModeName(HealthMode m) {
   switch (m) {

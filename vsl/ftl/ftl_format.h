@@ -196,10 +196,12 @@ inline constexpr uint8_t kMetaLebUnprotected = 1;
 // record is written to the slot not holding the newest one, its pages (each in 2 or 3
 // copies on distinct dies) row-major over the good dies of the slot's LEBs in order.
 // With slot_lebs 1 the layout is format 1.4's (LEBs 0 and 1, no tag, no flag). With more,
-// every metadata page carries a MetaSlotTag right after its MetaBytes(S) bytes, so a
-// reader finds slot 1 (at LEB slot_lebs) from any page of either slot, and the record's
-// MetaHeader has kFlagMetaSlots and is followed by a MetaSlots. Readers of 1.4 and older
-// see an incomplete record in LEB 0 and refuse the card as unformatted: a 1.5 card with
+// every metadata page carries a slot tag, so a reader finds slot 1 (at LEB slot_lebs) from
+// any page of either slot: in its sector entry 1 (unused by metadata pages) when a page
+// has two sectors or more (lba = MetaSlotTag::Pack(), crc = CRC32C of those 8 bytes),
+// else in a MetaSlotTag right after its MetaBytes(1) bytes. The record's MetaHeader has
+// kFlagMetaSlots and is followed by a MetaSlots. Readers of 1.4 and older see an
+// incomplete record in LEB 0 and refuse the card as unformatted: a 1.5 card with
 // multi-LEB slots must not be attached by them (1.5 reads 1.4 cards as slot_lebs 1).
 inline constexpr uint32_t kFlagMetaSlots = 8;
 inline constexpr uint32_t kMetaSlotMagic = 0x544F4C53;  // "SLOT"
@@ -208,6 +210,11 @@ struct MetaSlotTag {
   uint32_t slot_lebs;  // LEBs per slot
   uint32_t slot;       // 0 or 1: the slot this page is in
   uint32_t crc;        // CRC32C of the 12 bytes before
+  // The sector-entry form: magic in bits 32-63, the slot in bit 31, slot_lebs in 0-30.
+  uint64_t Pack() const { return (uint64_t{magic} << 32) | (uint64_t{slot & 1} << 31) | (slot_lebs & 0x7FFFFFFF); }
+  static MetaSlotTag Unpack(uint64_t v) {
+    return {static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v & 0x7FFFFFFF), static_cast<uint32_t>((v >> 31) & 1), 0};
+  }
 };
 struct MetaSlots {
   uint32_t slot_lebs;

@@ -1,5 +1,9 @@
-// Internal state of the FTL, shared by ftl.cc (I/O paths, groomer) and ftl_attach.cc
-// (format, metadata records, recovery). Not part of the public surface.
+// Ftl::Impl: the FTL's dynamic state and the paths that share it, one file per concern
+// (docs/ftl.md, "Components": append, page_life, host_path, atomic, flashback_parity,
+// flashback_rebuild, groomer, lifecycle). State is grouped by the file that maintains it
+// (gc, cover, ckpt, reserve, rw); self-contained pieces are components of their own
+// (LebTable, ForwardMap, PsaLayout, StripeLayout, DieHealth, the record codec, wear).
+// Not part of the public surface.
 #pragma once
 
 #include <algorithm>

@@ -1,5 +1,7 @@
-// (moved out of ftl_impl.h)
+// The groomer: victim choice (rebuild first, then space, then wear), relocation reads
+// a few pages at a time, carried trim records, and the victim's release.
 #include "vsl/ftl/ftl_impl.h"
+#include "vsl/ftl/wear.h"
 
 namespace vsl::ftl {
 
@@ -159,21 +161,7 @@ uint64_t Ftl::Impl::GroomerRoom() {
   return room;
 }
 
-Leb* Ftl::Impl::WearVictim() {
-  if (f.opts_.wl_max_spread == 0) return nullptr;
-  Leb* coldest = nullptr;
-  uint32_t max_ec = 0;
-  for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) {
-    Leb& l = f.lebs_.leb(i);
-    max_ec = std::max(max_ec, l.erase_count);
-    if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 &&
-        (coldest == nullptr || l.erase_count < coldest->erase_count)) {
-      coldest = &l;
-    }
-  }
-  if (coldest == nullptr || max_ec - coldest->erase_count <= f.opts_.wl_max_spread) return nullptr;
-  return coldest;
-}
+Leb* Ftl::Impl::WearVictim() { return PickWearVictim(f.lebs_, f.meta_lebs_, f.opts_.wl_max_spread); }
 
 void Ftl::Impl::GroomStep() {
   Leb* v = gc.victim;

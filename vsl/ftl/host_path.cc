@@ -1,4 +1,6 @@
-// (moved out of ftl_impl.h)
+// Host work waiting for room (`pending`): writes, trims and atomic batches run as free
+// LEBs and grooming credits allow; flush waiters complete once everything before them is
+// durable.
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {

@@ -1,4 +1,5 @@
-// (moved out of ftl_impl.h)
+// The FTL's life: device loss (every waiting request answered), abandonment, checkpoints
+// while serving (after a die failure, periodic) and shutdown. Owns `ckpt`.
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {

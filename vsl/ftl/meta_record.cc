@@ -112,11 +112,15 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
         const uint8_t* data = payload->data() + idx * page_bytes;
         for (uint32_t s = 0; s < spp_; ++s) e[s] = {f::kNoLba, 0};
         e[0] = {f::MetaPageTag{idx, pages, copies, G0 <= 255 ? G0 : 0}.Pack(), Crc32c(data, page_bytes)};
+        f::MetaSlotTag t{f::kMetaSlotMagic, slot_lebs_, target, 0};
+        if (slot_lebs_ > 1 && spp_ >= 2) {
+          const uint64_t packed = t.Pack();
+          e[1] = {packed, Crc32c(reinterpret_cast<const uint8_t*>(&packed), 8)};
+        }
         const std::size_t n = f::MetaBytes(spp_) - 4;
         const uint32_t crc = Crc32c(meta.data(), n);
         std::memcpy(meta.data() + n, &crc, 4);
-        if (slot_lebs_ > 1) {
-          f::MetaSlotTag t{f::kMetaSlotMagic, slot_lebs_, target, 0};
+        if (slot_lebs_ > 1 && spp_ < 2) {
           t.crc = Crc32c(reinterpret_cast<const uint8_t*>(&t), 12);
           std::memcpy(meta.data() + f::MetaBytes(spp_), &t, sizeof(t));
         }
@@ -178,13 +182,18 @@ void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first
   // The slot tag of a valid metadata page (format 1.5, multi-LEB slots), if it has one.
   auto slot_tag = [ctx](uint32_t d, uint32_t spp) -> std::optional<f::MetaSlotTag> {
     const auto& m = ctx->meta[d];
-    if (f::MetaBytes(spp) + sizeof(f::MetaSlotTag) > m.size()) return std::nullopt;
     f::MetaSlotTag t;
-    std::memcpy(&t, m.data() + f::MetaBytes(spp), sizeof(t));
-    if (t.magic != f::kMetaSlotMagic || t.crc != Crc32c(reinterpret_cast<const uint8_t*>(&t), 12) ||
-        t.slot_lebs < 2 || t.slot > 1) {
-      return std::nullopt;
+    if (spp >= 2) {  // in sector entry 1 (the page header's CRC covers it too)
+      const auto* e = reinterpret_cast<const f::SectorEntry*>(m.data() + sizeof(f::PageHeader));
+      const uint64_t packed = e[1].lba;
+      if (e[1].crc != Crc32c(reinterpret_cast<const uint8_t*>(&packed), 8)) return std::nullopt;
+      t = f::MetaSlotTag::Unpack(packed);
+    } else {
+      if (f::MetaBytes(spp) + sizeof(f::MetaSlotTag) > m.size()) return std::nullopt;
+      std::memcpy(&t, m.data() + f::MetaBytes(spp), sizeof(t));
+      if (t.crc != Crc32c(reinterpret_cast<const uint8_t*>(&t), 12)) return std::nullopt;
     }
+    if (t.magic != f::kMetaSlotMagic || t.slot_lebs < 2 || t.slot > 1) return std::nullopt;
     return t;
   };
   auto assemble = [ctx]() {

@@ -1,4 +1,6 @@
-// (moved out of ftl_impl.h)
+// A submitted page's life: acknowledgement, accepted and done completions, pins on the
+// places its sectors came from, reverting a page that can never be stored, and failed
+// pages' live sectors and trim records written again (the rewrite backlog). Owns `rw`.
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {
