@@ -78,15 +78,18 @@ TEST_F(CheckpointTest, CutWhileACheckpointIsWrittenLosesNothing) {
   ASSERT_TRUE(Shutdown().ok());
   ASSERT_TRUE(Attach(Opts()).ok());
   uint64_t v = 1;
-  int cuts = 0;
+  int cuts = 0, in_record = 0;
   for (DurNs cut : {DurNs{0}, 1 * kMs, 2 * kMs, 3 * kMs, 4 * kMs, 6 * kMs, 9 * kMs, 14 * kMs, 20 * kMs, 40 * kMs}) {
     ++v;
     Fill(0, 64, v);
     bool done = false;
+    const uint64_t meta0 = ftl_->stats().meta_pages;
     ftl_->Shutdown([&](Status) { done = true; });
     clock_.RunFor(cut);
     const bool cut_it = !done;
     cuts += cut_it;
+    // The shutdown's record had started (its pages submitted) and was not done.
+    in_record += cut_it && ftl_->stats().meta_pages > meta0;
     PowerCycle();
     Status s = Attach(Opts());
     ASSERT_TRUE(s.ok()) << "cut " << cut / kUs << " us into the shutdown: " << s.ToString();
@@ -97,6 +100,31 @@ TEST_F(CheckpointTest, CutWhileACheckpointIsWrittenLosesNothing) {
     Check(64, n - 64, 1);
   }
   EXPECT_GE(cuts, 6) << "most cut points should fall inside the shutdown";
+  EXPECT_GE(in_record, 2) << "some cuts should fall while the checkpoint record is written";
+}
+
+// Slot 0 erased whole (what a cut right after the erase of slot 0, before its first
+// page, leaves): LEBs 0 and 1 hold no metadata page, so attach probes the LEBs after them
+// for a slot tag, finds slot 1 and loses nothing (from slot 1's record, and a scan if that
+// one is the older).
+TEST_F(CheckpointTest, SlotZeroErasedAttachFindsSlotOneByItsTags) {
+  const uint32_t k = ftl_->metadata_slot_lebs();
+  ASSERT_GE(k, 2u);
+  const uint64_t n = ftl_->sectors();
+  Fill(0, n, 1);
+  ASSERT_TRUE(Shutdown().ok());
+  const uint32_t dies = card_->geometry().dies_per_pipe();
+  int erased = 0;
+  for (uint32_t leb = 0; leb < k; ++leb) {
+    for (uint32_t d = 0; d < dies; ++d) {
+      card_->pipe(0).Erase(d, leb, [&](const nand::Completion&) { ++erased; });
+    }
+  }
+  clock_.RunUntilTrue([&] { return erased == static_cast<int>(k * dies); });
+  Status s = Attach(Opts());
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(ftl_->metadata_slot_lebs(), k);
+  Check(0, n, 1);
 }
 
 // Periodic checkpoints: what an unclean attach scans stays near the interval however

@@ -4,36 +4,26 @@
 
 #include "vsl/ftl/ftl_format.h"
 #include "vsl/ftl/stripe.h"
+#include "vsl/simcard/profile.h"
 
 namespace vsl::ftl {
 namespace {
 
-nand::Geometry Geo() {
-  nand::Geometry g;
-  g.channels_per_pipe = 2;
-  g.luns_per_channel = 2;  // 4 dies
-  g.blocks_per_lun = 32;
-  g.pages_per_block = 16;
-  g.page_data_bytes = 4096;
-  g.page_spare_bytes = 224;
-  g.ecc_codeword_bytes = 512;
-  g.ecc_parity_bytes = 13;
-  return g;
-}
+// test-small's pipe: 4 dies, 16 pages per block, 4 KiB pages.
+nand::Geometry Geo() { return simcard::FindProfile("test-small")->geometry; }
 
-Leb OpenLeb(uint32_t dies, std::vector<uint8_t> good, uint32_t pages) {
+Leb OpenLeb(std::vector<uint8_t> good, uint32_t pages) {
   Leb l;
   l.good = std::move(good);
   l.par = std::make_unique<RowParity>();
   l.par->pdie.assign(pages, RowParity::kUndecided);
-  (void)dies;
   return l;
 }
 
 TEST(StripeLayoutTest, ParityDieRotatesOverTheGoodDiesAndStaysPut) {
   StripeLayout s(Geo(), 1);
   s.set_parity(true);
-  Leb l = OpenLeb(4, {1, 1, 0, 1}, 16);
+  Leb l = OpenLeb({1, 1, 0, 1}, 16);
   EXPECT_EQ(s.RowParityDie(l, 0), 0u);
   EXPECT_EQ(s.RowParityDie(l, 1), 1u);
   EXPECT_EQ(s.RowParityDie(l, 2), 3u);
@@ -59,7 +49,7 @@ TEST(StripeLayoutTest, CapacityLeavesOutParityAndSummary) {
   s.set_parity(true);
   EXPECT_EQ(s.LebDataSectors(4), uint64_t{3 * 16 - summary});
   EXPECT_EQ(s.LebDataSectors(1), 0u);  // cannot carry parity: not formed
-  Leb l = OpenLeb(4, {1, 1, 1, 1}, 16);
+  Leb l = OpenLeb({1, 1, 1, 1}, 16);
   EXPECT_EQ(s.RemainingPositions(l, 0, 0), 3u * 16);
 }
 

@@ -135,9 +135,6 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
       }
     }
   }
-  if (placed < total) {
-    ctx->status = Status::NoSpace("metadata record does not fit its slot");  // not reached: sized above
-  }
   clock_.Post(finish);
 }
 
@@ -151,6 +148,7 @@ void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first
   struct Ctx {
     uint32_t remaining = 0;
     uint32_t rows_read = 0, rows_needed = 1, rows_max = 0;
+    uint64_t page_bytes = 0;
     SlotInfo info;
     std::vector<uint32_t> dies;  // dies that answer
     // The row being read, by die.
@@ -164,6 +162,7 @@ void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first
   auto ctx = std::make_shared<Ctx>();
   ctx->done = std::move(done);
   ctx->rows_max = slot_lebs * P;
+  ctx->page_bytes = g.page_data_bytes;
   for (uint32_t d = 0; d < D; ++d) {
     if (std::find(silent.begin(), silent.end(), d) == silent.end()) ctx->dies.push_back(d);
   }
@@ -203,7 +202,7 @@ void ReadMetaSlot(nand::FlashPipe& pipe, const nand::Geometry& g, uint32_t first
       if (n == 0 || it->second.size() != n) continue;
       MetaRead r;
       r.seq = it->first;
-      r.payload.reserve(n * ctx->data[0].size());
+      r.payload.reserve(n * ctx->page_bytes);
       for (auto& [k, d] : it->second) r.payload.insert(r.payload.end(), d.begin(), d.end());
       best = std::move(r);
     }

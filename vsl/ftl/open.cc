@@ -174,9 +174,9 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
     };
     // Both slots are read at once, first as slots of one LEB (format 1.4's layout, and
     // 1.5's on small pipes). Pages carrying a slot tag say how long the slots are; they
-    // are then read again whole. If neither first LEB holds any metadata page (a cut
-    // while one slot was erased, and the other's first LEB erased too), the LEBs after
-    // them are probed for a tagged page.
+    // are then read again at their length. If neither LEB 0 nor LEB 1 holds any
+    // metadata page (a cut after slot 0's erase, before its first page, with slots of
+    // two LEBs or more), the LEBs after them are probed for a tagged page.
     auto read_slots = std::make_shared<Function<void(uint32_t)>>();
     auto probe = std::make_shared<Function<void(uint32_t)>>();
     auto finish_reads = [st, decide, read_slots, probe]() mutable {
