@@ -115,7 +115,7 @@ void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
     ++l.erase_count;
     ++f.stats_.lebs_erased;
     l.needs_erase = false;
-    gc.wear_check_due = true;
+    policy.NoteErase();
   }
   MaybeGroom();
 }

@@ -16,11 +16,11 @@ bool Ftl::Impl::AppendAtomic(const std::shared_ptr<AtomicGroup>& g) {
     const AtomicOp& o = g->ops[g->op];
     if (o.kind == AtomicOp::kWrite) {
       while (g->in_op < o.count) {
-        if (Paced() && gc.credits < 1) {
+        if (Paced() && !gc.pacer.CanSpend()) {
           ++f.stats_.paced_waits;
           return false;
         }
-        if (Paced()) gc.credits -= 1;
+        if (Paced()) gc.pacer.Spend();
         if (!AppendAtomicSector(g, o.lba + g->in_op, o.data + g->in_op * f.sector_bytes_)) {
           return false;
         }

@@ -71,7 +71,7 @@ FlashBackStatus Ftl::flashback_status() const {
     if (im.dies.failed(d)) st.failed_dies.push_back(d);
   }
   st.active = !st.failed_dies.empty();
-  st.rebuild_lebs_left = static_cast<uint32_t>(im.gc.rebuild_queue.size()) + im.OpenUnprotected();
+  st.rebuild_lebs_left = static_cast<uint32_t>(im.policy.rebuild().size()) + im.OpenUnprotected();
   st.rebuilt_pages = stats_.rebuilt_pages;
   st.lost_lbas = im.dies.lost();
   st.unnamed_lost_stripes = im.dies.unnamed_lost_stripes;

@@ -22,6 +22,7 @@
 #include "vsl/ftl/ftl.h"
 #include "vsl/ftl/ftl_format.h"
 #include "vsl/ftl/die_health.h"
+#include "vsl/ftl/groom_policy.h"
 #include "vsl/ftl/psa.h"
 #include "vsl/ftl/stripe.h"
 
@@ -132,27 +133,23 @@ struct Ftl::Impl {
   bool serving = false;      // attach is done: die failures from now on ask for a checkpoint
   uint64_t open_writes = 0;  // host write requests not yet completed
 
-  // The groomer's state (groomer.cc; the rebuild queue is fed by FlashBack).
+  // The relocation in progress (groomer.cc); which victim comes next is `policy`'s.
   struct GroomerState {
     Leb* victim = nullptr;
     uint32_t cursor = 0;        // next page slot (row * dies + die) of the victim to look at
     uint32_t reads = 0;         // page reads in flight
     uint32_t refs = 0;          // GC pages holding its relocated data, not yet durable
     bool held = false;          // something could not be moved out: do not release it
-    bool rebuild_turn = false;  // alternates rebuild and space victims while space is short
     std::vector<f::TrimRecord> carry_trims;  // kept records of the victim, to rewrite
-    bool wear_check_due = true;  // an erase count changed since the last wear check
-    // Pacing: while the groomer runs with few free LEBs, each relocated sector earns the
-    // host (invalid / valid) sectors of writing, so host writes interleave with grooming
-    // at a fine grain instead of stalling until a whole LEB is free.
-    double credits = 0;
-    double credit_ratio = 0;
-    std::vector<Done> waiters;            // TEST_ForceGroom and writers waiting for room
-    std::vector<uint32_t> rebuild_queue;  // LEBs holding data of a failed die (or unprotected)
+    GroomPacer pacer;           // host-write pacing while it runs (groom_policy.h)
+    std::vector<Done> waiters;  // TEST_ForceGroom and writers waiting for room
   } gc;
 
   static constexpr uint32_t kNoDie = StripeLayout::kNoDie;
   DieHealth dies;                       // failed dies, error bound, lost sectors, events
+  // Victim choice and its state: the rebuild queue (fed by FlashBack), the rebuild/space
+  // alternation, the wear check's trigger.
+  GroomPolicy policy;
   HealthMode mode = HealthMode::kNormal;
   // Coverage of parity rows (flashback_parity.cc), by (leb, row): members submitted but not
   // yet covered by a durable parity page, and the stage slot (if any) holding the row's
@@ -183,7 +180,8 @@ struct Ftl::Impl {
       : f(ftl),
         addr(ftl.geo_.dies_per_pipe(), ftl.geo_.pages_per_block, ftl.spp_),
         stripe(ftl.geo_, ftl.spp_),
-        dies(ftl.geo_.dies_per_pipe(), ftl.opts_.die_error_limit, ftl.opts_.die_error_window_ns) {
+        dies(ftl.geo_.dies_per_pipe(), ftl.opts_.die_error_limit, ftl.opts_.die_error_window_ns),
+        policy(ftl.lebs_, dies, stripe) {
     cover.slot_busy.assign(f.pipe_.stage_slots(), 0);
   }
 
@@ -292,9 +290,7 @@ struct Ftl::Impl {
   // priority), and the flag persists in checkpoints until then.
   void Reprotect(Leb& l) {
     l.unprotected = true;
-    if (std::find(gc.rebuild_queue.begin(), gc.rebuild_queue.end(), l.index) == gc.rebuild_queue.end()) {
-      gc.rebuild_queue.push_back(l.index);
-    }
+    policy.rebuild().Add(l.index);
   }
 
   // An uncorrectable read, program or erase failure in block `block` of die `d`: errors
@@ -504,8 +500,7 @@ struct Ftl::Impl {
   void FinishGroup(const std::shared_ptr<AtomicGroup>& g, Status s);
 
   bool Paced() const {
-    return gc.victim != nullptr && gc.credit_ratio > 0 &&
-           f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
+    return gc.pacer.Applies(gc.victim != nullptr, f.lebs_.free_count(), f.opts_.gc_start_free_lebs);
   }
 
   bool DoTrim(uint64_t lba, uint64_t count, Done& done);
@@ -526,18 +521,12 @@ struct Ftl::Impl {
 
   void FailStuckWrites();
 
-  // The next LEB to rebuild (data whose stripes include a failed die, or pages a power cut
-  // left without parity) that can be groomed now. Rebuild goes before grooming for
-  // space: it frees LEBs too.
-  Leb* NextRebuildVictim();
+  // The rebuild queue emptied: FlashBack's event, and the mode is recomputed.
+  void OnRebuildDrained();
 
   // Sectors the groomer can still write: its open LEB's remaining positions and the free
   // LEBs (each as wide as the surviving dies make it).
   uint64_t GroomerRoom();
-
-  // The closed LEB with the lowest erase count, when it lags the most-erased data LEB by
-  // more than wl_max_spread: its data is cold, and its block should take hot writes.
-  Leb* WearVictim();
 
   // Issues relocation reads, a few pages at a time, so host I/O interleaves with grooming.
   void GroomStep();

@@ -1,48 +1,28 @@
-// The groomer: victim choice (rebuild first, then space, then wear), relocation reads
-// a few pages at a time, carried trim records, and the victim's release.
+// The groomer's relocation: it takes the victim GroomPolicy chooses (groom_policy.h),
+// reads it a few pages at a time, appends its live sectors, carries its trim records, and
+// releases it once everything moved is durable.
 #include "vsl/ftl/ftl_impl.h"
-#include "vsl/ftl/wear.h"
 
 namespace vsl::ftl {
 
 void Ftl::Impl::MaybeGroom() {
   if (gc.victim != nullptr || shutting_down || device_lost || CheckpointWanted()) return;
-  const bool need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
-  // Rebuild goes first, but when space is short every other victim is groomed for
-  // space, so host writes are not starved while rebuild victims (nearly full) free
-  // little.
-  Leb* v = (need && gc.rebuild_turn) ? nullptr : NextRebuildVictim();
-  gc.rebuild_turn = !gc.rebuild_turn;
-  if (v != nullptr) {
-    ++f.stats_.rebuild_lebs;
-  } else if (!need && gc.waiters.empty()) {
-    // Erase counts change only when a LEB is opened: look for wear work only then, not
-    // on every page completion (the scan covers every LEB).
-    if (!gc.wear_check_due) return;
-    gc.wear_check_due = false;
-    v = WearVictim();
-    if (v == nullptr) return;
-    ++f.stats_.wear_moves;
-  } else {
-    // Grooming must free more than it writes. A victim's room once freed is what it
-    // offers when formed again (without failed dies or blocks gone bad since it was
-    // opened: less than it held); its live data and the trim records it carries take
-    // room again. On a pipe over-full after die failures a victim that gains nothing
-    // would only churn, so the best victim that gains is taken. (Trim pages count only
-    // then: most records need not be carried, and a pipe with all its dies has stale
-    // room elsewhere.)
-    const bool gain_check = gc.waiters.empty();
-    const bool any_failed = AliveDies() != D();
-    v = f.lebs_.PickVictim(f.opts_.victim_policy, f.next_seq_, [&](const Leb& c) {
-      if (!gain_check) return true;
-      uint32_t g = 0;
-      for (uint32_t d = 0; d < D(); ++d) g += c.good[d] && !dies.failed(d);
-      const uint64_t refills = c.valid + (any_failed ? uint64_t{c.trim_pages.size()} * S() : 0);
-      return refills < stripe.LebDataSectors(g);
-    });
-  }
+  GroomPolicy::Inputs in;
+  in.need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
+  in.waiting = !gc.waiters.empty();
+  in.room = policy.rebuild().empty() ? 0 : GroomerRoom();
+  in.now_seq = f.next_seq_;
+  in.victim_policy = f.opts_.victim_policy;
+  in.first_data_leb = f.meta_lebs_;
+  in.wl_max_spread = f.opts_.wl_max_spread;
+  in.sectors_per_page = S();
+  const GroomPolicy::Choice ch = policy.Choose(in, [this] { OnRebuildDrained(); });
+  if (ch.kind == GroomPolicy::Kind::kRebuild) ++f.stats_.rebuild_lebs;
+  if (ch.kind == GroomPolicy::Kind::kWear) ++f.stats_.wear_moves;
+  Leb* v = ch.victim;
   if (v == nullptr) {
-    if (need) Post([this] { FailStuckWrites(); });
+    if (!in.need && !in.waiting) return;  // idle, and no wear work
+    if (in.need) Post([this] { FailStuckWrites(); });
     for (auto& w : gc.waiters) w(Status::Ok());
     gc.waiters.clear();
     return;
@@ -51,9 +31,7 @@ void Ftl::Impl::MaybeGroom() {
   gc.held = false;
   gc.carry_trims.clear();
   // Host sectors allowed per relocated sector: what this victim frees per sector moved.
-  gc.credit_ratio = v->valid == 0 ? 0.0
-                               : static_cast<double>(v->capacity - std::min(v->capacity, v->valid)) / v->valid;
-  gc.credits = std::min(gc.credits, 4.0 * S() * D());
+  gc.pacer.Start(v->valid, v->capacity, 4.0 * S() * D());
   gc.cursor = 0;
   gc.reads = 0;
   gc.refs = 0;
@@ -116,40 +94,19 @@ void Ftl::Impl::FailStuckWrites() {
   if (shutting_down) CheckShutdown();
 }
 
-Leb* Ftl::Impl::NextRebuildVictim() {
-  for (std::size_t k = 0; k < gc.rebuild_queue.size();) {
-    Leb& l = f.lebs_.leb(gc.rebuild_queue[k]);
-    // Done once nothing live is left and no newer copy of what it held is still on
-    // its way (if that copy fails, the sector goes back here and must be moved).
-    const bool still = l.unprotected && (l.valid > 0 || l.pins > 0);
-    if (!still || l.state == LebState::kFree) {
-      if (l.valid == 0) l.unprotected = false;
-      gc.rebuild_queue.erase(gc.rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
-      if (gc.rebuild_queue.empty() && OpenUnprotected() == 0) {
-        const uint32_t alive = AliveDies();
-        const uint32_t failed = D() - alive;
-        Event(failed == 0 ? std::string("FlashBack: every stripe row is protected again")
-              : alive > StripeLayout::kMinStripeDies
-                  ? fmt::format("FlashBack rebuild complete: every stripe is formed without the "
-                                "failed die(s) on {} dies; the pipe can survive another die "
-                                "failure as far as spare room allows", alive)
-                  : fmt::format("FlashBack rebuild complete: every stripe is formed without the "
-                                "failed die(s) on {} dies (mirrored); another die failure "
-                                "leaves too few dies for parity", alive));
-        UpdateMode();
-      }
-      continue;
-    }
-    // Only a victim whose data fits where the groomer can write: one that runs out of
-    // room half-way is held with its data, and takes the room with it.
-    if (l.state == LebState::kClosed && l.inflight == 0 && !l.gc_skip && l.atomic_pins == 0 && l.valid <= GroomerRoom()) {
-      gc.rebuild_queue.erase(gc.rebuild_queue.begin() + static_cast<std::ptrdiff_t>(k));
-      gc.rebuild_queue.push_back(l.index);  // leaves the queue once it is empty of such data
-      return &l;
-    }
-    ++k;
-  }
-  return nullptr;
+void Ftl::Impl::OnRebuildDrained() {
+  if (OpenUnprotected() != 0) return;  // an open LEB joins the queue when it closes
+  const uint32_t alive = AliveDies();
+  const uint32_t failed = D() - alive;
+  Event(failed == 0 ? std::string("FlashBack: every stripe row is protected again")
+        : alive > StripeLayout::kMinStripeDies
+            ? fmt::format("FlashBack rebuild complete: every stripe is formed without the "
+                          "failed die(s) on {} dies; the pipe can survive another die "
+                          "failure as far as spare room allows", alive)
+            : fmt::format("FlashBack rebuild complete: every stripe is formed without the "
+                          "failed die(s) on {} dies (mirrored); another die failure "
+                          "leaves too few dies for parity", alive));
+  UpdateMode();
 }
 
 uint64_t Ftl::Impl::GroomerRoom() {
@@ -160,8 +117,6 @@ uint64_t Ftl::Impl::GroomerRoom() {
   }
   return room;
 }
-
-Leb* Ftl::Impl::WearVictim() { return PickWearVictim(f.lebs_, f.meta_lebs_, f.opts_.wl_max_spread); }
 
 void Ftl::Impl::GroomStep() {
   Leb* v = gc.victim;
@@ -283,8 +238,8 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
       return;
     }
     ++f.stats_.gc_write_sectors;
-    gc.credits += gc.credit_ratio;
-    if (!pending.empty() && gc.credits >= 1) {
+    gc.pacer.Earn();
+    if (!pending.empty() && gc.pacer.CanSpend()) {
       Post([this] { RunPending(); });
     }
   }

@@ -42,11 +42,11 @@ void Ftl::Impl::RunPending() {
     Pending& p = pending.front();
     if (p.kind == Pending::kWrite) {
       while (p.done_sectors < p.count) {
-        if (Paced() && gc.credits < 1) {
+        if (Paced() && !gc.pacer.CanSpend()) {
           ++f.stats_.paced_waits;
           return;  // resumed as the groomer relocates
         }
-        if (Paced()) gc.credits -= 1;
+        if (Paced()) gc.pacer.Spend();
         if (!AppendSector(host, p.lba + p.done_sectors,
                           p.data + p.done_sectors * f.sector_bytes_, p.ctx, nullptr)) {
           MaybeGroom();

@@ -1,0 +1,122 @@
+// The groomer's policy (docs/ftl.md, "Groomer and wear"): which LEB it takes next, and how
+// host writes are paced while it runs. The relocation itself (reads, appends, the
+// victim's release) stays in groomer.cc; this component decides, owns the decision's
+// state (the rebuild queue, the rebuild/space alternation, the wear check's trigger, the
+// pacing credits) and touches the LEB table only through its public interface.
+//
+// Victim order:
+//   1. rebuild: a LEB holding rows that could not survive another die failure (formed
+//      with a die that has failed since, or cut while open without parity). While space
+//      is short, rebuild and space victims alternate, so host writes are not starved
+//      while nearly-full rebuild victims free little.
+//   2. space (free LEBs at or below gc_start_free_lebs, or a caller waiting for room):
+//      the LebTable's victim policy, among LEBs that free more than they refill when
+//      nobody waits (on a pipe over-full after die failures a victim gaining nothing
+//      would only churn).
+//   3. wear: static wear levelling (wear.h), looked for only after an erase count changed.
+//
+// Not thread-safe: owned by the pipe's engine, like the rest of the FTL.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "vsl/ftl/die_health.h"
+#include "vsl/ftl/leb.h"
+#include "vsl/ftl/stripe.h"
+
+namespace vsl::ftl {
+
+// LEBs whose data must be moved for FlashBack's sake, in the order they joined.
+class RebuildQueue {
+ public:
+  // Adds LEB `index` unless it is queued already.
+  void Add(uint32_t index);
+  std::size_t size() const { return q_.size(); }
+  bool empty() const { return q_.empty(); }
+  const std::vector<uint32_t>& lebs() const { return q_; }
+
+  // The next queued LEB that can be groomed now: closed, nothing in flight, not held,
+  // not pinned by an atomic batch, and its live data fits the groomer's `room` (a victim
+  // that runs out of room half-way is held with its data, and takes the room with it).
+  // It moves to the back of the queue and stays until it is empty of such data.
+  // LEBs that are done (free, or no longer unprotected, or with nothing live or pinned
+  // left) leave the queue on the way; one left with no live data is protected again.
+  // `drained` runs when the queue becomes empty during this call.
+  Leb* Next(LebTable& lebs, uint64_t room, const std::function<void()>& drained);
+
+ private:
+  std::vector<uint32_t> q_;
+};
+
+// Host-write pacing while the groomer runs with few free LEBs: each relocated sector
+// earns the host `ratio` sectors (what the victim frees per sector it moves), so host
+// writes interleave with grooming at a fine grain instead of stalling until a whole LEB
+// is free.
+class GroomPacer {
+ public:
+  // A new victim with `valid` live sectors of `capacity`; banked credits are capped at
+  // `cap` (a burst of host writes no larger than a few pages).
+  void Start(uint32_t valid, uint32_t capacity, double cap);
+  void Earn() { credits_ += ratio_; }
+  bool CanSpend() const { return credits_ >= 1; }
+  void Spend() { credits_ -= 1; }
+  double ratio() const { return ratio_; }
+  double credits() const { return credits_; }
+  // Pacing applies while a victim is being groomed, moving it frees room (ratio > 0),
+  // and free LEBs are at or below the groomer's start level.
+  bool Applies(bool grooming, uint32_t free_lebs, uint32_t start_free_lebs) const {
+    return grooming && ratio_ > 0 && free_lebs <= start_free_lebs;
+  }
+
+ private:
+  double credits_ = 0;
+  double ratio_ = 0;
+};
+
+class GroomPolicy {
+ public:
+  enum class Kind : uint8_t { kNone, kRebuild, kSpace, kWear };
+  struct Choice {
+    Leb* victim = nullptr;
+    Kind kind = Kind::kNone;
+  };
+  struct Inputs {
+    bool need = false;        // free LEBs at or below the groomer's start level
+    bool waiting = false;     // somebody waits for room (TEST_ForceGroom, writers)
+    uint64_t room = 0;        // sectors the groomer can still write (see RebuildQueue::Next)
+    uint64_t now_seq = 0;     // ages LEBs for cost-benefit
+    VictimPolicy victim_policy = VictimPolicy::kGreedy;
+    uint32_t first_data_leb = 2;
+    uint32_t wl_max_spread = 0;
+    uint32_t sectors_per_page = 1;
+  };
+
+  GroomPolicy(LebTable& lebs, const DieHealth& dies, const StripeLayout& stripe)
+      : lebs_(lebs), dies_(dies), stripe_(stripe) {}
+
+  // The next victim and why, or none (then nothing the groomer may take would help).
+  // `drained`: see RebuildQueue::Next.
+  Choice Choose(const Inputs& in, const std::function<void()>& drained);
+
+  // Whether a space victim `c` frees more room than its live data (and, with failed
+  // dies, its trim records) takes again once formed without failed dies or bad blocks.
+  bool Gains(const Leb& c, uint32_t sectors_per_page) const;
+
+  // An erase count changed (a LEB was opened): the next idle Choose looks for wear work.
+  void NoteErase() { wear_check_due_ = true; }
+
+  RebuildQueue& rebuild() { return rebuild_; }
+  const RebuildQueue& rebuild() const { return rebuild_; }
+
+ private:
+  LebTable& lebs_;
+  const DieHealth& dies_;
+  const StripeLayout& stripe_;
+  RebuildQueue rebuild_;
+  bool rebuild_turn_ = false;   // alternates rebuild and space victims while space is short
+  bool wear_check_due_ = true;  // an erase count changed since the last wear check
+};
+
+}  // namespace vsl::ftl
