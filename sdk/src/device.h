@@ -40,6 +40,7 @@ struct InProcessOptions {
   // run the clock). Null: engine threads on a real clock.
   VirtualClock* clock = nullptr;
   uint64_t seed = 1;
+  bool zero_time = false;  // VSL_TIMING_NONE
   // Out: the card, for tests that cut its power (valid until vsl_close).
   card::Card** card_out = nullptr;
 };

@@ -1,6 +1,7 @@
 // In-process backend: the card's engines run in this process; requests go to the LUN's
 // engine (its FTL is touched only there) and complete from it.
 #include <cerrno>
+#include <cstddef>
 #include <filesystem>
 
 #include "sdk/src/device.h"
@@ -61,9 +62,13 @@ int OpenInProcess(const std::string& card_dir, uint32_t lun, const InProcessOpti
   if (spec->kind != "xrt" && !std::filesystem::is_directory(spec->path)) {
     return SetLastError(-ENOENT, "no card directory " + spec->path);
   }
+  if (o.zero_time && spec->kind != "sim") {
+    return SetLastError(-EINVAL, "zero-time (VSL_TIMING_NONE) applies to simulated cards only, not to " + card_dir);
+  }
   card::CardOptions co;
   co.clock = o.clock;
   co.sim.seed = o.seed;
+  co.sim.null_timing = o.zero_time;
 #if VSL_SDK_BACKENDS
   auto c = backend::OpenCard(card_dir, co);
 #else
@@ -98,4 +103,25 @@ extern "C" int vsl_open_card(const char* card_dir, uint32_t lun, vsl_dev** out) 
   if (out != nullptr) *out = nullptr;
   if (card_dir == nullptr) return vsl::sdk::SetLastError(-EINVAL, "no card directory given");
   return vsl::sdk::OpenInProcess(card_dir, lun, {}, out);
+}
+
+extern "C" int vsl_open_card_opts(const char* card_dir, uint32_t lun, const vsl_open_opts* opts, vsl_dev** out) {
+  if (out != nullptr) *out = nullptr;
+  if (card_dir == nullptr) return vsl::sdk::SetLastError(-EINVAL, "no card directory given");
+  vsl::sdk::InProcessOptions o;
+  if (opts != nullptr) {
+    if (opts->size < offsetof(vsl_open_opts, reserved)) {
+      return vsl::sdk::SetLastError(-EINVAL, "vsl_open_opts.size is too small (set it to sizeof(vsl_open_opts))");
+    }
+    if (opts->timing != VSL_TIMING_MODEL && opts->timing != VSL_TIMING_NONE) {
+      return vsl::sdk::SetLastError(-EINVAL, "vsl_open_opts.timing: unknown timing " + std::to_string(opts->timing));
+    }
+    if (opts->size >= sizeof(vsl_open_opts)) {
+      for (uint64_t r : opts->reserved) {
+        if (r != 0) return vsl::sdk::SetLastError(-EINVAL, "vsl_open_opts: reserved fields must be zero");
+      }
+    }
+    o.zero_time = opts->timing == VSL_TIMING_NONE;
+  }
+  return vsl::sdk::OpenInProcess(card_dir, lun, o, out);
 }

@@ -63,6 +63,75 @@ TEST_F(SdkTest, OpenRefusesWhatItCannotOpen) {
   EXPECT_STRNE(vsl_strerror(-ENOSPC), "");
 }
 
+// The zero-time card (VSL_TIMING_NONE, a benchmarking mode): the same data path with no
+// NAND time. In virtual time the model's card advances the clock for every program and
+// read; on the zero-time card only the FTL's own timers move it, and the data is all there.
+TEST_F(SdkTest, ZeroTimeCardServesTheSameDataInNoDeviceTime) {
+  TimeNs spent[2] = {0, 0};
+  for (const bool zero : {false, true}) {
+    VirtualClock clock(7);
+    card::Card* card = nullptr;
+    vsl_dev* dev = nullptr;
+    sdk::InProcessOptions o;
+    o.clock = &clock;
+    o.zero_time = zero;
+    o.card_out = &card;
+    ASSERT_EQ(sdk::OpenInProcess(dir_, 0, o, &dev), 0) << vsl_last_error();
+    EXPECT_EQ(card->backend().zero_time(), zero);
+    vsl_caps c{};
+    ASSERT_EQ(vsl_get_caps(dev, &c), 0);
+    const uint32_t sb = c.sector_bytes;
+    const TimeNs t0 = clock.Now();
+    for (uint64_t lba = 0; lba < 256; ++lba) {
+      auto p = Pattern(lba, zero ? 2 : 1, sb);
+      ASSERT_EQ(vsl_write(dev, lba * 37, 1, p.data(), 0), 0);
+    }
+    ASSERT_EQ(vsl_flush(dev), 0);
+    std::vector<uint8_t> out(sb);
+    for (uint64_t lba = 0; lba < 256; ++lba) {
+      ASSERT_EQ(vsl_read(dev, lba * 37, 1, out.data()), 0);
+      ASSERT_EQ(out, Pattern(lba, zero ? 2 : 1, sb)) << "lba " << lba * 37;
+    }
+    spent[zero] = clock.Now() - t0;
+    ASSERT_EQ(vsl_close(dev), 0);
+  }
+  // What is left on the zero-time card is the FTL's own timers (padding a partial page,
+  // the governor's window), not NAND time: the model spends tR or tPROG on every one of
+  // these QD1 operations.
+  std::printf("virtual time for 256 writes + flush + 256 reads: model %.3f ms, zero-time %.3f ms\n",
+              static_cast<double>(spent[0]) / kMs, static_cast<double>(spent[1]) / kMs);
+  EXPECT_GT(spent[0], 256 * 20 * kUs);
+  EXPECT_LT(spent[1] * 4, spent[0]);
+}
+
+TEST_F(SdkTest, OpenOptionsAreChecked) {
+  vsl_dev* d = nullptr;
+  vsl_open_opts oo{};
+  oo.size = sizeof oo;
+  oo.timing = 7;
+  EXPECT_EQ(vsl_open_card_opts(dir_.c_str(), 0, &oo, &d), -EINVAL);
+  EXPECT_NE(std::string(vsl_last_error()).find("unknown timing"), std::string::npos);
+  oo.timing = VSL_TIMING_NONE;
+  oo.size = 4;
+  EXPECT_EQ(vsl_open_card_opts(dir_.c_str(), 0, &oo, &d), -EINVAL);
+  oo.size = sizeof oo;
+  oo.reserved[1] = 1;
+  EXPECT_EQ(vsl_open_card_opts(dir_.c_str(), 0, &oo, &d), -EINVAL);
+  oo.reserved[1] = 0;
+  EXPECT_EQ(vsl_open_card_opts(("rtl:" + dir_).c_str(), 0, &oo, &d), -EINVAL);
+  EXPECT_NE(std::string(vsl_last_error()).find("simulated cards only"), std::string::npos);
+  EXPECT_EQ(d, nullptr);
+  // Valid: a zero-time open, and NULL options (the defaults).
+  ASSERT_EQ(vsl_open_card_opts(dir_.c_str(), 0, &oo, &d), 0) << vsl_last_error();
+  std::vector<uint8_t> buf(4096, 9), out(4096);
+  ASSERT_EQ(vsl_write(d, 5, 1, buf.data(), 0), 0);
+  ASSERT_EQ(vsl_close(d), 0);
+  ASSERT_EQ(vsl_open_card_opts(dir_.c_str(), 0, nullptr, &d), 0) << vsl_last_error();
+  ASSERT_EQ(vsl_read(d, 5, 1, out.data()), 0);
+  EXPECT_EQ(out, buf) << "a zero-time card's data is on the card like any other";
+  ASSERT_EQ(vsl_close(d), 0);
+}
+
 TEST_F(SdkTest, CapsUsageAndSyncIo) {
   auto dev = Open();
   const vsl_caps& c = dev->caps();

@@ -77,7 +77,16 @@ set +e
 rc4=$?
 set -e
 [ $rc4 -eq 2 ] && grep -q "statistical' or 'bit-exact" "$T/err4" || fail "bad --sim-ecc: exit $rc4 $(cat "$T/err4")"
-json_check "j['cards'][0]['ecc_mode']=='statistical'"
+json_check "j['cards'][0]['ecc_mode']=='statistical' and j['cards'][0]['timing']=='model'"
+# So is a bad --timing; a zero-time card is refused on a backend that is not simulated.
+set +e
+"$VSLD" --card "$T/card" --socket "$T/other.sock" --timing fast 2>"$T/err5"
+rc5=$?
+"$VSLD" --card "rtl:$T/nocard" --socket "$T/other.sock" --timing none 2>"$T/err6"
+rc6=$?
+set -e
+[ $rc5 -eq 2 ] && grep -q "timing must be model or none" "$T/err5" || fail "bad --timing: exit $rc5 $(cat "$T/err5")"
+[ $rc6 -ne 0 ] && grep -q "applies to simulated cards only" "$T/err6" || fail "--timing none on rtl: exit $rc6 $(cat "$T/err6")"
 
 json_check "len(luns)==4 and all(s=='unformatted' for s in st.values())"
 ctl status | grep -q "lun0: unformatted" || fail "human status"
@@ -229,7 +238,7 @@ for _ in $(seq 1 200); do [ -S "$SOCK" ] && ctl --json status >/dev/null 2>&1 &&
 json_check "j['cards'][0]['power']['limit_w']==55 and j['cards'][0]['power']['override']['on']"
 stop
 cat > "$T/power.json" <<CFG
-{"cards": ["$T/card"], "socket": "$SOCK", "sim_ecc": "bit-exact", "power": {"cards": {"$serial": {"override_w": 55}}}}
+{"cards": ["$T/card"], "socket": "$SOCK", "sim_ecc": "bit-exact", "sim_timing": "none", "power": {"cards": {"$serial": {"override_w": 55}}}}
 CFG
 "$VSLD" --config "$T/power.json" --log-level info >>"$T/vsld.log" 2>&1 &
 PID=$!
@@ -238,6 +247,9 @@ json_check "j['cards'][0]['power']['limit_w']==24.75"
 # Served bit-exact (the BCH codec on every read) from the config, LUNs attached from
 # pages written in statistical mode.
 json_check "j['cards'][0]['ecc_mode']=='bit-exact' and all(s=='online' for s in st.values())"
+# ... and zero-time (a benchmarking mode), said in the status and the log.
+json_check "j['cards'][0]['timing']=='none'"
+grep -q "zero-time card (--timing none)" "$T/vsld.log" || fail "zero-time logged"
 grep -q "power configuration refused, staying at the 24.75 W slot limit" "$T/vsld.log" || fail "config refusal logged"
 stop
 grep -q "stopped cleanly" "$T/vsld.log" || fail "clean stop log"

@@ -4,6 +4,7 @@
 // standard deviation) per run, as text or JSON.
 //
 //   vsl-bench --card SPEC [--lun N]          in-process (DIR, rtl:DIR, kernel:DIR...; not in use)
+//             [--timing none]                zero-time simulated card (benchmarking mode)
 //   vsl-bench --attach SOCKET [--lun lun0]   attached to vsld
 //   vsl-bench --nbd URI                      NBD, e.g. nbd+unix:///lun0?socket=/run/vsld-nbd.sock
 //   workload: --workload 4k-randread|4k-randwrite|8k-randrw-70|fileserver|webserver
@@ -345,12 +346,15 @@ int RunKv(vsl_dev* dev, uint32_t value_bytes, uint64_t keys, nlohmann::json& out
 
 int main(int argc, char** argv) {
   CLI::App app{"vsl-bench: fio-like jobs through the OpenVSL SDK or NBD"};
-  std::string card, attach, nbd_uri, lun = "0", workload, rw, bs = "4k", bssplit;
+  std::string card, attach, nbd_uri, lun = "0", workload, rw, bs = "4k", bssplit, timing;
   uint32_t rwmixread = 70, kv_value = 4096;
   uint64_t kv_keys = 20000;
   bool kv = false, json = false;
   Options o;
   app.add_option("--card", card, "in-process: the card spec (DIR, sim:DIR, rtl:DIR, kernel:DIR; docs/backends.md)");
+  app.add_option("--timing", timing,
+                 "in-process: model (default) or none (zero-time card, a benchmarking mode; for vsld "
+                 "give vsld --timing none)");
   app.add_option("--attach", attach, "attached: vsld's SDK socket");
   app.add_option("--nbd", nbd_uri, "NBD URI (libnbd)");
   app.add_option("--lun", lun, "LUN: index in-process, name attached (default 0 / lun0)");
@@ -396,6 +400,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vsl-bench: %s\n", e.what());
     return 2;
   }
+  if (!timing.empty() && timing != "model" && timing != "none") {
+    std::fprintf(stderr, "vsl-bench: --timing must be model or none\n");
+    return 2;
+  }
+  if (!timing.empty() && card.empty()) {
+    std::fprintf(stderr, "vsl-bench: --timing is for --card (in-process); vsld takes its own --timing\n");
+    return 2;
+  }
   if ((card.empty() + attach.empty() + nbd_uri.empty()) != 2) {
     std::fprintf(stderr, "vsl-bench: give exactly one of --card, --attach, --nbd\n");
     return 2;
@@ -414,7 +426,10 @@ int main(int argc, char** argv) {
     int r;
     if (!card.empty()) {
       mode = "in-process";
-      r = vsl_open_card(card.c_str(), static_cast<uint32_t>(std::stoul(lun)), &d);
+      vsl_open_opts oo{};
+      oo.size = sizeof oo;
+      oo.timing = timing == "none" ? VSL_TIMING_NONE : VSL_TIMING_MODEL;
+      r = vsl_open_card_opts(card.c_str(), static_cast<uint32_t>(std::stoul(lun)), &oo, &d);
     } else {
       mode = "attached";
       r = vsl_attach(attach.c_str(), lun == "0" ? "lun0" : lun.c_str(), &d);

@@ -44,7 +44,10 @@ int main(int argc, char** argv) {
   uint32_t volume_kib = 0;
   app.add_option("--volume-chunk-kib", volume_kib, "a card volume striped over every LUN in chunks of N KiB (0: none)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error");
-  std::string sim_ecc;
+  std::string sim_ecc, timing;
+  app.add_option("--timing", timing,
+                 "simulated cards' NAND timing: model (default) or none (zero-time, a benchmarking mode: "
+                 "operations complete as soon as their data has moved)");
   app.add_option("--sim-ecc", sim_ecc, "simulated cards' ECC: statistical (default) or bit-exact (the BCH codec on every read)");
   std::string nbd_socket, nbd_socket_mode, nbd_tcp, tls_mode, tls_cert, tls_key, tls_ca, tls_psk;
   bool nbd_read_only = false, nbd_write_through = false;
@@ -112,6 +115,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     cfg.sim_ecc = *m;
+  }
+  if (!timing.empty()) {
+    if (timing != "model" && timing != "none") {
+      std::fprintf(stderr, "vsld: --timing must be model or none, not '%s'\n", timing.c_str());
+      return 2;
+    }
+    cfg.sim_zero_time = timing == "none";
   }
   if (volume_kib != 0) cfg.volume_chunk_kib = volume_kib;
   try {

@@ -72,6 +72,9 @@ class CardBackend {
   virtual const model::Power& power_model() const = 0;
   virtual const model::Reliability& reliability() const = 0;
   virtual std::string ecc_mode() const = 0;  // e.g. "statistical", "bit-exact", "rtl-bch"
+  // A zero-time card (benchmarking mode, docs/bench.md): NAND operations complete as soon
+  // as their data has moved; only the simulated card offers it.
+  virtual bool zero_time() const { return false; }
   // Every pipe must run on one engine (a co-simulation is one single-threaded simulator).
   virtual bool one_engine() const { return false; }
 

@@ -21,6 +21,7 @@ class SimBackend final : public CardBackend {
   const model::Power& power_model() const override { return sim_->profile().power; }
   const model::Reliability& reliability() const override { return sim_->profile().reliability; }
   std::string ecc_mode() const override { return simcard::EccModeName(sim_->ecc_mode()); }
+  bool zero_time() const override { return opts_.null_timing; }
 
   Status Start(const std::vector<Clock*>& pipe_clocks, PipeRunner&) override {
     model::SimCardOptions so = opts_;

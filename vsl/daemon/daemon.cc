@@ -131,6 +131,10 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
         auto m = model::ParseEccMode(v.get<std::string>());
         if (!m.ok()) return m.status().WithContext(fmt::format("config file {}", path));
         c.sim_ecc = *m;
+      } else if (k == "sim_timing") {
+        const std::string m = v.get<std::string>();
+        if (m != "model" && m != "none") throw std::invalid_argument("expected \"model\" or \"none\"");
+        c.sim_zero_time = m == "none";
       } else if (k == "volume_chunk_kib") {
         c.volume_chunk_kib = v.get<uint32_t>();
       } else if (k == "ublk") {
@@ -232,6 +236,18 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& cfg) {
     card::CardOptions o;
     o.sim.environment = cfg.power.environment;
     o.sim.ecc = cfg.sim_ecc;
+    o.sim.null_timing = cfg.sim_zero_time;
+    if (cfg.sim_zero_time) {
+      auto spec = card::ParseCardSpec(dir);
+      if (!spec.ok()) return spec.status().WithContext(fmt::format("card {}", dir));
+      if (spec->kind != "sim") {
+        return vsl::Status::InvalidArgument(
+            fmt::format("card {}: zero-time (--timing none) applies to simulated cards only, not to a {} card",
+                        dir, spec->kind));
+      }
+      Logger("vsld")->warn("card {}: zero-time card (--timing none): a benchmarking mode, NAND operations take "
+                           "no time", dir);
+    }
     o.power.slot_limit_w = cfg.power.slot_limit_w;
     o.power.slot_capability_w = cfg.power.slot_capability_w;
     auto c = backend::OpenCard(dir, o);
@@ -468,6 +484,7 @@ Result<json> Daemon::StatusCmd(const json& req) {
                {"hardware", id.hardware},
                {"device_cycles", c.backend().device_cycles()},
                {"ecc_mode", c.backend().ecc_mode()},
+               {"timing", c.backend().zero_time() ? "none" : "model"},
                {"beacon", bool(beacon_[i])}};
     const json pj = PowerJson(c);
     cj["temperature_c"] = pj["temperature_c"];

@@ -103,6 +103,11 @@ struct DaemonConfig {
   // How the simulated cards decide read errors (config "sim_ecc": "statistical" | "bit-exact";
   // docs/simcard.md): bit-exact runs the controller's BCH codec on every page.
   model::EccMode sim_ecc = model::EccMode::kStatistical;
+  // Zero-time simulated cards (config "sim_timing": "model" | "none"; vsld --timing): NAND
+  // operations complete as soon as their data has moved, everything else (FTL, parity,
+  // groomer, checkpoints, protocols) runs for real. A benchmarking mode for measuring the
+  // host path alone, not a product card: only simulated cards take it.
+  bool sim_zero_time = false;
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
   // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
   // otherwise be silently ignored).

@@ -106,6 +106,22 @@ const char* vsl_last_error(void);
  * card or LUN), -EBUSY (the card is owned by vsld or another process), -ENODEV (the LUN
  * is unformatted), -EINVAL (a malformed spec), -EOPNOTSUPP, -EIO. */
 int vsl_open_card(const char* card_dir, uint32_t lun, vsl_dev** out);
+
+/* Options of vsl_open_card_opts. Zero-fill it, then set `size` to sizeof(vsl_open_opts)
+ * (fields added later are zero for callers built before them). */
+#define VSL_TIMING_MODEL 0u /* the card's NAND timing model (default) */
+#define VSL_TIMING_NONE 1u  /* zero-time card: NAND operations complete as soon as their data
+                               has moved; FTL, parity, groomer and checkpoints run for real.
+                               A benchmarking mode for the host path, simulated cards only. */
+typedef struct vsl_open_opts {
+  uint32_t size;   /* sizeof(vsl_open_opts) */
+  uint32_t timing; /* VSL_TIMING_MODEL or VSL_TIMING_NONE */
+  uint64_t reserved[3];
+} vsl_open_opts;
+/* vsl_open_card with options (NULL: the defaults). -EINVAL for a `size` too small, an
+ * unknown timing, reserved fields not zero, or VSL_TIMING_NONE on a card that is not
+ * simulated. */
+int vsl_open_card_opts(const char* card_dir, uint32_t lun, const vsl_open_opts* opts, vsl_dev** out);
 /* Attaches to LUN `lun_name` ("lun0", or "card1/lun2" with several cards) of the vsld
  * whose SDK socket is `socket_path` (NULL: the default, /run/openvsl/vsld-sdk.sock).
  * Stores the handle in *out and returns 0, or stores NULL and returns -errno (-ENOENT,
