@@ -162,15 +162,82 @@ void Ftl::Impl::MaybeWriteSummary(Leb& l) {
   FinishParity(l);
 }
 
+Ftl::PageBuf* Ftl::Impl::PageStore::Make() {
+  std::unique_ptr<PageBuf> p;
+  if (!free_.empty()) {
+    p = std::move(free_.back());
+    free_.pop_back();
+  } else {
+    p = std::make_unique<PageBuf>();
+  }
+  PageBuf* b = p.get();
+  b->store_index = static_cast<uint32_t>(live_.size());
+  live_.push_back(std::move(p));
+  return b;
+}
+
+void Ftl::Impl::PageStore::Release(PageBuf* b) {
+  const uint32_t i = b->store_index;
+  std::unique_ptr<PageBuf> p = std::move(live_[i]);
+  if (i + 1 != live_.size()) {
+    live_[i] = std::move(live_.back());
+    live_[i]->store_index = i;
+  }
+  live_.pop_back();
+  if (free_.size() >= kKeep) return;
+  // Back to the defaults, keeping the vectors' storage.
+  std::vector<uint8_t> data = std::move(b->data), meta = std::move(b->meta), pmeta = std::move(b->pmeta);
+  std::vector<uint64_t> lbas = std::move(b->lbas);
+  std::vector<f::TrimRecord> trims = std::move(b->trims);
+  std::vector<Ftl::WriteCtx*> waiters = std::move(b->waiters);
+  std::vector<Psa> prev = std::move(b->prev);
+  std::vector<uint32_t> pinned = std::move(b->pinned);
+  *b = PageBuf{};
+  b->data = std::move(data);
+  b->meta = std::move(meta);
+  b->lbas = std::move(lbas);
+  pmeta.clear();
+  trims.clear();
+  waiters.clear();
+  prev.clear();
+  pinned.clear();
+  b->pmeta = std::move(pmeta);
+  b->trims = std::move(trims);
+  b->waiters = std::move(waiters);
+  b->prev = std::move(prev);
+  b->pinned = std::move(pinned);
+  free_.push_back(std::move(p));
+}
+
+void Ftl::Impl::SeqWindow::Insert(uint64_t seq) {
+  if (q_.empty() || q_.back().first < seq) {
+    q_.emplace_back(seq, false);
+    return;
+  }
+  const auto it = std::lower_bound(q_.begin(), q_.end(), std::make_pair(seq, false));
+  if (it == q_.end() || it->first != seq) q_.insert(it, {seq, false});
+}
+
+void Ftl::Impl::SeqWindow::Erase(uint64_t seq) {
+  const auto it = std::lower_bound(q_.begin(), q_.end(), std::make_pair(seq, false));
+  if (it == q_.end() || it->first != seq) return;
+  it->second = true;
+  while (!q_.empty() && q_.front().second) q_.pop_front();
+}
+
 Ftl::PageBuf* Ftl::Impl::MakeBuf(uint32_t leb, uint32_t die, uint32_t page, f::PageType type) {
-  auto owned = std::make_unique<PageBuf>();
-  PageBuf* b = owned.get();
-  pages.emplace(b, std::move(owned));
+  PageBuf* b = pages.Make();
   b->leb = leb;
   b->die = die;
   b->page = page;
   b->type = type;
-  b->data.assign(f.geo_.page_data_bytes, 0);
+  // Data pages get every byte before they are programmed (their sectors, and Submit
+  // zeroes the slots never filled); parity pages are assigned whole. The rest are zeroed.
+  if (type == f::PageType::kData || type == f::PageType::kAtomicData || type == f::PageType::kParity) {
+    b->data.resize(f.geo_.page_data_bytes);
+  } else {
+    b->data.assign(f.geo_.page_data_bytes, 0);
+  }
   b->meta.assign(f.geo_.meta_bytes_per_page(), 0xFF);
   b->lbas.assign(S(), f::kNoLba);
   return b;
@@ -268,6 +335,9 @@ void Ftl::Impl::Submit(PageBuf* b) {
   h->seq = b->seq;
   auto* e = reinterpret_cast<f::SectorEntry*>(b->meta.data() + sizeof(f::PageHeader));
   if (b->type == f::PageType::kData || b->type == f::PageType::kAtomicData) {
+    if (b->used < S()) {
+      std::memset(b->data.data() + uint64_t{b->used} * f.sector_bytes_, 0, uint64_t{S() - b->used} * f.sector_bytes_);
+    }
     for (uint32_t s = 0; s < S(); ++s) {
       e[s].lba = b->lbas[s];
       e[s].crc = Crc32c(b->data.data() + uint64_t{s} * f.sector_bytes_, f.sector_bytes_);
@@ -304,7 +374,7 @@ void Ftl::Impl::Submit(PageBuf* b) {
                b->leb, b->die, b->page, b->seq, l.good_dies());
   }
   ++l.inflight;
-  inflight_seqs.insert(b->seq);
+  inflight_seqs.Insert(b->seq);
   ++f.stats_.pages_programmed;
   // A parity page is fenced: accepted only once every member before it is, so a
   // durable parity page always has its members in the buffer or on flash.

@@ -82,7 +82,7 @@ void Ftl::Impl::FailUncovered() {
   for (PageBuf* b : done) {
     Uncover(b);
     FailWaiters(b);
-    pages.erase(b);
+    pages.Release(b);
   }
 }
 
@@ -135,7 +135,7 @@ void Ftl::Impl::Progress(PageBuf* b) {
     }
     b->waiters.swap(keep);
   }
-  if (b->flash_done) pages.erase(b);
+  if (b->flash_done) pages.Release(b);
 }
 
 void Ftl::Impl::ScheduleStage() {

@@ -253,7 +253,7 @@ std::string Ftl::TEST_DebugState() const {
                     im.gc.reads, im.gc.refs);
   }
   std::string pg;
-  for (const auto& [b, own] : im.pages) {
+  for (const auto& b : im.pages.live()) {
     pg += fmt::format(" [type {} leb {} die {} page {} seq {} sub {} cov {} acc {} done {} waiters {}]",
                       static_cast<int>(b->type), b->leb, b->die, b->page, b->seq, b->submitted,
                       b->covered, b->accepted, b->flash_done, b->waiters.size());

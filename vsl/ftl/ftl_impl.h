@@ -93,6 +93,7 @@ struct Ftl::PageBuf {
   std::vector<uint32_t> pinned;  // LEB indices this page pins
   std::shared_ptr<AtomicGroup> group;  // kAtomicData pages: the batch it holds
   uint32_t attempt = 0;                // and which attempt of it
+  uint32_t store_index = 0;            // PageStore bookkeeping
 };
 inline constexpr Psa kKeepMapping = kUnmapped - 1;
 
@@ -108,8 +109,40 @@ struct Ftl::Impl {
   const PsaLayout addr;  // PSA arithmetic of this pipe
   StripeLayout stripe;   // FlashBack stripe geometry (parity on or off: the format's flag)
   AppendPoint host{false}, gcap{true};
-  std::unordered_map<PageBuf*, std::unique_ptr<PageBuf>> pages;  // every live page buffer
-  std::set<uint64_t> inflight_seqs;  // submitted, not yet durable
+  // Every live page buffer, and released ones kept for reuse with their vectors' capacity,
+  // so the write path allocates nothing per page once warm. A released buffer comes back
+  // from Make with every field at its default and its vectors empty, except `data`,
+  // `meta` and `lbas`, which keep their size and stale contents (MakeBuf sets them).
+  class PageStore {
+   public:
+    PageBuf* Make();
+    // `b` is gone: nothing may use it after this (it will be handed out again).
+    void Release(PageBuf* b);
+    bool empty() const { return live_.empty(); }
+    std::size_t size() const { return live_.size(); }
+    const std::vector<std::unique_ptr<PageBuf>>& live() const { return live_; }
+
+   private:
+    static constexpr std::size_t kKeep = 1024;  // released buffers kept at most
+    std::vector<std::unique_ptr<PageBuf>> live_, free_;
+  };
+
+  // Sequence numbers of the pages submitted and not yet done, oldest first. Pages are
+  // submitted in sequence order, so this is a window of ascending numbers with holes:
+  // inserts go at the back, and done ones leave once everything before them has.
+  class SeqWindow {
+   public:
+    void Insert(uint64_t seq);
+    // No-op for a number not in the window.
+    void Erase(uint64_t seq);
+    bool empty() const { return q_.empty(); }
+    uint64_t oldest() const { return q_.front().first; }
+
+   private:
+    std::deque<std::pair<uint64_t, bool>> q_;  // (seq, done)
+  };
+  PageStore pages;            // every live page buffer
+  SeqWindow inflight_seqs;    // submitted, not yet done
   struct Pending {
     enum Kind { kWrite, kTrim, kAtomic, kCommit } kind;
     uint64_t lba;

@@ -112,7 +112,7 @@ bool Ftl::Impl::DoTrim(uint64_t lba, uint64_t count, Done& done) {
 }
 
 void Ftl::Impl::CheckFlushWaiters() {
-  const uint64_t oldest = inflight_seqs.empty() ? UINT64_MAX : *inflight_seqs.begin();
+  const uint64_t oldest = inflight_seqs.empty() ? UINT64_MAX : inflight_seqs.oldest();
   for (std::size_t i = 0; i < flush_waiters.size();) {
     if (oldest > flush_waiters[i].watermark) {
       Done d = std::move(flush_waiters[i].done);

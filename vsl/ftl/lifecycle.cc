@@ -14,7 +14,7 @@ void Ftl::Impl::DeviceLost() {
       if (b == nullptr) continue;
       ap->open = nullptr;
       FailWaiters(b);
-      pages.erase(b);
+      pages.Release(b);
     }
     RunDeferredTrims();
     RunPending();
@@ -24,7 +24,7 @@ void Ftl::Impl::DeviceLost() {
 void Ftl::Impl::Abandon() {
   DeviceLost();
   std::vector<PageBuf*> all;
-  for (auto& [b, own] : pages) all.push_back(b);
+  for (const auto& own : pages.live()) all.push_back(own.get());
   for (PageBuf* b : all) {
     if (b->durable) continue;
     Uncover(b);
@@ -33,9 +33,9 @@ void Ftl::Impl::Abandon() {
       for (AppendPoint* ap : {&host, &gcap}) {
         if (ap->open == b) ap->open = nullptr;
       }
-      pages.erase(b);
+      pages.Release(b);
     } else if (b->flash_done) {
-      pages.erase(b);
+      pages.Release(b);
     }
   }
 }

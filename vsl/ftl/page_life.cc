@@ -39,7 +39,8 @@ void Ftl::Impl::RevertPage(PageBuf* b) {
     if (lba == f::kNoLba || b->prev[s] == kKeepMapping) continue;
     const Psa here = addr.Make(b->leb, b->die, b->page, s);
     if (f.map_.Get(lba) == here) Remap(lba, b->prev[s]);
-    for (auto& [q, owned] : pages) {
+    for (const auto& owned : pages.live()) {
+      PageBuf* q = owned.get();
       if (q == b) continue;
       for (Psa& pv : q->prev) {
         if (pv != here) continue;
@@ -65,11 +66,11 @@ void Ftl::Impl::MarkDurable(PageBuf* b) {
   if (b->durable) return;
   b->durable = true;
   Unpin(b);
-  inflight_seqs.erase(b->seq);
+  inflight_seqs.Erase(b->seq);
   if (!rw.failed_trims.empty()) {
     uint64_t newest = 0;
     for (const auto& t : rw.failed_trims) newest = std::max(newest, t.seq);
-    if (inflight_seqs.empty() || *inflight_seqs.begin() > newest) rw.failed_trims.clear();
+    if (inflight_seqs.empty() || inflight_seqs.oldest() > newest) rw.failed_trims.clear();
   }
   if (b->victim != nullptr) {
     --gc.refs;
@@ -88,7 +89,7 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
     DeviceLost();
     Uncover(b);
     FailWaiters(b);
-    pages.erase(b);
+    pages.Release(b);
     FailUncovered();
   } else if (!c.ok()) {
     ++f.stats_.program_failures;
@@ -126,7 +127,7 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
                           b->die, b->page, nand::FlashStatusName(c.status));
       Rewrite(b);
     }
-    pages.erase(b);
+    pages.Release(b);
   } else {
     b->flash_done = true;
     if (b->type == f::PageType::kParity && !b->accepted) {
@@ -266,7 +267,8 @@ void Ftl::Impl::RunDeferredTrims() {
 
 void Ftl::Impl::AddSupersedingHolders(uint64_t lba, PageBuf* except, std::vector<PageBuf*>& out) {
   const Psa cur = f.map_.Get(lba);
-  for (auto& [h, own] : pages) {
+  for (const auto& own : pages.live()) {
+    PageBuf* h = own.get();
     if (h == except || h->durable) continue;
     bool holds = false;
     if (cur != kUnmapped) {
