@@ -9,24 +9,39 @@ namespace vsl {
 
 TimerId TimerQueue::Add(TimeNs when, Task task) {
   const TimerId id = next_id_++;
-  heap_.push_back(Entry{when, tie_rng_.Next(), id, std::move(task)});
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_[slot] = std::move(task);
+  } else {
+    slot = static_cast<uint32_t>(slots_.size());
+    slots_.push_back(std::move(task));
+  }
+  heap_.push_back(Entry{when, tie_rng_.Next(), id, slot});
   std::push_heap(heap_.begin(), heap_.end(), Later{});
-  live_.insert(id);
   return id;
 }
 
 bool TimerQueue::Cancel(TimerId id) {
-  if (live_.erase(id) == 0) return false;
-  cancelled_.insert(id);
-  return true;
+  if (id == 0 || id >= next_id_ || cancelled_.count(id) != 0) return false;
+  for (const Entry& e : heap_) {
+    if (e.id == id) {
+      cancelled_.insert(id);
+      return true;
+    }
+  }
+  return false;  // it ran
 }
 
 void TimerQueue::DropCancelledTop() {
-  while (!heap_.empty()) {
+  while (!heap_.empty() && !cancelled_.empty()) {
     auto it = cancelled_.find(heap_.front().id);
     if (it == cancelled_.end()) return;
     cancelled_.erase(it);
     std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    slots_[heap_.back().slot].Reset();
+    free_slots_.push_back(heap_.back().slot);
     heap_.pop_back();
   }
 }
@@ -40,10 +55,10 @@ bool TimerQueue::PopDue(TimeNs limit, Task* task, TimeNs* when) {
   DropCancelledTop();
   if (heap_.empty() || heap_.front().when > limit) return false;
   std::pop_heap(heap_.begin(), heap_.end(), Later{});
-  Entry& e = heap_.back();
+  const Entry& e = heap_.back();
   *when = e.when;
-  *task = std::move(e.task);
-  live_.erase(e.id);
+  *task = std::move(slots_[e.slot]);
+  free_slots_.push_back(e.slot);
   heap_.pop_back();
   return true;
 }

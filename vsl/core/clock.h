@@ -68,11 +68,13 @@ class TimerQueue {
   std::size_t size() const { return heap_.size() - cancelled_.size() + ready_.size(); }
 
  private:
+  // Heap entries are small and trivially copied; the tasks stay put in `slots_` (a sift
+  // moves entries, and moving a Task costs an indirect call).
   struct Entry {
     TimeNs when;
     uint64_t tie;  // random tie-break among equal times, from the seed
     TimerId id;
-    Task task;
+    uint32_t slot;  // its task in slots_
   };
   struct Later {
     bool operator()(const Entry& a, const Entry& b) const {
@@ -84,9 +86,12 @@ class TimerQueue {
   void DropCancelledTop();
 
   std::vector<Entry> heap_;
+  std::vector<Task> slots_;
+  std::vector<uint32_t> free_slots_;
   std::deque<Task> ready_;
-  std::unordered_set<TimerId> cancelled_;  // ids in heap_ that must not run
-  std::unordered_set<TimerId> live_;       // ids in heap_ not yet run or cancelled
+  // Ids in heap_ that must not run. Cancel is rare (a few periodic timers), so it looks
+  // for the id in the heap rather than every Add recording it in a set.
+  std::unordered_set<TimerId> cancelled_;
   TimerId next_id_ = 1;
   Rng tie_rng_;
 };

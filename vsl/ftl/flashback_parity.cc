@@ -9,14 +9,16 @@ namespace vsl::ftl {
 void Ftl::Impl::AccumulateParity(Leb& l, PageBuf* b) {
   RowParity& rp = *l.par;
   if (rp.row != b->page) {
+    // The row's first member: its parity so far is the member itself.
     rp.row = b->page;
     rp.submitted = false;
     rp.mask = 0;
-    std::fill(rp.data.begin(), rp.data.end(), 0);
-    std::fill(rp.meta.begin(), rp.meta.end(), 0);
+    std::memcpy(rp.data.data(), b->data.data(), rp.data.size());
+    std::memcpy(rp.meta.data(), b->meta.data(), rp.meta.size());
+  } else {
+    stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
+    stripe.XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
   }
-  stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
-  stripe.XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
   rp.mask |= uint64_t{1} << b->die;
   if (stripe.IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
 }

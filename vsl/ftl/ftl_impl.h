@@ -176,6 +176,8 @@ struct Ftl::Impl {
     std::vector<f::TrimRecord> carry_trims;  // kept records of the victim, to rewrite
     GroomPacer pacer;           // host-write pacing while it runs (groom_policy.h)
     std::vector<Done> waiters;  // TEST_ForceGroom and writers waiting for room
+    // Relocation read buffers (data, metadata) back from finished reads, for reuse.
+    std::vector<std::shared_ptr<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>> read_pool;
   } gc;
 
   static constexpr uint32_t kNoDie = StripeLayout::kNoDie;

@@ -134,9 +134,15 @@ void Ftl::Impl::GroomStep() {
     }
     if (!any_valid && !is_trim) continue;
     ++gc.reads;
-    auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
-    buf->first.resize(f.geo_.page_data_bytes);
-    buf->second.resize(f.geo_.meta_bytes_per_page());
+    std::shared_ptr<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> buf;
+    if (!gc.read_pool.empty()) {
+      buf = std::move(gc.read_pool.back());
+      gc.read_pool.pop_back();
+    } else {
+      buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+      buf->first.resize(f.geo_.page_data_bytes);
+      buf->second.resize(f.geo_.meta_bytes_per_page());
+    }
     f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
                  [this, v, die, page, buf, is_trim](const Completion& c) {
                    if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
@@ -158,6 +164,7 @@ void Ftl::Impl::GroomStep() {
                    }
                    --gc.reads;
                    if (gc.victim == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
+                   if (gc.read_pool.size() < 64) gc.read_pool.push_back(buf);  // read through: reusable
                    GroomStep();
                  });
   }

@@ -21,11 +21,18 @@ uint32_t StripeLayout::RowParityDie(Leb& l, uint32_t row) const {
   if (!l.par) return kNoDie;
   uint8_t& pd = l.par->pdie[row];
   if (pd == RowParity::kUndecided) {
-    std::vector<uint32_t> g;
-    for (uint32_t d = 0; d < d_; ++d) {
-      if (l.good[d]) g.push_back(d);
+    // The (row mod good dies)-th good die.
+    const uint32_t g = l.good_dies();
+    pd = RowParity::kNone;
+    if (g >= kMinStripeDies) {
+      uint32_t k = row % g;
+      for (uint32_t d = 0; d < d_; ++d) {
+        if (l.good[d] && k-- == 0) {
+          pd = static_cast<uint8_t>(d);
+          break;
+        }
+      }
     }
-    pd = g.size() >= kMinStripeDies ? static_cast<uint8_t>(g[row % g.size()]) : RowParity::kNone;
   }
   return pd == RowParity::kNone ? kNoDie : pd;
 }
@@ -50,7 +57,16 @@ uint64_t StripeLayout::LebDataSectors(uint32_t dies) const {
 }
 
 void StripeLayout::XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  // 64 bytes a step in 16-byte vectors (SSE2 on x86-64, NEON on ARM), then words, bytes.
+  typedef uint64_t V2 __attribute__((vector_size(16)));
   std::size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    V2 a[4], b[4];
+    std::memcpy(a, dst + i, 64);
+    std::memcpy(b, src + i, 64);
+    for (int k = 0; k < 4; ++k) a[k] ^= b[k];
+    std::memcpy(dst + i, a, 64);
+  }
   for (; i + 8 <= n; i += 8) {
     uint64_t a, b;
     std::memcpy(&a, dst + i, 8);
