@@ -12,6 +12,7 @@
 #include "sdk/src/backend.h"
 #include "vsl/core/clock.h"
 #include "vsl/vsl.h"
+#include "vsl/core/spin.h"
 
 namespace vsl::card {
 class Card;
@@ -30,7 +31,9 @@ struct vsl_dev {
     int result;
   };
   std::deque<Completed> completed;  // guarded by mu
+  std::atomic<uint64_t> completed_count{0};  // completed.size(), readable without mu (spinning)
   std::atomic<uint32_t> inflight{0};  // submitted asynchronously, callback not yet run
+  vsl::AdaptiveSpin spin;  // waiters poll for completions a little before they sleep
 };
 
 namespace vsl::sdk {

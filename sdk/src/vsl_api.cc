@@ -39,22 +39,25 @@ int64_t RunSync(vsl_dev* dev, Op* op) {
   struct Waiter {
     std::mutex mu;
     std::condition_variable cv;
-    bool done = false;
+    std::atomic<bool> done{false};
   } w;
   dev->backend->Run(op, [&w] {
     std::lock_guard<std::mutex> l(w.mu);
-    w.done = true;
+    w.done.store(true, std::memory_order_release);
     w.cv.notify_all();
   });
   dev->backend->WaitUntil(
-      [&w] {
-        std::lock_guard<std::mutex> l(w.mu);
-        return w.done;
-      },
-      [&w] {
+      [&w] { return w.done.load(std::memory_order_acquire); },
+      [&w, dev] {
+        if (dev->spin.Spin([&w] { return w.done.load(std::memory_order_acquire); })) return;
+        const auto t0 = std::chrono::steady_clock::now();
         std::unique_lock<std::mutex> l(w.mu);
-        w.cv.wait(l, [&w] { return w.done; });
+        w.cv.wait(l, [&w] { return w.done.load(std::memory_order_acquire); });
+        dev->spin.NoteBlocked(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - t0).count());
       });
+  // The completion may still hold w.mu (it notifies under it): w must outlive that.
+  std::lock_guard<std::mutex> l(w.mu);
   return op->result;
 }
 
@@ -96,6 +99,7 @@ int Submit(vsl_dev* dev, Op* op, vsl_done_fn fn, void* arg) {
     delete op;
     std::lock_guard<std::mutex> l(dev->mu);
     dev->completed.push_back({fn, arg, r});
+    dev->completed_count.fetch_add(1, std::memory_order_release);
     dev->cv.notify_all();
   });
   return 0;
@@ -293,13 +297,20 @@ int vsl_poll(vsl_dev* dev, uint32_t min, uint32_t max, int timeout_ms) {
             std::lock_guard<std::mutex> l(dev->mu);
             return have() || (timeout_ms > 0 && std::chrono::steady_clock::now() >= deadline);
           },
-          [dev, &have, timeout_ms, deadline] {
+          [dev, &have, min, timeout_ms, deadline] {
+            const uint64_t want = std::max<uint32_t>(min, 1);
+            if (dev->spin.Spin([dev, want] { return dev->completed_count.load(std::memory_order_acquire) >= want; })) {
+              return;
+            }
+            const auto t0 = std::chrono::steady_clock::now();
             std::unique_lock<std::mutex> l(dev->mu);
             if (timeout_ms < 0) {
               dev->cv.wait(l, have);
             } else {
               dev->cv.wait_until(l, deadline, have);
             }
+            dev->spin.NoteBlocked(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now() - t0).count());
           });
     }
     std::lock_guard<std::mutex> l(dev->mu);
@@ -308,6 +319,7 @@ int vsl_poll(vsl_dev* dev, uint32_t min, uint32_t max, int timeout_ms) {
       run.push_back(dev->completed.front());
       dev->completed.pop_front();
     }
+    dev->completed_count.fetch_sub(n, std::memory_order_relaxed);
   }
   for (const auto& c : run) {
     dev->inflight.fetch_sub(1);

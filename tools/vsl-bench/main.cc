@@ -18,6 +18,7 @@
 //
 // Exit codes: 0 done; 1 I/O errors during the run; 2 bad usage or cannot open.
 #include <libnbd.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -279,6 +280,13 @@ void RunJob(Target& t, const Options& o, uint64_t seed, JobStats& st, Clock::tim
   while (inflight.load() != 0) t.Poll();
 }
 
+double ProcessCpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 nlohmann::json Report(std::vector<JobStats>& stats, double seconds) {
   std::vector<uint32_t> all;
   uint64_t bytes = 0, errors = 0, reads = 0, writes = 0;
@@ -480,12 +488,25 @@ int main(int argc, char** argv) {
       Target& t = *targets[targets.size() == 1 ? 0 : j];
       ts.emplace_back([&, j] { RunJob(t, o, 1000 + j, stats[j], start, end, measure_from); });
     }
+    // This process's CPU over the measured window (every thread: in-process that is the
+    // FTL, the card model and the SDK; attached or NBD, the client alone).
+    double cpu_s = 0;
+    std::thread cpu_probe([&] {
+      std::this_thread::sleep_until(measure_from);
+      const double c0 = ProcessCpuSeconds();
+      std::this_thread::sleep_until(end);
+      cpu_s = ProcessCpuSeconds() - c0;
+    });
     for (auto& t : ts) t.join();
+    cpu_probe.join();
     out["workload"] = o.w.name;
     out["jobs"] = o.jobs;
     out["iodepth"] = o.iodepth;
     out["atomic"] = o.atomic;
     out["result"] = Report(stats, o.runtime_s);
+    out["result"]["cpu_s"] = cpu_s;
+    const uint64_t ios = out["result"]["ios"].get<uint64_t>();
+    out["result"]["cpu_us_per_io"] = ios ? cpu_s * 1e6 / static_cast<double>(ios) : 0.0;
     rc = out["result"]["errors"].get<uint64_t>() ? 1 : 0;
   }
   targets.clear();

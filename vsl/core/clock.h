@@ -24,6 +24,7 @@
 
 #include "vsl/core/function.h"
 #include "vsl/core/random.h"
+#include "vsl/core/spin.h"
 #include "vsl/core/ring.h"
 #include "vsl/core/time.h"
 
@@ -170,6 +171,7 @@ class RealClock final : public Clock {
   std::mutex mu_;
   std::condition_variable cv_;
   bool wake_ = false;  // guarded by mu_
+  AdaptiveSpin idle_spin_;  // an idle engine polls its inbox a little before it sleeps
 };
 
 }  // namespace vsl
