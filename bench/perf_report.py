@@ -37,6 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from procs import stop_all, wait_for  # noqa: E402
+from perf_zerotime import render_zerotime  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -437,64 +438,6 @@ def save_bars(plt, fig, ax, labels, fontsize, ylabel, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def render_zerotime(w, res, zt, rt):
-    w("## Zero-time card: the host path alone, against nbdkit memory")
-    w("")
-    if zt.get("skipped"):
-        w("Skipped: " + zt["skipped"])
-        w("")
-        return
-    w("vsld serves the same duo-slc-small card with `--timing none` (a benchmarking mode, docs/bench.md: NAND "
-      "operations complete as soon as their data has moved; the FTL, FlashBack parity, the groomer, checkpoints "
-      "and the protocols run for real) beside `nbdkit memory` of the same size, same run, back to back. What is "
-      "left is the host path: the front end, the engine hand-offs, the FTL and the card model's bookkeeping. "
-      "Targets (issue 29): block vsld / nbdkit >= 1.0 in every row; SDK attached / NBD to the same vsld >= 2 at "
-      "1x1 and 4x4. %g s per run over %d MiB written first. Both sides share this machine's 2 cores with the "
-      "load generator (fio or vsl-bench), which is why the same generator drives both sides of every ratio." % (
-          zt["seconds"], zt["region_mib"]))
-    w("")
-    w("| workload | jobs x QD | block: vsld IOPS | nbdkit IOPS | vsld / nbdkit | vsld avg us | nbdkit avg us | "
-      "SDK attached IOPS | NBD to vsld (vsl-bench) IOPS | SDK / NBD | SDK avg us | SDK / nbdkit (libnbd) |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in zt["rows"]:
-        bv, bk, sv, sk, nv = r["block_vsld"], r["block_nbdkit"], r["sdk_vsld"], r["sdk_nbdkit"], r["nbd_vsld"]
-        w("| %s | %dx%d | %s | %s | %.2f | %.0f | %.0f | %s | %s | %.2f | %.0f | %.2f |" % (
-            r["workload"], r["jobs"], r["qd"], fmt_n(bv["iops"]), fmt_n(bk["iops"]), bv["iops"] / max(1, bk["iops"]),
-            bv["avg_us"], bk["avg_us"], fmt_n(sv["iops"]), fmt_n(nv["iops"]), sv["iops"] / max(1, nv["iops"]),
-            sv["avg_us"], sv["iops"] / max(1, sk["iops"])))
-    w("")
-    ip = zt.get("inproc", {})
-    if ip:
-        w("In-process SDK on the zero-time card (vsl-bench --card --timing none, 1x1): CPU of the whole process "
-          "(FTL, card model, SDK, the engine thread) over the measured window, per I/O; target (issue 29) <= 3 us "
-          "for 4 KiB writes:")
-        w("")
-        w("| workload | IOPS | avg us | CPU us per I/O |")
-        w("|---|---|---|---|")
-        for mix, x in ip.items():
-            w("| %s | %s | %.1f | %.2f |" % (mix, fmt_n(x["iops"]), x["avg_us"], x["cpu_us_per_io"]))
-        w("")
-    model_us = None
-    for d in res.get("virtual", {}).values():
-        for r in d["phases"].get("scaling", []):
-            if r["workload"] == "4k-randread" and r["threads"] == 1 and r["queue"] == 1:
-                model_us = r["read_lat"]["avg_us"]
-        if model_us:
-            break
-    rd = next((r for r in rt.get("rows", []) if r["workload"] == "4k-randread" and r["jobs"] == 1 and r["qd"] == 1), None)
-    if model_us and rd:
-        w("QD1 4 KiB random read on the modelled card (real time, part `realtime`) beside the model's own figure "
-          "(virtual time, 1T/1Q, part `virtual`: the device and the FTL with no host cost): targets (issue 29) "
-          "within 15 us over NBD and 5 us through the attached SDK.")
-        w("")
-        w("| path | avg us | over the model's %.1f us |" % model_us)
-        w("|---|---|---|")
-        w("| NBD (fio nbd engine) | %.1f | %+.1f |" % (rd["block_vsld"]["avg_us"], rd["block_vsld"]["avg_us"] - model_us))
-        w("| NBD (vsl-bench --nbd) | %.1f | %+.1f |" % (rd["nbd_vsld"]["avg_us"], rd["nbd_vsld"]["avg_us"] - model_us))
-        w("| SDK attached | %.1f | %+.1f |" % (rd["sdk_vsld"]["avg_us"], rd["sdk_vsld"]["avg_us"] - model_us))
-        w("")
 
 
 def render(res, out_md, quick):
@@ -933,7 +876,7 @@ def render(res, out_md, quick):
         w("")
     zt = res.get("zerotime", {})
     if zt.get("rows") or zt.get("skipped"):
-        render_zerotime(w, res, zt, rt)
+        render_zerotime(w, res, zt, rt, fmt_n)
 
     # ---- backends
     be = res.get("backends", {})
