@@ -117,6 +117,9 @@ class SimPipe final : public nand::FlashPipe {
   // Completes `op` (removes it from every list) and delivers `done` on the clock.
   void Complete(Op* op, nand::FlashStatus status, uint32_t corrected = 0);
   void Reject(nand::FlashCallback done, nand::FlashStatus status);
+  // A command to a dead die (ReadId, ReadParameterPage): kDieTimeout once the
+  // controller's timeout has passed, counted then.
+  void TimeOutOnDeadDie(nand::FlashCallback done);
   bool ValidPpa(const nand::Ppa& ppa) const;
   void Enqueue(Op* op);
   bool TryAdmit(Op* op);

@@ -70,6 +70,14 @@ void SimPipe::Reset(uint32_t die, FlashCallback done) {
   });
 }
 
+void SimPipe::TimeOutOnDeadDie(FlashCallback done) {
+  const TimeNs submit = Now();
+  clock_->After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
+    ++stats_.die_timeouts;
+    cb(Completion{FlashStatus::kDieTimeout, 0, submit, Now()});
+  });
+}
+
 void SimPipe::ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len,
                      FlashCallback done) {
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
@@ -78,13 +86,7 @@ void SimPipe::ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len,
     return Reject(std::move(done), FlashStatus::kInvalidAddress);
   }
   const TimeNs submit = Now();
-  if (DieFailed(die)) {
-    clock_->After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
-      ++stats_.die_timeouts;
-      cb(Completion{FlashStatus::kDieTimeout, 0, submit, Now()});
-    });
-    return;
-  }
+  if (DieFailed(die)) return TimeOutOnDeadDie(std::move(done));
   std::memset(out, 0, len);
   if (address == nand::onfi::kReadIdOnfiAddr) {
     std::memcpy(out, nand::onfi::kOnfiSignature.data(), std::min<uint32_t>(len, 4));
@@ -103,13 +105,7 @@ void SimPipe::ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len, FlashC
     return Reject(std::move(done), FlashStatus::kInvalidAddress);
   }
   const TimeNs submit = Now();
-  if (DieFailed(die)) {
-    clock_->After(t_.die_timeout_ns, [this, cb = std::move(done), submit]() mutable {
-      ++stats_.die_timeouts;
-      cb(Completion{FlashStatus::kDieTimeout, 0, submit, Now()});
-    });
-    return;
-  }
+  if (DieFailed(die)) return TimeOutOnDeadDie(std::move(done));
   const uint8_t* page = image().header().param_page;
   const uint32_t bad = image().die(image_die(die)).param_page_bad_mask;
   constexpr uint32_t kPage = nand::onfi::kParamPageBytes;
