@@ -41,15 +41,8 @@ bool Take(const std::vector<uint8_t>& in, std::size_t& off, T* v) {
   return true;
 }
 
-inline bool HeaderValid(const uint8_t* meta, uint32_t spp) {
-  const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
-  if (h->type == static_cast<uint8_t>(f::PageType::kErased)) return false;
-  if (h->version_major != f::kVersionMajor || h->sectors != spp || spp == 0) return false;
-  const std::size_t n = f::MetaBytes(spp) - 4;
-  uint32_t crc;
-  std::memcpy(&crc, meta + n, 4);
-  return Crc32c(meta, n) == crc;
-}
+using format::HeaderValid;
+using format::AllOnes;
 
 // Completes `cb` on the clock as if its die had timed out: for dies known dead, whose
 // reads would only wait out the controller's timeout.
@@ -60,10 +53,6 @@ void PostDieTimeout(Clock& clock, Cb cb) {
     c.status = FlashStatus::kDieTimeout;
     cb(c);
   });
-}
-
-inline bool AllOnes(const std::vector<uint8_t>& v) {
-  return std::all_of(v.begin(), v.end(), [](uint8_t b) { return b == 0xFF; });
 }
 
 // The newest complete record found in a metadata LEB.

@@ -43,6 +43,9 @@
 
 namespace vsl::ftl {
 
+struct ScanFormat;  // recovery.h
+struct ScanImage;
+
 enum class ReserveMode : uint8_t {
   kStock,            // ~28% spare over user capacity, as the reference card ships
   kHighPerformance,  // 20% less user capacity than stock
@@ -323,22 +326,16 @@ class Ftl {
   void Scan(uint64_t after_seq, Function<void(Status)> done);
   // Read of a checked request (also a read retried after its sector moved: counted once).
   void ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done);
-  void CountUnnamedLosses(const std::vector<std::vector<uint8_t>>& meta, const std::vector<uint8_t>& ok,
-                          const std::vector<uint8_t>& skipped, uint64_t after_seq);
+  // What recovery (recovery.h) needs of this format to judge a spare.
+  ScanFormat ScanFmt() const;
+  // Counts and reports the stripes two failed dies left unnamed (UnnamedLostStripes).
+  void NoteUnnamedLosses(const ScanImage& img, uint64_t after_seq);
   // Reads the summary of closed LEB `leb`: `done` gets its grid (one entry per page
   // position, see ftl_format.h) and the spares of its pages by position, or an empty
   // grid when the LEB has no complete, valid summary.
   using SummaryDone = Function<void(std::vector<uint64_t>,
                                     std::vector<std::pair<uint64_t, std::vector<uint8_t>>>)>;
   void ReadSummary(uint32_t leb, SummaryDone done);
-  // FlashBack, at attach: whether every member page of LEB `leb` (spares from a scan,
-  // by (leb, die, page)) is covered by a valid parity page of its row written after it.
-  // The spares of one stripe row, by die (null: not read): the dies of valid member pages
-  // that no valid parity page written after them covers. `has_parity`: any valid one.
-  uint64_t UncoveredMembers(const std::vector<const uint8_t*>& row, bool* has_parity) const;
-  // Uncovered data pages are listed for ReprotectPages; false if a trim page is uncovered.
-  bool RowsCovered(uint32_t leb, const std::vector<std::vector<uint8_t>>& meta,
-                   const std::vector<uint8_t>& ok);
   // Physical room for user data, in sectors (the limit of a sparse device).
   uint64_t PhysicalUserSectors() const;
   // What a sparse (or reduced-write) device may still map: PhysicalUserSectors, cached.

@@ -29,6 +29,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "vsl/core/crc.h"
 
 namespace vsl::ftl::format {
 
@@ -110,6 +114,26 @@ constexpr std::size_t SummaryBytes(uint32_t dies, uint32_t pages, uint32_t spp) 
 // Bytes of host metadata a page with `sectors` entries needs.
 constexpr std::size_t MetaBytes(uint32_t sectors) {
   return sizeof(PageHeader) + sectors * sizeof(SectorEntry) + 4;
+}
+
+// A data, trim, summary or atomic page's spare: a header of this format version with
+// `spp` sector entries and a CRC that checks (any epoch; the caller compares it).
+inline bool HeaderValid(const uint8_t* meta, uint32_t spp) {
+  const auto* h = reinterpret_cast<const PageHeader*>(meta);
+  if (h->type == static_cast<uint8_t>(PageType::kErased)) return false;
+  if (h->version_major != kVersionMajor || h->sectors != spp || spp == 0) return false;
+  const std::size_t n = MetaBytes(spp) - 4;
+  uint32_t crc;
+  std::memcpy(&crc, meta + n, 4);
+  return Crc32c(meta, n) == crc;
+}
+
+// What an erased page reads as.
+inline bool AllOnes(const std::vector<uint8_t>& v) {
+  for (uint8_t b : v) {
+    if (b != 0xFF) return false;
+  }
+  return true;
 }
 
 // Metadata bytes a parity page needs; FlashBack is off when the device has fewer.
