@@ -4,6 +4,7 @@
 // (sequence number, header, summary entry, parity accumulation) and the partial-row
 // protection of FlashBack without stage slots. Owns the append points.
 #include "vsl/ftl/ftl_impl.h"
+#include "vsl/ftl/page_codec.h"
 
 namespace vsl::ftl {
 
@@ -162,67 +163,29 @@ void Ftl::Impl::MaybeWriteSummary(Leb& l) {
   FinishParity(l);
 }
 
-Ftl::PageBuf* Ftl::Impl::PageStore::Make() {
-  std::unique_ptr<PageBuf> p;
-  if (!free_.empty()) {
-    p = std::move(free_.back());
-    free_.pop_back();
-  } else {
-    p = std::make_unique<PageBuf>();
-  }
-  PageBuf* b = p.get();
-  b->store_index = static_cast<uint32_t>(live_.size());
-  live_.push_back(std::move(p));
-  return b;
-}
-
-void Ftl::Impl::PageStore::Release(PageBuf* b) {
-  const uint32_t i = b->store_index;
-  std::unique_ptr<PageBuf> p = std::move(live_[i]);
-  if (i + 1 != live_.size()) {
-    live_[i] = std::move(live_.back());
-    live_[i]->store_index = i;
-  }
-  live_.pop_back();
-  if (free_.size() >= kKeep) return;
-  // Back to the defaults, keeping the vectors' storage.
-  std::vector<uint8_t> data = std::move(b->data), meta = std::move(b->meta), pmeta = std::move(b->pmeta);
-  std::vector<uint64_t> lbas = std::move(b->lbas);
-  std::vector<f::TrimRecord> trims = std::move(b->trims);
-  std::vector<Ftl::WriteCtx*> waiters = std::move(b->waiters);
-  std::vector<Psa> prev = std::move(b->prev);
-  std::vector<uint32_t> pinned = std::move(b->pinned);
-  *b = PageBuf{};
-  b->data = std::move(data);
-  b->meta = std::move(meta);
-  b->lbas = std::move(lbas);
-  pmeta.clear();
-  trims.clear();
-  waiters.clear();
-  prev.clear();
-  pinned.clear();
-  b->pmeta = std::move(pmeta);
-  b->trims = std::move(trims);
-  b->waiters = std::move(waiters);
-  b->prev = std::move(prev);
-  b->pinned = std::move(pinned);
-  free_.push_back(std::move(p));
-}
-
-void Ftl::Impl::SeqWindow::Insert(uint64_t seq) {
-  if (q_.empty() || q_.back().first < seq) {
-    q_.emplace_back(seq, false);
-    return;
-  }
-  const auto it = std::lower_bound(q_.begin(), q_.end(), std::make_pair(seq, false));
-  if (it == q_.end() || it->first != seq) q_.insert(it, {seq, false});
-}
-
-void Ftl::Impl::SeqWindow::Erase(uint64_t seq) {
-  const auto it = std::lower_bound(q_.begin(), q_.end(), std::make_pair(seq, false));
-  if (it == q_.end() || it->first != seq) return;
-  it->second = true;
-  while (!q_.empty() && q_.front().second) q_.pop_front();
+void Ftl::PageBuf::Recycle() {
+  std::vector<uint8_t> keep_data = std::move(data), keep_meta = std::move(meta), keep_pmeta = std::move(pmeta);
+  std::vector<uint64_t> keep_lbas = std::move(lbas);
+  std::vector<f::TrimRecord> keep_trims = std::move(trims);
+  std::vector<Ftl::WriteCtx*> keep_waiters = std::move(waiters);
+  std::vector<Psa> keep_prev = std::move(prev);
+  std::vector<uint32_t> keep_pinned = std::move(pinned);
+  const uint32_t index = store_index;
+  *this = PageBuf{};
+  store_index = index;
+  data = std::move(keep_data);
+  meta = std::move(keep_meta);
+  lbas = std::move(keep_lbas);
+  keep_pmeta.clear();
+  keep_trims.clear();
+  keep_waiters.clear();
+  keep_prev.clear();
+  keep_pinned.clear();
+  pmeta = std::move(keep_pmeta);
+  trims = std::move(keep_trims);
+  waiters = std::move(keep_waiters);
+  prev = std::move(keep_prev);
+  pinned = std::move(keep_pinned);
 }
 
 Ftl::PageBuf* Ftl::Impl::MakeBuf(uint32_t leb, uint32_t die, uint32_t page, f::PageType type) {
@@ -277,7 +240,7 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
   }
   if (src_victim != nullptr && b->victim == nullptr) {
     b->victim = src_victim;
-    ++gc.refs;
+    gc.reloc.AddRef();
   }
   if (b->prev.size() != S()) b->prev.assign(S(), kKeepMapping);
   Psa before = prev == kUnmapped - 2 ? f.map_.Get(lba) : prev;
@@ -321,53 +284,30 @@ void Ftl::Impl::Submit(PageBuf* b) {
   }
   b->seq = f.next_seq_++;
   b->submitted = true;
-  if (b->group && b->attempt == b->group->attempts) {
-    b->group->members.emplace_back(b->seq, addr.Make(b->leb, b->die, b->page, 0));
+  if (b->group && b->group->IsCurrent(b->attempt)) {
+    b->group->AddMember(b->seq, addr.Make(b->leb, b->die, b->page, 0));
   }
   if (l.open_seq == 0) l.open_seq = b->seq;
-  // Header.
-  auto* h = reinterpret_cast<f::PageHeader*>(b->meta.data());
-  h->bad_block_marker = 0xFF;
-  h->type = static_cast<uint8_t>(b->type);
-  h->version_major = f::kVersionMajor;
-  h->sectors = static_cast<uint8_t>(S());
-  h->epoch = f.epoch_;
-  h->seq = b->seq;
-  auto* e = reinterpret_cast<f::SectorEntry*>(b->meta.data() + sizeof(f::PageHeader));
-  if (b->type == f::PageType::kData || b->type == f::PageType::kAtomicData) {
-    if (b->used < S()) {
-      std::memset(b->data.data() + uint64_t{b->used} * f.sector_bytes_, 0, uint64_t{S() - b->used} * f.sector_bytes_);
-    }
-    for (uint32_t s = 0; s < S(); ++s) {
-      e[s].lba = b->lbas[s];
-      e[s].crc = Crc32c(b->data.data() + uint64_t{s} * f.sector_bytes_, f.sector_bytes_);
-    }
-  } else if (b->type == f::PageType::kTrim) {
-    std::memcpy(b->data.data(), b->trims.data(), b->trims.size() * sizeof(f::TrimRecord));
-    for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, 0};
-    e[0].lba = b->trims.size();
-    e[0].crc = Crc32c(b->data.data(), b->data.size());
+  PageContent content;
+  content.type = b->type;
+  content.seq = b->seq;
+  content.epoch = f.epoch_;
+  content.spp = S();
+  content.sector_bytes = f.sector_bytes_;
+  content.used = b->used;
+  content.lbas = b->lbas.data();
+  content.trims = &b->trims;
+  if (b->type == f::PageType::kTrim) {
     l.trim_pages.push_back(b->page * D() + b->die);
     ++f.stats_.trim_pages;
-  } else if (b->type == f::PageType::kSummary) {
-    for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, 0};
-    e[0].lba = b->lbas[0];
-    e[0].crc = Crc32c(b->data.data(), b->data.size());
   }
   if (!l.summary.empty() && b->type != f::PageType::kSummary) {
-    uint64_t* ent = &l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())];
-    ent[0] = b->seq | (uint64_t{static_cast<uint8_t>(b->type)} << f::kSummaryTypeShift);
-    for (uint32_t s = 0; s < S(); ++s) {
-      ent[1 + s] = b->type == f::PageType::kData || b->type == f::PageType::kAtomicData
-                       ? b->lbas[s] : f::kNoLba;
-    }
+    SummaryEntry(content, &l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())]);
   }
   if (b->type == f::PageType::kParity) {
     stripe.FillParityMeta(b->meta.data(), b->seq, b->lbas[0], b->pmeta, f.epoch_);
   } else {
-    const std::size_t hdr = f::MetaBytes(S()) - 4;
-    const uint32_t crc = Crc32c(b->meta.data(), hdr);
-    std::memcpy(b->meta.data() + hdr, &crc, 4);
+    SealPage(content, b->data, b->meta.data());
   }
   if (Traced(b)) {
     fmt::print(stderr, "trace t={} submit leb {} die {} page {} seq {} good dies {}\n", f.clock_.Now(),
@@ -416,8 +356,8 @@ void Ftl::Impl::ScheduleRowProtection(Leb& l, uint32_t row) {
 
 void Ftl::Impl::ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) {
   Leb& l = *ap.leb;
-  if (&ap == &gcap && gc.victim != nullptr && l.par && l.par->row == row && !l.par->submitted &&
-      (gc.cursor < P() * D() || gc.reads > 0)) {
+  if (&ap == &gcap && gc.reloc.victim() != nullptr && l.par && l.par->row == row && !l.par->submitted &&
+      gc.reloc.Reading()) {
     // The groomer is still moving data into this row: look again later rather than
     // spend a position on a partial parity page now.
     return ScheduleRowProtection(l, row);

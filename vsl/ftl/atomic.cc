@@ -12,23 +12,13 @@ bool Ftl::Impl::AppendAtomic(const std::shared_ptr<AtomicGroup>& g) {
     ++open_writes;
     g->members_ctx = ctx;
   }
-  while (g->op < g->ops.size()) {
-    const AtomicOp& o = g->ops[g->op];
-    if (o.kind == AtomicOp::kWrite) {
-      while (g->in_op < o.count) {
-        if (Paced() && !gc.pacer.CanSpend()) {
-          ++f.stats_.paced_waits;
-          return false;
-        }
-        if (Paced()) gc.pacer.Spend();
-        if (!AppendAtomicSector(g, o.lba + g->in_op, o.data + g->in_op * f.sector_bytes_)) {
-          return false;
-        }
-        ++g->in_op;
-      }
+  while (const auto sector = g->Next(f.sector_bytes_)) {
+    if (Paced() && !gc.pacer.CanSpend()) {
+      ++f.stats_.paced_waits;
+      return false;
     }
-    ++g->op;
-    g->in_op = 0;
+    if (Paced()) gc.pacer.Spend();
+    if (!AppendAtomicSector(g, sector->lba, sector->src)) return false;
   }
   if (host.open != nullptr && host.open->group == g) SubmitOpen(host);
   return true;
@@ -42,11 +32,10 @@ bool Ftl::Impl::AppendAtomicSector(const std::shared_ptr<AtomicGroup>& g, uint64
     if (b == nullptr) return false;
     ap.open = b;
     b->group = g;
-    b->attempt = g->attempts;
+    b->attempt = g->attempt();
     ++g->members_ctx->remaining;
     b->waiters.push_back(g->members_ctx);
-    if (std::find(g->pinned.begin(), g->pinned.end(), b->leb) == g->pinned.end()) {
-      g->pinned.push_back(b->leb);
+    if (g->Pin(b->leb)) {
       ++f.lebs_.leb(b->leb).pins;
       ++f.lebs_.leb(b->leb).atomic_pins;
     }
@@ -55,7 +44,7 @@ bool Ftl::Impl::AppendAtomicSector(const std::shared_ptr<AtomicGroup>& g, uint64
   const uint32_t slot = b->used++;
   std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
   b->lbas[slot] = lba;
-  g->placed.emplace_back(lba, addr.Make(b->leb, b->die, b->page, slot));
+  g->Placed(lba, addr.Make(b->leb, b->die, b->page, slot));
   if (lba == TraceLba()) {
     fmt::print(stderr, "trace t={} atomic append -> leb {} die {} page {} slot {}\n", f.clock_.Now(),
                b->leb, b->die, b->page, slot);
@@ -67,7 +56,7 @@ bool Ftl::Impl::AppendAtomicSector(const std::shared_ptr<AtomicGroup>& g, uint64
 void Ftl::Impl::OnMembersDone(const std::shared_ptr<AtomicGroup>& g, Status s) {
   g->members_ctx = nullptr;
   Post([this, g, s] {
-    if (!s.ok() || g->failed) {
+    if (!s.ok() || g->failed()) {
       RetryGroup(g, s.ok() ? Status::IOError("a page of the atomic batch could not be stored") : s);
     } else {
       pending.push_front({Pending::kCommit, 0, 0, nullptr, 0, nullptr, nullptr, g});
@@ -77,23 +66,17 @@ void Ftl::Impl::OnMembersDone(const std::shared_ptr<AtomicGroup>& g, Status s) {
 }
 
 void Ftl::Impl::RetryGroup(const std::shared_ptr<AtomicGroup>& g, Status why) {
-  g->members.clear();
-  g->placed.clear();
-  g->op = 0;
-  g->in_op = 0;
-  g->failed = false;
+  g->NewAttempt();
   ReleaseAtomicPins(*g);
-  if (device_lost || ++g->attempts >= kAtomicAttempts) return FinishGroup(g, why);
+  if (device_lost || !g->MayRetry()) return FinishGroup(g, why);
   ++f.stats_.atomic_retries;
-  Logger("ftl")->warn("atomic batch attempt {} failed ({}); writing it again", g->attempts,
+  Logger("ftl")->warn("atomic batch attempt {} failed ({}); writing it again", g->attempt(),
                       why.ToString());
   pending.push_front({Pending::kAtomic, 0, 0, nullptr, 0, nullptr, nullptr, g});
 }
 
 bool Ftl::Impl::CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
-  uint32_t records = static_cast<uint32_t>(g->members.size());
-  for (const AtomicOp& o : g->ops) records += o.kind == AtomicOp::kTrim;
-  if (records > RecordsPerPage()) {
+  if (g->CommitRecordCount() > RecordsPerPage()) {
     // The limits leave room for this; only pages split by rewrites can get here.
     RetryGroup(g, Status::IOError("the atomic batch took more pages than one commit can name"));
     return true;
@@ -104,9 +87,9 @@ bool Ftl::Impl::CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
   PageBuf* b = NewPage(host, f::PageType::kTrim);
   if (b == nullptr) return false;
   const uint64_t cseq = f.next_seq_;  // the page's seq, assigned in Submit
-  for (const AtomicOp& o : g->ops) {
+  b->trims = g->CommitRecords(cseq);
+  for (const AtomicOp& o : g->ops()) {
     if (o.kind != AtomicOp::kTrim) continue;
-    b->trims.push_back({o.lba, o.count, cseq});
     std::vector<uint64_t> mapped;
     f.map_.ForEachMappedIn(o.lba, o.count, [&](uint64_t l, Psa p) {
       mapped.push_back(l);
@@ -115,10 +98,7 @@ bool Ftl::Impl::CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
     for (uint64_t l : mapped) Remap(l, kUnmapped);
     f.stats_.trim_sectors += o.count;
   }
-  for (const auto& [mseq, mpsa] : g->members) {
-    b->trims.push_back({mseq, f::kCommitFlag | mpsa, cseq});
-  }
-  for (const auto& [lba, psa] : g->placed) {
+  for (const auto& [lba, psa] : g->placed()) {
     if (lba == TraceLba()) {
       fmt::print(stderr, "trace t={} atomic commit seq {} maps it to leb {} die {} page {} (commit page leb {} die {} page {})\n",
                  f.clock_.Now(), cseq, addr.LebOf(psa), addr.DieOf(psa), addr.PageOf(psa), b->leb, b->die, b->page);
@@ -126,9 +106,9 @@ bool Ftl::Impl::CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
     Pin(b, f.map_.Get(lba));
     Remap(lba, psa);
   }
-  g->committed = true;
+  g->MarkCommitted();
   auto* ctx = new WriteCtx();
-  ctx->fua = g->fua;
+  ctx->fua = g->fua();
   ctx->done = [this, g](Status s) { FinishGroup(g, s); };
   ++open_writes;
   b->waiters.push_back(ctx);
@@ -137,17 +117,14 @@ bool Ftl::Impl::CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
 }
 
 void Ftl::Impl::ReleaseAtomicPins(AtomicGroup& g) {
-  std::vector<uint32_t> pins;
-  pins.swap(g.pinned);
-  for (uint32_t l : pins) {
+  for (uint32_t l : g.TakePins()) {
     --f.lebs_.leb(l).atomic_pins;
     UnpinLeb(l);
   }
 }
 
 void Ftl::Impl::FinishGroup(const std::shared_ptr<AtomicGroup>& g, Status s) {
-  if (g->finished) return;
-  g->finished = true;
+  if (!g->Finish()) return;
   ReleaseAtomicPins(*g);
   --atomic_inflight;
   Done d = std::move(g->done);

@@ -117,7 +117,7 @@ void Ftl::Impl::RelocateRebuilt(uint32_t leb, uint32_t die, uint32_t page, const
     moved = true;
     return true;
   });
-  if (moved && (gc.victim == nullptr || gcap.open == nullptr || gcap.open->victim == nullptr)) {
+  if (moved && (gc.reloc.victim() == nullptr || gcap.open == nullptr || gcap.open->victim == nullptr)) {
     SubmitOpen(gcap);
   }
 }
@@ -135,7 +135,7 @@ void Ftl::Impl::ReprotectPages(Function<void()> done) {
     });
     RunPending();
     MaybeGroom();
-    if (gc.victim == nullptr) RunBacklogWaiters();  // no room will appear: do not wait
+    if (gc.reloc.victim() == nullptr) RunBacklogWaiters();  // no room will appear: do not wait
   };
   std::vector<std::array<uint32_t, 3>> todo;
   todo.swap(rw.reprotect_pages);

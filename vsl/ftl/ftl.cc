@@ -86,7 +86,7 @@ bool Ftl::Quiescent() const { return impl_->scheduled == 0; }
 void Ftl::Abandon() { impl_->Abandon(); }
 
 bool Ftl::idle() const {
-  return impl_->pages.empty() && impl_->gc.victim == nullptr && impl_->pending.empty();
+  return impl_->pages.empty() && impl_->gc.reloc.victim() == nullptr && impl_->pending.empty();
 }
 
 uint64_t Ftl::leb_data_sectors() const {
@@ -233,9 +233,7 @@ void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
   }
   stats_.host_write_sectors += write_sectors;
   ++stats_.atomic_batches;
-  auto g = std::make_shared<AtomicGroup>();
-  g->ops = std::move(ops);
-  g->fua = fua;
+  auto g = std::make_shared<AtomicGroup>(std::move(ops), fua);
   g->done = std::move(done);
   ++impl_->atomic_inflight;
   impl_->pending.push_back({Impl::Pending::kAtomic, 0, 0, nullptr, 0, nullptr, nullptr, g});
@@ -247,10 +245,9 @@ std::string Ftl::TEST_DebugState() const {
   std::string q;
   for (const auto& p : im.pending) q += "WTAC"[p.kind];
   std::string v = "none";
-  if (im.gc.victim != nullptr) {
-    v = fmt::format("leb {} valid {} pins {} atomic_pins {} cursor {} reads {} refs {}", im.gc.victim->index,
-                    im.gc.victim->valid, im.gc.victim->pins, im.gc.victim->atomic_pins, im.gc.cursor,
-                    im.gc.reads, im.gc.refs);
+  if (const Leb* vic = im.gc.reloc.victim(); vic != nullptr) {
+    v = fmt::format("leb {} valid {} pins {} atomic_pins {} cursor {} reads {} refs {}", vic->index, vic->valid,
+                    vic->pins, vic->atomic_pins, im.gc.reloc.cursor(), im.gc.reloc.reads(), im.gc.reloc.refs());
   }
   std::string pg;
   for (const auto& b : im.pages.live()) {

@@ -2,7 +2,8 @@
 // (docs/ftl.md, "Components": append, page_life, host_path, atomic, flashback_parity,
 // flashback_rebuild, groomer, lifecycle). State is grouped by the file that maintains it
 // (gc, cover, ckpt, reserve, rw); self-contained pieces are components of their own
-// (LebTable, ForwardMap, PsaLayout, StripeLayout, DieHealth, the record codec, wear).
+// (LebTable, ForwardMap, PsaLayout, StripeLayout, DieHealth, the record codec, wear,
+// GroomPolicy, Relocation, AtomicBatch, recovery.h).
 // Not part of the public surface.
 #pragma once
 
@@ -21,9 +22,12 @@
 #include "vsl/core/log.h"
 #include "vsl/ftl/ftl.h"
 #include "vsl/ftl/ftl_format.h"
+#include "vsl/ftl/atomic_batch.h"
 #include "vsl/ftl/die_health.h"
 #include "vsl/ftl/groom_policy.h"
+#include "vsl/ftl/page_store.h"
 #include "vsl/ftl/psa.h"
+#include "vsl/ftl/relocation.h"
 #include "vsl/ftl/stripe.h"
 
 namespace vsl::ftl {
@@ -45,25 +49,13 @@ struct Ftl::WriteCtx {
   Done done;
 };
 
-// An atomic batch (Ftl::WriteAtomic) on its way: appended to kAtomicData pages, then, once
-// they are all durable, committed by one trim page of commit records (ftl_format.h).
-struct Ftl::AtomicGroup {
-  std::vector<AtomicOp> ops;
-  bool fua = false;
+// An atomic batch (Ftl::WriteAtomic) on its way: its bookkeeping (atomic_batch.h), the
+// caller's answer, and the write context that waits for every member page of the
+// current attempt to be durable.
+struct Ftl::AtomicGroup : AtomicBatch {
+  using AtomicBatch::AtomicBatch;
   Done done;
-  uint32_t attempts = 0;
-  bool failed = false;     // a member page failed before the commit: the attempt is void
-  bool committed = false;  // the commit page was submitted: the members are mapped
-  bool finished = false;   // `done` was called
-  std::size_t op = 0;      // append progress: operation, and sector within it
-  uint64_t in_op = 0;
-  // This attempt's member pages as submitted: (seq, PSA of slot 0), in order.
-  std::vector<std::pair<uint64_t, Psa>> members;
-  std::vector<std::pair<uint64_t, Psa>> placed;  // (lba, member slot), in op order
-  // LEBs holding this attempt's members, pinned (not erased) until the group resolves:
-  // until the commit maps them, nothing in them is valid and the groomer would free them.
-  std::vector<uint32_t> pinned;
-  WriteCtx* members_ctx = nullptr;  // waits for every member page to be durable
+  WriteCtx* members_ctx = nullptr;
 };
 
 struct Ftl::PageBuf {
@@ -93,7 +85,9 @@ struct Ftl::PageBuf {
   std::vector<uint32_t> pinned;  // LEB indices this page pins
   std::shared_ptr<AtomicGroup> group;  // kAtomicData pages: the batch it holds
   uint32_t attempt = 0;                // and which attempt of it
-  uint32_t store_index = 0;            // PageStore bookkeeping
+  uint32_t store_index = 0;            // PooledStore bookkeeping
+  // Back to the defaults for reuse, keeping the vectors' storage (PooledStore).
+  void Recycle();
 };
 inline constexpr Psa kKeepMapping = kUnmapped - 1;
 
@@ -109,39 +103,10 @@ struct Ftl::Impl {
   const PsaLayout addr;  // PSA arithmetic of this pipe
   StripeLayout stripe;   // FlashBack stripe geometry (parity on or off: the format's flag)
   AppendPoint host{false}, gcap{true};
-  // Every live page buffer, and released ones kept for reuse with their vectors' capacity,
-  // so the write path allocates nothing per page once warm. A released buffer comes back
-  // from Make with every field at its default and its vectors empty, except `data`,
-  // `meta` and `lbas`, which keep their size and stale contents (MakeBuf sets them).
-  class PageStore {
-   public:
-    PageBuf* Make();
-    // `b` is gone: nothing may use it after this (it will be handed out again).
-    void Release(PageBuf* b);
-    bool empty() const { return live_.empty(); }
-    std::size_t size() const { return live_.size(); }
-    const std::vector<std::unique_ptr<PageBuf>>& live() const { return live_; }
-
-   private:
-    static constexpr std::size_t kKeep = 1024;  // released buffers kept at most
-    std::vector<std::unique_ptr<PageBuf>> live_, free_;
-  };
-
-  // Sequence numbers of the pages submitted and not yet done, oldest first. Pages are
-  // submitted in sequence order, so this is a window of ascending numbers with holes:
-  // inserts go at the back, and done ones leave once everything before them has.
-  class SeqWindow {
-   public:
-    void Insert(uint64_t seq);
-    // No-op for a number not in the window.
-    void Erase(uint64_t seq);
-    bool empty() const { return q_.empty(); }
-    uint64_t oldest() const { return q_.front().first; }
-
-   private:
-    std::deque<std::pair<uint64_t, bool>> q_;  // (seq, done)
-  };
-  PageStore pages;            // every live page buffer
+  // Every live page buffer (a released one comes back from Make with every field at its
+  // default and its vectors empty, except `data`, `meta` and `lbas`, which keep their
+  // size and stale contents: MakeBuf sets them).
+  PooledStore<PageBuf> pages;
   SeqWindow inflight_seqs;    // submitted, not yet done
   struct Pending {
     enum Kind { kWrite, kTrim, kAtomic, kCommit } kind;
@@ -166,18 +131,13 @@ struct Ftl::Impl {
   bool serving = false;      // attach is done: die failures from now on ask for a checkpoint
   uint64_t open_writes = 0;  // host write requests not yet completed
 
-  // The relocation in progress (groomer.cc); which victim comes next is `policy`'s.
+  // The groomer (groomer.cc): the relocation in progress (relocation.h; which victim comes
+  // next is `policy`'s), host-write pacing while it runs, and callers waiting for it.
   struct GroomerState {
-    Leb* victim = nullptr;
-    uint32_t cursor = 0;        // next page slot (row * dies + die) of the victim to look at
-    uint32_t reads = 0;         // page reads in flight
-    uint32_t refs = 0;          // GC pages holding its relocated data, not yet durable
-    bool held = false;          // something could not be moved out: do not release it
-    std::vector<f::TrimRecord> carry_trims;  // kept records of the victim, to rewrite
-    GroomPacer pacer;           // host-write pacing while it runs (groom_policy.h)
+    explicit GroomerState(const PsaLayout& a) : reloc(a) {}
+    Relocation reloc;
+    GroomPacer pacer;           // (groom_policy.h)
     std::vector<Done> waiters;  // TEST_ForceGroom and writers waiting for room
-    // Relocation read buffers (data, metadata) back from finished reads, for reuse.
-    std::vector<std::shared_ptr<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>> read_pool;
   } gc;
 
   static constexpr uint32_t kNoDie = StripeLayout::kNoDie;
@@ -215,6 +175,7 @@ struct Ftl::Impl {
       : f(ftl),
         addr(ftl.geo_.dies_per_pipe(), ftl.geo_.pages_per_block, ftl.spp_),
         stripe(ftl.geo_, ftl.spp_),
+        gc(addr),
         dies(ftl.geo_.dies_per_pipe(), ftl.opts_.die_error_limit, ftl.opts_.die_error_window_ns),
         policy(ftl.lebs_, dies, stripe) {
     cover.slot_busy.assign(f.pipe_.stage_slots(), 0);
@@ -434,7 +395,7 @@ struct Ftl::Impl {
   void Pin(PageBuf* b, Psa p);
   void UnpinLeb(uint32_t l) {
     Leb& x = f.lebs_.leb(l);
-    if (x.pins > 0 && --x.pins == 0 && gc.victim == &x) MaybeFinishVictim();
+    if (x.pins > 0 && --x.pins == 0 && gc.reloc.victim() == &x) MaybeFinishVictim();
   }
   // The page is safe (or resolved): its previous places are no longer kept, and a later
   // failure of it keeps the mapping (a failed member stays in its row's parity).
@@ -515,7 +476,6 @@ struct Ftl::Impl {
   uint32_t RecordsPerPage() const {
     return static_cast<uint32_t>(f.geo_.page_data_bytes / sizeof(f::TrimRecord));
   }
-  static constexpr uint32_t kAtomicAttempts = 4;  // a batch whose pages keep failing fails
 
   // Appends the rest of `g`'s sectors to kAtomicData pages (never shared with other
   // data). False while no page position can be had (resumed by RunPending).
@@ -524,7 +484,7 @@ struct Ftl::Impl {
   // Every member page is durable (or one failed): commit, or try the batch again.
   void OnMembersDone(const std::shared_ptr<AtomicGroup>& g, Status s);
   // Voids this attempt (its pages stay on flash, named by no commit) and queues another,
-  // unless the device is gone or the batch failed kAtomicAttempts times.
+  // unless the device is gone or the batch failed AtomicBatch::kAttempts times.
   void RetryGroup(const std::shared_ptr<AtomicGroup>& g, Status why);
   // Writes the commit page: trims first, then the members, all at the page's seq; the
   // map changes in this one step, so readers see the whole batch or none of it. Until
@@ -535,7 +495,7 @@ struct Ftl::Impl {
   void FinishGroup(const std::shared_ptr<AtomicGroup>& g, Status s);
 
   bool Paced() const {
-    return gc.pacer.Applies(gc.victim != nullptr, f.lebs_.free_count(), f.opts_.gc_start_free_lebs);
+    return gc.pacer.Applies(gc.reloc.victim() != nullptr, f.lebs_.free_count(), f.opts_.gc_start_free_lebs);
   }
 
   bool DoTrim(uint64_t lba, uint64_t count, Done& done);

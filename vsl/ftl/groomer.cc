@@ -1,12 +1,12 @@
-// The groomer's relocation: it takes the victim GroomPolicy chooses (groom_policy.h),
-// reads it a few pages at a time, appends its live sectors, carries its trim records, and
-// releases it once everything moved is durable.
+// The groomer's I/O: it takes the victim GroomPolicy chooses (groom_policy.h), reads the
+// positions Relocation hands out (relocation.h) a few pages at a time, appends their live
+// sectors, writes the trim records Relocation carries, and acts on its release verdict.
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {
 
 void Ftl::Impl::MaybeGroom() {
-  if (gc.victim != nullptr || shutting_down || device_lost || CheckpointWanted()) return;
+  if (gc.reloc.victim() != nullptr || shutting_down || device_lost || CheckpointWanted()) return;
   GroomPolicy::Inputs in;
   in.need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
   in.waiting = !gc.waiters.empty();
@@ -27,14 +27,9 @@ void Ftl::Impl::MaybeGroom() {
     gc.waiters.clear();
     return;
   }
-  gc.victim = v;
-  gc.held = false;
-  gc.carry_trims.clear();
+  gc.reloc.Start(v);
   // Host sectors allowed per relocated sector: what this victim frees per sector moved.
   gc.pacer.Start(v->valid, v->capacity, 4.0 * S() * D());
-  gc.cursor = 0;
-  gc.reads = 0;
-  gc.refs = 0;
   f.lebs_.SetState(*v, LebState::kVictim);
   ++f.stats_.victims;
   GroomStep();
@@ -56,7 +51,7 @@ void Ftl::Impl::FailBacklog(const char* why) {
       Ack(w);
     }
     if (job.victim != nullptr) {
-      --gc.refs;
+      gc.reloc.DropRef();
       MaybeFinishVictim();
     }
   }
@@ -64,12 +59,12 @@ void Ftl::Impl::FailBacklog(const char* why) {
 }
 
 void Ftl::Impl::FailStuckWrites() {
-  if (gc.victim != nullptr || (pending.empty() && rw.backlog.empty()) || device_lost ||
+  if (gc.reloc.victim() != nullptr || (pending.empty() && rw.backlog.empty()) || device_lost ||
       CheckpointWanted()) {
     return;
   }
   RunPending();
-  if (gc.victim != nullptr || (pending.empty() && rw.backlog.empty()) ||
+  if (gc.reloc.victim() != nullptr || (pending.empty() && rw.backlog.empty()) ||
       f.lebs_.free_count() > f.opts_.gc_reserve_lebs) {
     return;
   }
@@ -119,30 +114,12 @@ uint64_t Ftl::Impl::GroomerRoom() {
 }
 
 void Ftl::Impl::GroomStep() {
-  Leb* v = gc.victim;
+  Leb* v = gc.reloc.victim();
   if (v == nullptr) return;
-  const uint32_t total = P() * D();
-  while (gc.reads < f.opts_.gc_max_reads && gc.cursor < total) {
-    const uint32_t ps = gc.cursor++;
-    const uint32_t page = ps / D(), die = ps % D();
-    const bool is_trim =
-        std::find(v->trim_pages.begin(), v->trim_pages.end(), ps) != v->trim_pages.end();
-    bool any_valid = false;
-    for (uint32_t s = 0; s < S() && !any_valid; ++s) {
-      const uint32_t slot = (die * P() + page) * S() + s;
-      any_valid = (v->valid_bits[slot / 64] >> (slot % 64)) & 1;
-    }
-    if (!any_valid && !is_trim) continue;
-    ++gc.reads;
-    std::shared_ptr<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>> buf;
-    if (!gc.read_pool.empty()) {
-      buf = std::move(gc.read_pool.back());
-      gc.read_pool.pop_back();
-    } else {
-      buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
-      buf->first.resize(f.geo_.page_data_bytes);
-      buf->second.resize(f.geo_.meta_bytes_per_page());
-    }
+  while (const auto r = gc.reloc.NextRead(f.opts_.gc_max_reads)) {
+    const uint32_t die = r->die, page = r->page;
+    const bool is_trim = r->is_trim;
+    Relocation::Buffer buf = gc.reloc.TakeBuffer(f.geo_.page_data_bytes, f.geo_.meta_bytes_per_page());
     f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
                  [this, v, die, page, buf, is_trim](const Completion& c) {
                    if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
@@ -152,8 +129,8 @@ void Ftl::Impl::GroomStep() {
                      RebuildPage(v->index, die, page,
                                  [this, v, die, page, is_trim, st = c.status](
                                      bool ok, std::vector<uint8_t> data, std::vector<uint8_t> meta) {
-                                   --gc.reads;
-                                   if (gc.victim == v) {
+                                   gc.reloc.ReadDone();
+                                   if (gc.reloc.victim() == v) {
                                      Completion rc;
                                      rc.status = ok ? FlashStatus::kOk : st;
                                      Relocate(*v, die, page, rc, data, meta, is_trim);
@@ -162,14 +139,14 @@ void Ftl::Impl::GroomStep() {
                                  });
                      return;
                    }
-                   --gc.reads;
-                   if (gc.victim == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
-                   if (gc.read_pool.size() < 64) gc.read_pool.push_back(buf);  // read through: reusable
+                   gc.reloc.ReadDone();
+                   if (gc.reloc.victim() == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
+                   gc.reloc.ReturnBuffer(buf);  // read through: reusable
                    GroomStep();
                  });
   }
   // A victim with nothing (left) to read is finished here, not by a read callback.
-  if (gc.reads == 0) MaybeFinishVictim();
+  if (gc.reloc.reads() == 0) MaybeFinishVictim();
 }
 
 void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
@@ -185,38 +162,25 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
                          nand::FlashStatusName(c.status));
     return;  // FlashBack (issue 4) rebuilds such pages; until then they stay mapped
   }
-  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
   if (is_trim) {
-    // Trust the records only if the page really is one of ours: a listed page may never
-    // have reached flash (power cut) and read back erased.
-    const auto* ph = reinterpret_cast<const f::PageHeader*>(meta.data());
-    const std::size_t hn = f::MetaBytes(S()) - 4;
-    uint32_t hcrc;
-    std::memcpy(&hcrc, meta.data() + hn, 4);
-    if (ph->type != static_cast<uint8_t>(f::PageType::kTrim) || ph->epoch != f.epoch_ ||
-        ph->sectors != S() || Crc32c(meta.data(), hn) != hcrc ||
-        Crc32c(data.data(), data.size()) != e[0].crc) {
-      return;
-    }
-    const uint64_t n = e[0].lba;
-    const auto* recs = reinterpret_cast<const f::TrimRecord*>(data.data());
     // With a recovery base checkpoint on flash, records at or before it are in its
     // map and no recovery replays them; newer ones are kept. Without one, a record is
     // kept while data older than it may still be on flash, the victim's own included
-    // (its erase could be cut short on some dies).
+    // (its erase could be cut short on some dies). Kept records are packed densely and
+    // written when the victim's pages are done.
     const uint64_t oldest = f.base_ckpt_seq_ != 0 ? f.base_ckpt_seq_ : OldestDataSeqOnFlash();
-    std::vector<f::TrimRecord> keep;
-    for (uint64_t i = 0; i < n && i < data.size() / sizeof(f::TrimRecord); ++i) {
-      if (TraceLba() - recs[i].lba < recs[i].count) {
+    std::function<void(const f::TrimRecord&, bool)> trace;
+    if (TraceLba() != UINT64_MAX) {
+      trace = [&](const f::TrimRecord& r, bool kept) {
+        if (TraceLba() - r.lba >= r.count) return;
         fmt::print(stderr, "trace t={} groomer {} trim record seq {} from leb {} die {} page {} (oldest {})\n",
-                   f.clock_.Now(), recs[i].seq > oldest ? "carries" : "drops", recs[i].seq, v.index, die, page, oldest);
-      }
-      if (recs[i].seq > oldest) keep.push_back(recs[i]);
+                   f.clock_.Now(), kept ? "carries" : "drops", r.seq, v.index, die, page, oldest);
+      };
     }
-    // Kept records are packed densely and written when the victim's pages are done.
-    gc.carry_trims.insert(gc.carry_trims.end(), keep.begin(), keep.end());
+    gc.reloc.CarryTrims(meta.data(), data, S(), f.epoch_, oldest, trace);
     return;
   }
+  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
   for (uint32_t s = 0; s < S(); ++s) {
     const Psa p = addr.Make(v.index, die, page, s);
     const uint64_t lba = e[s].lba;
@@ -268,43 +232,44 @@ uint64_t Ftl::Impl::OldestDataSeqOnFlash() const {
 
 void Ftl::Impl::WriteCarriedTrims(Leb& v) {
   const std::size_t per_page = f.geo_.page_data_bytes / sizeof(f::TrimRecord);
-  while (!gc.carry_trims.empty()) {
+  std::vector<f::TrimRecord>& carry = gc.reloc.carried();
+  while (!carry.empty()) {
     SubmitOpen(gcap);
     PageBuf* b = NewPage(gcap, f::PageType::kTrim);
     if (b == nullptr) {
       Logger("ftl")->warn("no room to carry {} trim records out of leb={}; it stays",
-                          gc.carry_trims.size(), v.index);
-      gc.held = true;
-      gc.carry_trims.clear();
+                          carry.size(), v.index);
+      gc.reloc.Hold();
+      carry.clear();
       return;
     }
-    const std::size_t n = std::min(per_page, gc.carry_trims.size());
-    b->trims.assign(gc.carry_trims.begin(), gc.carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
-    gc.carry_trims.erase(gc.carry_trims.begin(), gc.carry_trims.begin() + static_cast<std::ptrdiff_t>(n));
+    const std::size_t n = std::min(per_page, carry.size());
+    b->trims.assign(carry.begin(), carry.begin() + static_cast<std::ptrdiff_t>(n));
+    carry.erase(carry.begin(), carry.begin() + static_cast<std::ptrdiff_t>(n));
     b->victim = &v;
-    ++gc.refs;
+    gc.reloc.AddRef();
     Submit(b);
   }
 }
 
 void Ftl::Impl::MaybeFinishVictim() {
-  Leb* v = gc.victim;
-  if (v == nullptr) return;
-  if (gc.cursor < P() * D() || gc.reads > 0) return;
-  if (!gc.carry_trims.empty()) WriteCarriedTrims(*v);
-  if (gc.refs > 0) {
-    // Relocated data must be durable before the victim may be erased: push it out.
+  Leb* v = gc.reloc.victim();
+  if (v == nullptr || gc.reloc.Reading()) return;
+  if (!gc.reloc.carried().empty()) WriteCarriedTrims(*v);
+  // Relocated data must be durable before the victim may be erased, and so must every
+  // newer copy of sectors it held (a write over them still on its way): if that copy
+  // fails, the sector goes back here. A rewrite job waiting for room also pins the LEB
+  // of its sector's previous copy; waiting for it here could deadlock (the room it needs
+  // is this victim's), so the victim is kept (closed, not erased) and the job can still
+  // go back to it.
+  uint32_t job_pins = 0;
+  for (const RewriteJob& j : rw.backlog) job_pins += j.pinned == v->index;
+  const Relocation::Verdict verdict = gc.reloc.Release(job_pins, device_lost);
+  if (verdict == Relocation::Verdict::kRefs) {
     if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
     return;
   }
-  // So must every newer copy of sectors it held (a write over them still on its way):
-  // if that copy fails, the sector goes back here.
-  // A rewrite job waiting for room also pins the LEB of its sector's previous copy;
-  // waiting for it here could deadlock (the room it needs is this victim's), so the
-  // victim is kept (closed, not erased) and the job can still go back to it.
-  uint32_t job_pins = 0;
-  for (const RewriteJob& j : rw.backlog) job_pins += j.pinned == v->index;
-  if (v->pins > job_pins && !device_lost) {
+  if (verdict == Relocation::Verdict::kPins) {
     for (AppendPoint* a : {&host, &gcap}) {
       if (a->open != nullptr && !a->open->pinned.empty() &&
           std::find(a->open->pinned.begin(), a->open->pinned.end(), v->index) != a->open->pinned.end()) {
@@ -313,8 +278,7 @@ void Ftl::Impl::MaybeFinishVictim() {
     }
     return;
   }
-  if (job_pins > 0) gc.held = true;
-  if (v->valid != 0 || gc.held) {
+  if (verdict == Relocation::Verdict::kKeep) {
     // Sectors that could not be read stay where they are; try again later.
     if (!device_lost) {
       if (v->valid != 0) {
@@ -337,12 +301,12 @@ void Ftl::Impl::MaybeFinishVictim() {
     // Space appeared: LEBs held back for lack of room may be tried again.
     for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
   }
-  gc.victim = nullptr;
+  gc.reloc.End();
   Post([this] {
     RunPending();
     MaybeGroom();
-    if (gc.victim == nullptr) RunBacklogWaiters();  // the groomer is done: no more room
-    if (gc.victim == nullptr && !gc.waiters.empty()) {
+    if (gc.reloc.victim() == nullptr) RunBacklogWaiters();  // the groomer is done: no more room
+    if (gc.reloc.victim() == nullptr && !gc.waiters.empty()) {
       for (auto& w : gc.waiters) w(Status::Ok());
       gc.waiters.clear();
     }

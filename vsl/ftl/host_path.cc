@@ -68,7 +68,7 @@ void Ftl::Impl::RunPending() {
       Ack(c);  // drop the "still appending" reference (answers through a Post)
     } else if (p.kind == Pending::kCommit) {
       std::shared_ptr<AtomicGroup> g = p.group;
-      if (g->failed) {
+      if (g->failed()) {
         pending.pop_front();
         RetryGroup(g, Status::IOError("a page of the atomic batch could not be stored"));
         continue;

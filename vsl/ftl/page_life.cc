@@ -73,7 +73,7 @@ void Ftl::Impl::MarkDurable(PageBuf* b) {
     if (inflight_seqs.empty() || inflight_seqs.oldest() > newest) rw.failed_trims.clear();
   }
   if (b->victim != nullptr) {
-    --gc.refs;
+    gc.reloc.DropRef();
     b->victim = nullptr;
     MaybeFinishVictim();
   }
@@ -114,13 +114,13 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
                           b->die, b->page, nand::FlashStatusName(c.status));
       MarkDurable(b);
     } else if (b->type == f::PageType::kAtomicData &&
-               !(b->group && b->group->committed && b->attempt == b->group->attempts)) {
+               !(b->group && b->group->committed() && b->group->IsCurrent(b->attempt))) {
       // Not committed: the attempt is void (the batch is written again); its sectors
       // were never mapped, so there is nothing to rewrite.
       Logger("ftl")->warn("program failed leb={} die={} page={} status={} in an atomic batch; "
                           "retrying the batch", b->leb, b->die, b->page,
                           nand::FlashStatusName(c.status));
-      if (b->group && b->attempt == b->group->attempts) b->group->failed = true;
+      if (b->group && b->group->IsCurrent(b->attempt)) b->group->Fail();
       FailWaiters(b);
     } else {
       Logger("ftl")->warn("program failed leb={} die={} page={} status={}; rewriting", b->leb,
@@ -213,7 +213,7 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
         job.pinned = addr.LebOf(before);
         ++f.lebs_.leb(job.pinned).pins;
       }
-      if (job.victim != nullptr) ++gc.refs;
+      if (job.victim != nullptr) gc.reloc.AddRef();
       for (WriteCtx* w : waiters) {
         ++w->remaining;
         job.waiters.push_back(w);
@@ -321,7 +321,7 @@ bool Ftl::Impl::DrainRewrites() {
     if (pinned != UINT32_MAX) UnpinLeb(pinned);
     for (WriteCtx* w : waiters) Ack(w);
     if (v != nullptr) {
-      --gc.refs;
+      gc.reloc.DropRef();
       MaybeFinishVictim();
     }
   }

@@ -1,0 +1,38 @@
+// The writer's half of the page format (docs/formats/ftl.md): what a page's spare area
+// and, for trim pages, its data area hold when it is programmed, and a page's entry in
+// its LEB's summary. Recovery reads them back (format::HeaderValid, recovery.h), so the
+// two halves are tested against each other (tests/ftl/page_codec_test.cc). Pure.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "vsl/ftl/ftl_format.h"
+
+namespace vsl::ftl {
+
+// What a page being sealed holds.
+struct PageContent {
+  format::PageType type = format::PageType::kData;
+  uint64_t seq = 0;
+  uint32_t epoch = 0;
+  uint32_t spp = 0;           // sectors per page: sector entries in the spare
+  uint32_t sector_bytes = 0;  // data and atomic pages
+  uint32_t used = 0;          // data and atomic pages: slots filled; the rest are padding
+  const uint64_t* lbas = nullptr;  // per slot (kNoLba: padding); summary pages: [0] = its index and count
+  const std::vector<format::TrimRecord>* trims = nullptr;  // trim pages: the records
+};
+
+// Seals a page for programming: the header (type, version, sector count, epoch, seq) and
+// sector entries in `meta`, then the header's CRC. Data and atomic pages: each slot's LBA
+// and the CRC of its sector, slots from `used` on zeroed in `data` first. Trim pages: the
+// records are copied to the start of `data`, entry 0 holds their count and the CRC of the
+// whole data area, the other entries are empty. Summary pages: entry 0 holds lbas[0] and
+// the data area's CRC. Not for parity pages (StripeLayout::FillParityMeta).
+void SealPage(const PageContent& page, std::vector<uint8_t>& data, uint8_t* meta);
+
+// A page's entry in its LEB's summary (`1 + spp` words at `ent`): `seq | type << 56`, then
+// the slots' LBAs for data and atomic pages, kNoLba for any other type.
+void SummaryEntry(const PageContent& page, uint64_t* ent);
+
+}  // namespace vsl::ftl

@@ -1,0 +1,86 @@
+// The groomer's relocation bookkeeping (relocation.h).
+#include "vsl/ftl/relocation.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "vsl/core/crc.h"
+
+namespace vsl::ftl {
+namespace f = format;
+
+void Relocation::Start(Leb* v) {
+  victim_ = v;
+  held_ = false;
+  carry_.clear();
+  cursor_ = 0;
+  reads_ = 0;
+  refs_ = 0;
+}
+
+std::optional<Relocation::Read> Relocation::NextRead(uint32_t max_reads) {
+  if (victim_ == nullptr) return std::nullopt;
+  const uint32_t D = addr_.dies(), P = addr_.pages(), S = addr_.sectors();
+  const Leb& v = *victim_;
+  while (reads_ < max_reads && cursor_ < P * D) {
+    const uint32_t ps = cursor_++;
+    const uint32_t page = ps / D, die = ps % D;
+    const bool is_trim = std::find(v.trim_pages.begin(), v.trim_pages.end(), ps) != v.trim_pages.end();
+    bool any_valid = false;
+    for (uint32_t s = 0; s < S && !any_valid; ++s) {
+      const uint32_t slot = (die * P + page) * S + s;
+      any_valid = (v.valid_bits[slot / 64] >> (slot % 64)) & 1;
+    }
+    if (!any_valid && !is_trim) continue;
+    ++reads_;
+    return Read{die, page, is_trim};
+  }
+  return std::nullopt;
+}
+
+bool Relocation::CarryTrims(const uint8_t* meta, const std::vector<uint8_t>& data, uint32_t spp, uint32_t epoch,
+                            uint64_t oldest, const std::function<void(const f::TrimRecord&, bool)>& seen) {
+  const auto* ph = reinterpret_cast<const f::PageHeader*>(meta);
+  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta + sizeof(f::PageHeader));
+  const std::size_t hn = f::MetaBytes(spp) - 4;
+  uint32_t hcrc;
+  std::memcpy(&hcrc, meta + hn, 4);
+  if (ph->type != static_cast<uint8_t>(f::PageType::kTrim) || ph->epoch != epoch || ph->sectors != spp ||
+      Crc32c(meta, hn) != hcrc || Crc32c(data.data(), data.size()) != e[0].crc) {
+    return false;
+  }
+  const uint64_t n = e[0].lba;
+  const auto* recs = reinterpret_cast<const f::TrimRecord*>(data.data());
+  for (uint64_t i = 0; i < n && i < data.size() / sizeof(f::TrimRecord); ++i) {
+    const bool keep = recs[i].seq > oldest;
+    if (seen) seen(recs[i], keep);
+    if (keep) carry_.push_back(recs[i]);
+  }
+  return true;
+}
+
+Relocation::Verdict Relocation::Release(uint32_t job_pins, bool device_lost) {
+  if (Reading()) return Verdict::kReading;
+  if (refs_ > 0) return Verdict::kRefs;
+  if (victim_->pins > job_pins && !device_lost) return Verdict::kPins;
+  if (job_pins > 0) held_ = true;
+  return victim_->valid != 0 || held_ ? Verdict::kKeep : Verdict::kFree;
+}
+
+Relocation::Buffer Relocation::TakeBuffer(uint32_t data_bytes, uint32_t meta_bytes) {
+  if (!pool_.empty()) {
+    Buffer b = std::move(pool_.back());
+    pool_.pop_back();
+    return b;
+  }
+  auto b = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
+  b->first.resize(data_bytes);
+  b->second.resize(meta_bytes);
+  return b;
+}
+
+void Relocation::ReturnBuffer(Buffer b) {
+  if (pool_.size() < kPoolMax) pool_.push_back(std::move(b));
+}
+
+}  // namespace vsl::ftl
