@@ -32,33 +32,30 @@ void Ftl::Impl::ClearValid(Psa p) {
 
 bool Ftl::Impl::NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint32_t* page) {
   for (;;) {
-    if (ap.leb == nullptr) {
+    if (ap.leb() == nullptr) {
       if (ckpt.quiesce) return false;  // a checkpoint needs every LEB closed
       if (!ap.gc && f.lebs_.free_count() <= f.opts_.gc_reserve_lebs) return false;
       Leb* l = f.lebs_.PickFree();
       if (l == nullptr) return false;
       OpenLeb(ap, *l);
     }
-    Leb& l = *ap.leb;
-    while (ap.row < P()) {
-      while (ap.die < D() && !stripe.DataPos(l, ap.row, ap.die)) ++ap.die;
-      if (ap.die < D()) break;
-      // The row is done: its parity goes now, before any page of the next row (a die
-      // that failed mid-row can leave the last member position unused).
-      if (l.par && l.par->row == ap.row) SubmitParity(l);
-      ap.die = 0;
-      ++ap.row;
+    Leb& l = *ap.leb();
+    uint32_t d = 0, row = 0;
+    switch (ap.pos.Next(stripe, &d, &row)) {
+      case AppendCursor::Step::kRowDone:
+        // Its parity goes now, before any page of the next row (a die that failed
+        // mid-row can leave the last member position unused).
+        if (l.par && l.par->row == row) SubmitParity(l);
+        continue;
+      case AppendCursor::Step::kFull:  // what is left is the summary's
+        CloseLeb(ap);
+        continue;
+      case AppendCursor::Step::kPosition:
+        *leb = l.index;
+        *die = d;
+        *page = row;
+        return true;
     }
-    // The last stripe.summary_pages() positions of the LEB are left for its summary.
-    if (ap.row >= P() || stripe.RemainingPositions(l, ap.row, ap.die) <= stripe.summary_pages()) {
-      CloseLeb(ap);
-      continue;
-    }
-    *leb = l.index;
-    *die = ap.die;
-    *page = ap.row;
-    ++ap.die;
-    return true;
   }
 }
 
@@ -71,8 +68,7 @@ void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
     ++ckpt.asked;
     Post([this] { CheckCheckpoint(); });
   }
-  ap.leb = &l;
-  ap.row = ap.die = 0;
+  ap.pos.Open(&l);
   l.open_seq = 0;
   l.close_seq = 0;
   l.gc_skip = false;
@@ -122,13 +118,13 @@ void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
 }
 
 void Ftl::Impl::CloseLeb(AppendPoint& ap) {
-  Leb& l = *ap.leb;
+  Leb& l = *ap.leb();
   l.close_seq = f.next_seq_;
   l.needs_erase = true;
-  l.summary_from = std::min(ap.row, P()) * D() + (ap.row < P() ? ap.die : 0);
+  l.summary_from = ap.pos.SummaryFrom();
   l.summary_due = !l.summary.empty();
   f.lebs_.SetState(l, LebState::kClosed);
-  ap.leb = nullptr;
+  ap.pos.Close();
   if (l.unprotected) Reprotect(l);  // formed with a die that has failed since
   if (l.summary_due) {
     MaybeWriteSummary(l);
@@ -330,9 +326,7 @@ void Ftl::Impl::Submit(PageBuf* b) {
     if (pd != kNoDie && l.good[pd] && !dies.failed(pd) &&
         !(l.par->row == b->page && l.par->submitted)) {
       b->covered = false;
-      RowCover& rc = cover.rows[{l.index, b->page}];
-      rc.pd = pd;
-      rc.waiting.push_back(b);
+      cover.Wait(l.index, b->page, pd, b);
     }
     AccumulateParity(l, b);
     if (UseStages()) {
@@ -349,13 +343,13 @@ void Ftl::Impl::ScheduleRowProtection(Leb& l, uint32_t row) {
   const uint32_t leb = l.index;
   After(f.opts_.partial_parity_delay_ns, [this, leb, row, mask] {
     for (AppendPoint* ap : {&host, &gcap}) {
-      if (ap->leb != nullptr && ap->leb->index == leb) ProtectPartialRow(*ap, row, mask);
+      if (ap->leb() != nullptr && ap->leb()->index == leb) ProtectPartialRow(*ap, row, mask);
     }
   });
 }
 
 void Ftl::Impl::ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) {
-  Leb& l = *ap.leb;
+  Leb& l = *ap.leb();
   if (&ap == &gcap && gc.reloc.victim() != nullptr && l.par && l.par->row == row && !l.par->submitted &&
       gc.reloc.Reading()) {
     // The groomer is still moving data into this row: look again later rather than
@@ -363,12 +357,12 @@ void Ftl::Impl::ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) 
     return ScheduleRowProtection(l, row);
   }
   if (device_lost || !l.par || l.par->submitted || l.par->row != row || l.par->mask != mask ||
-      ap.open != nullptr || ap.row != row || l.state != LebState::kOpen) {
+      ap.open != nullptr || ap.pos.row() != row || l.state != LebState::kOpen) {
     return;  // the row moved on, or a page for it is being filled
   }
   // The next position must still be in this row, and not the last data position (that
   // one completes the row and its parity follows on its own).
-  uint32_t next = ap.die;
+  uint32_t next = ap.pos.die();
   while (next < D() && !stripe.DataPos(l, row, next)) ++next;
   if (next >= D()) return;
   uint32_t leb, die, page;

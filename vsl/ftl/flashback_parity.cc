@@ -1,7 +1,7 @@
 // FlashBack parity of the rows being written: running XOR, the row's parity page, the
 // acknowledgement rule (a member is durable only once a durable parity covers it), stage
 // slots holding a row's running parity in the controller's protected buffer, and
-// Progress (a page's way to durable and done). Owns `cover`.
+// Progress (a page's way to durable and done). Drives `cover` (parity_cover.h).
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {
@@ -44,31 +44,15 @@ void Ftl::Impl::SubmitParity(Leb& l) {
 }
 
 void Ftl::Impl::CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, bool landed) {
-  auto it = cover.rows.find({leb, row});
-  if (it == cover.rows.end()) return;
-  RowCover& rc = it->second;
-  std::vector<PageBuf*> now;
-  for (std::size_t i = 0; i < rc.waiting.size();) {
-    if (final || ((mask >> rc.waiting[i]->die) & 1)) {
-      now.push_back(rc.waiting[i]);
-      rc.waiting[i] = rc.waiting.back();
-      rc.waiting.pop_back();
-    } else {
-      ++i;
-    }
+  const auto covered = cover.Cover(leb, row, mask, final);
+  if (covered.freed_slot >= 0) {
+    // The row's parity page landing at the staged address retired the image; any other
+    // end of the row (no parity page after all) must empty the slot, or a stale image
+    // would be programmed at a power cut into a reused block.
+    if (!landed) f.pipe_.ClearStage(static_cast<uint32_t>(covered.freed_slot));
+    ScheduleStage();  // a row that found no free slot may take this one
   }
-  if (final) {
-    if (rc.slot >= 0) {
-      // The row's parity page landing at the staged address retired the image; any
-      // other end of the row (no parity page after all) must empty the slot, or a
-      // stale image would be programmed at a power cut into a reused block.
-      if (!landed) f.pipe_.ClearStage(static_cast<uint32_t>(rc.slot));
-      cover.slot_busy[static_cast<uint32_t>(rc.slot)] = 0;
-      ScheduleStage();  // a row that found no free slot may take this one
-    }
-    cover.rows.erase(it);
-  }
-  for (PageBuf* b : now) {
+  for (PageBuf* b : covered.now) {
     b->covered = true;
     Progress(b);
   }
@@ -76,7 +60,7 @@ void Ftl::Impl::CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, 
 
 void Ftl::Impl::FailUncovered() {
   std::vector<PageBuf*> done;
-  for (auto& [key, rc] : cover.rows) {
+  for (const auto& [key, rc] : cover.rows()) {
     for (PageBuf* b : rc.waiting) {
       if (b->flash_done) done.push_back(b);
     }
@@ -91,10 +75,7 @@ void Ftl::Impl::FailUncovered() {
 void Ftl::Impl::Uncover(PageBuf* b) {
   if (b->covered) return;
   b->covered = true;
-  auto it = cover.rows.find({b->leb, b->page});
-  if (it == cover.rows.end()) return;
-  auto& w = it->second.waiting;
-  w.erase(std::remove(w.begin(), w.end(), b), w.end());
+  cover.Remove(b->leb, b->page, b);
 }
 
 uint64_t Ftl::Impl::TraceLba() {
@@ -141,10 +122,9 @@ void Ftl::Impl::Progress(PageBuf* b) {
 }
 
 void Ftl::Impl::ScheduleStage() {
-  if (cover.stage_posted) return;
-  cover.stage_posted = true;
+  if (!cover.PostStage()) return;
   Post([this] {
-    cover.stage_posted = false;
+    cover.StageRan();
     StageRows();
   });
 }
@@ -152,26 +132,18 @@ void Ftl::Impl::ScheduleStage() {
 void Ftl::Impl::StageRows() {
   if (device_lost || !UseStages()) return;
   for (AppendPoint* ap : {&host, &gcap}) {
-    Leb* l = ap->leb;
+    Leb* l = ap->leb();
     if (l == nullptr || !l->par || l->par->row == UINT32_MAX || l->par->submitted) continue;
     RowParity& rp = *l->par;
-    auto it = cover.rows.find({l->index, rp.row});
-    if (it == cover.rows.end()) continue;
-    RowCover& rc = it->second;
+    auto* row_cover = cover.Find(l->index, rp.row);
+    if (row_cover == nullptr) continue;
+    auto& rc = *row_cover;
     bool need = false;
     for (PageBuf* b : rc.waiting) need = need || !((rc.staged_mask >> b->die) & 1);
     if (!need || rc.pd == kNoDie || dies.failed(rc.pd)) continue;
-    if (rc.slot < 0) {
-      for (uint32_t s = 0; s < cover.slot_busy.size() && rc.slot < 0; ++s) {
-        if (!cover.slot_busy[s]) {
-          cover.slot_busy[s] = 1;
-          rc.slot = static_cast<int>(s);
-        }
-      }
-      if (rc.slot < 0) {
-        ++f.stats_.stage_slot_waits;
-        continue;  // its members wait for the row's parity page, or a free slot
-      }
+    if (!cover.TakeSlot(rc)) {
+      ++f.stats_.stage_slot_waits;
+      continue;  // its members wait for the row's parity page, or a free slot
     }
     auto img = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
     img->first = rp.data;

@@ -197,10 +197,10 @@ void Ftl::Impl::DeclareDieFailed(uint32_t d) {
   // turn, not inside whatever completion declared the failure.
   Post([this] {
     for (AppendPoint* ap : {&host, &gcap}) {
-      if (ap->leb == nullptr || !ap->leb->unprotected || device_lost || shutting_down) continue;
+      if (ap->leb() == nullptr || !ap->leb()->unprotected || device_lost || shutting_down) continue;
       SubmitOpen(*ap);
-      if (ap->leb == nullptr) continue;
-      ap->leb->summary.clear();
+      if (ap->leb() == nullptr) continue;
+      ap->leb()->summary.clear();
       CloseLeb(*ap);
     }
     MaybeGroom();
@@ -209,7 +209,7 @@ void Ftl::Impl::DeclareDieFailed(uint32_t d) {
   // Rows whose parity was to go to this die can get none: their members (on live dies)
   // are as safe as they can be.
   std::vector<std::pair<uint32_t, uint32_t>> orphans;
-  for (const auto& [key, rc] : cover.rows) {
+  for (const auto& [key, rc] : cover.rows()) {
     if (rc.pd == d) orphans.push_back(key);
   }
   for (const auto& k : orphans) CoverRow(k.first, k.second, ~uint64_t{0}, true);

@@ -256,7 +256,9 @@ std::string Ftl::TEST_DebugState() const {
                       b->covered, b->accepted, b->flash_done, b->waiters.size());
   }
   for (const auto* ap : {&im.host, &im.gcap}) {
-    if (ap->leb != nullptr) pg += fmt::format(" ap{} leb {} row {} die {}", ap->gc, ap->leb->index, ap->row, ap->die);
+    if (ap->leb() != nullptr) {
+      pg += fmt::format(" ap{} leb {} row {} die {}", ap->gc, ap->leb()->index, ap->pos.row(), ap->pos.die());
+    }
   }
   return pg + fmt::format(" pending [{}] atomic_inflight {} open_writes {} pages {} free_lebs {} "
                      "victim {} ckpt quiesce {} writing {} rewrites {} device_lost {}",

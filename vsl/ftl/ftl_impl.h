@@ -3,7 +3,8 @@
 // flashback_rebuild, groomer, lifecycle). State is grouped by the file that maintains it
 // (gc, cover, ckpt, reserve, rw); self-contained pieces are components of their own
 // (LebTable, ForwardMap, PsaLayout, StripeLayout, DieHealth, the record codec, wear,
-// GroomPolicy, Relocation, AtomicBatch, recovery.h).
+// GroomPolicy, Relocation, AtomicBatch, AppendCursor, ParityCover, PooledStore, page_codec.h,
+// recovery.h).
 // Not part of the public surface.
 #pragma once
 
@@ -22,10 +23,12 @@
 #include "vsl/core/log.h"
 #include "vsl/ftl/ftl.h"
 #include "vsl/ftl/ftl_format.h"
+#include "vsl/ftl/append_cursor.h"
 #include "vsl/ftl/atomic_batch.h"
 #include "vsl/ftl/die_health.h"
 #include "vsl/ftl/groom_policy.h"
 #include "vsl/ftl/page_store.h"
+#include "vsl/ftl/parity_cover.h"
 #include "vsl/ftl/psa.h"
 #include "vsl/ftl/relocation.h"
 #include "vsl/ftl/stripe.h"
@@ -92,17 +95,18 @@ struct Ftl::PageBuf {
 inline constexpr Psa kKeepMapping = kUnmapped - 1;
 
 struct Ftl::AppendPoint {
+  AppendPoint(bool groomer, uint32_t dies, uint32_t pages) : gc(groomer), pos(dies, pages) {}
+  Leb* leb() const { return pos.leb(); }
   bool gc = false;
-  Leb* leb = nullptr;
-  uint32_t row = 0, die = 0;  // next position to hand out
-  PageBuf* open = nullptr;    // page being filled, not yet submitted
+  AppendCursor pos;         // the open LEB and the next position to hand out
+  PageBuf* open = nullptr;  // page being filled, not yet submitted
 };
 
 struct Ftl::Impl {
   Ftl& f;
   const PsaLayout addr;  // PSA arithmetic of this pipe
   StripeLayout stripe;   // FlashBack stripe geometry (parity on or off: the format's flag)
-  AppendPoint host{false}, gcap{true};
+  AppendPoint host, gcap;
   // Every live page buffer (a released one comes back from Make with every field at its
   // default and its vectors empty, except `data`, `meta` and `lbas`, which keep their
   // size and stale contents: MakeBuf sets them).
@@ -146,20 +150,10 @@ struct Ftl::Impl {
   // alternation, the wear check's trigger.
   GroomPolicy policy;
   HealthMode mode = HealthMode::kNormal;
-  // Coverage of parity rows (flashback_parity.cc), by (leb, row): members submitted but not
-  // yet covered by a durable parity page, and the stage slot (if any) holding the row's
-  // running parity.
-  struct RowCover {
-    uint32_t pd = UINT32_MAX;
-    std::vector<PageBuf*> waiting;
-    int slot = -1;
-    uint64_t staged_mask = 0;  // members in the last image sent to the slot
-  };
-  struct ParityCover {
-    std::map<std::pair<uint32_t, uint32_t>, RowCover> rows;
-    std::vector<uint8_t> slot_busy;  // per stage slot: owned by a row until its parity lands
-    bool stage_posted = false;
-  } cover;
+  // Coverage of parity rows (parity_cover.h; driven by flashback_parity.cc): members
+  // submitted but not yet covered by a durable parity page, by (leb, row), and the stage
+  // slots rows own.
+  ParityCover<PageBuf> cover;
   // Checkpoints while serving (lifecycle.cc): after a die failure, and periodic.
   struct CheckpointControl {
     uint32_t asked = 0;        // requests so far
@@ -175,11 +169,12 @@ struct Ftl::Impl {
       : f(ftl),
         addr(ftl.geo_.dies_per_pipe(), ftl.geo_.pages_per_block, ftl.spp_),
         stripe(ftl.geo_, ftl.spp_),
+        host(false, ftl.geo_.dies_per_pipe(), ftl.geo_.pages_per_block),
+        gcap(true, ftl.geo_.dies_per_pipe(), ftl.geo_.pages_per_block),
         gc(addr),
         dies(ftl.geo_.dies_per_pipe(), ftl.opts_.die_error_limit, ftl.opts_.die_error_window_ns),
-        policy(ftl.lebs_, dies, stripe) {
-    cover.slot_busy.assign(f.pipe_.stage_slots(), 0);
-  }
+        policy(ftl.lebs_, dies, stripe),
+        cover(ftl.pipe_.stage_slots()) {}
 
   // Every task the FTL schedules on its clock goes through these, so the owner can tell
   // when none is left (Ftl::Quiescent) before it destroys an FTL that did not shut down.
@@ -215,7 +210,7 @@ struct Ftl::Impl {
   // groomer's victim wait, and the host keeps its buffer. So a die that dies with the
   // page still in the controller's buffer, followed by a power cut, loses nothing that
   // was acknowledged: the page is rebuilt from the parity and the other members.
-  bool UseStages() const { return !cover.slot_busy.empty() && PlpDurableOnAccept(); }
+  bool UseStages() const { return cover.stage_slots() != 0 && PlpDurableOnAccept(); }
 
   // A durable parity page (or stage) for (leb, row) with members `mask`: those members
   // are covered. `final` (the row's own parity page, or the row can have no other): every
@@ -310,7 +305,7 @@ struct Ftl::Impl {
   // closes).
   uint32_t OpenUnprotected() const {
     uint32_t n = 0;
-    for (const AppendPoint* ap : {&host, &gcap}) n += ap->leb != nullptr && ap->leb->unprotected;
+    for (const AppendPoint* ap : {&host, &gcap}) n += ap->leb() != nullptr && ap->leb()->unprotected;
     return n;
   }
   // Capacity the surviving flash offers, against what the format promised and what is

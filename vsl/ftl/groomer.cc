@@ -106,10 +106,7 @@ void Ftl::Impl::OnRebuildDrained() {
 
 uint64_t Ftl::Impl::GroomerRoom() {
   uint64_t room = uint64_t{f.lebs_.free_count()} * stripe.LebDataSectors(AliveDies());
-  if (gcap.leb != nullptr && gcap.row < P()) {
-    const uint32_t left = stripe.RemainingPositions(*gcap.leb, gcap.row, gcap.die);
-    room += uint64_t{left > stripe.summary_pages() ? left - stripe.summary_pages() : 0} * S();
-  }
+  room += uint64_t{gcap.pos.DataPositionsLeft(stripe)} * S();
   return room;
 }
 

@@ -49,7 +49,7 @@ void Ftl::Impl::CheckCheckpoint() {
     ckpt.quiesce = true;
     for (AppendPoint* ap : {&host, &gcap}) {
       SubmitOpen(*ap);
-      if (ap->leb != nullptr) CloseLeb(*ap);
+      if (ap->leb() != nullptr) CloseLeb(*ap);
     }
   }
   if (!pages.empty()) return;
@@ -121,7 +121,7 @@ void Ftl::Impl::CheckShutdown() {
     SubmitOpen(host);
     SubmitOpen(gcap);
     for (AppendPoint* ap : {&host, &gcap}) {
-      if (ap->leb != nullptr && ap->leb->par) SubmitParity(*ap->leb);
+      if (ap->leb() != nullptr && ap->leb()->par) SubmitParity(*ap->leb());
     }
   }
   if (!pages.empty()) return;
