@@ -1,6 +1,7 @@
 // The writer's half of the page format (page_codec.h).
 #include "vsl/ftl/page_codec.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "vsl/core/crc.h"
@@ -12,15 +13,27 @@ namespace {
 bool HoldsSectors(f::PageType t) { return t == f::PageType::kData || t == f::PageType::kAtomicData; }
 }  // namespace
 
+void WriteSpareHeader(uint8_t* meta, f::PageType type, uint64_t seq, uint32_t epoch, uint32_t spp) {
+  const f::PageHeader h{0xFF, static_cast<uint8_t>(type), f::kVersionMajor, static_cast<uint8_t>(spp), epoch, seq};
+  std::memcpy(meta, &h, sizeof(h));
+}
+
+void SealSpareCrc(uint8_t* meta, uint32_t spp) {
+  const std::size_t hdr = f::MetaBytes(spp) - 4;
+  const uint32_t crc = Crc32c(meta, hdr);
+  std::memcpy(meta + hdr, &crc, 4);
+}
+
+const f::TrimRecord* TrimPageRecords(const uint8_t* meta, const std::vector<uint8_t>& data, uint64_t* n) {
+  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta + sizeof(f::PageHeader));
+  if (Crc32c(data.data(), data.size()) != e[0].crc) return nullptr;
+  *n = std::min<uint64_t>(e[0].lba, data.size() / sizeof(f::TrimRecord));
+  return reinterpret_cast<const f::TrimRecord*>(data.data());
+}
+
 void SealPage(const PageContent& page, std::vector<uint8_t>& data, uint8_t* meta) {
   const uint32_t S = page.spp;
-  auto* h = reinterpret_cast<f::PageHeader*>(meta);
-  h->bad_block_marker = 0xFF;
-  h->type = static_cast<uint8_t>(page.type);
-  h->version_major = f::kVersionMajor;
-  h->sectors = static_cast<uint8_t>(S);
-  h->epoch = page.epoch;
-  h->seq = page.seq;
+  WriteSpareHeader(meta, page.type, page.seq, page.epoch, S);
   auto* e = reinterpret_cast<f::SectorEntry*>(meta + sizeof(f::PageHeader));
   const uint64_t sb = page.sector_bytes;
   if (HoldsSectors(page.type)) {
@@ -39,9 +52,7 @@ void SealPage(const PageContent& page, std::vector<uint8_t>& data, uint8_t* meta
     e[0].lba = page.lbas[0];
     e[0].crc = Crc32c(data.data(), data.size());
   }
-  const std::size_t hdr = f::MetaBytes(S) - 4;
-  const uint32_t crc = Crc32c(meta, hdr);
-  std::memcpy(meta + hdr, &crc, 4);
+  SealSpareCrc(meta, S);
 }
 
 void SummaryEntry(const PageContent& page, uint64_t* ent) {

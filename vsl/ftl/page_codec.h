@@ -1,7 +1,8 @@
-// The writer's half of the page format (docs/formats/ftl.md): what a page's spare area
-// and, for trim pages, its data area hold when it is programmed, and a page's entry in
-// its LEB's summary. Recovery reads them back (format::HeaderValid, recovery.h), so the
-// two halves are tested against each other (tests/ftl/page_codec_test.cc). Pure.
+// The page format's codec (docs/formats/ftl.md): what a page's spare area and, for trim
+// pages, its data area hold when it is programmed, a page's entry in its LEB's summary,
+// and the records a trim page holds when read back. Recovery and the groomer read pages
+// through it and format::HeaderValid (recovery.h, relocation.h), so writing and reading
+// are tested against each other (tests/ftl/page_codec_test.cc). Pure.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,17 @@ struct PageContent {
 // whole data area, the other entries are empty. Summary pages: entry 0 holds lbas[0] and
 // the data area's CRC. Not for parity pages (StripeLayout::FillParityMeta).
 void SealPage(const PageContent& page, std::vector<uint8_t>& data, uint8_t* meta);
+
+// The spare's header (type, version, sector count, epoch, seq), without its CRC.
+void WriteSpareHeader(uint8_t* meta, format::PageType type, uint64_t seq, uint32_t epoch, uint32_t spp);
+// The CRC over the header and `spp` sector entries, after them: the spare is sealed.
+void SealSpareCrc(uint8_t* meta, uint32_t spp);
+
+// The records of a trim page read back as `meta` / `data`, and their count in `*n`, or
+// null if the data area fails the CRC its entry 0 holds (a torn or never written page).
+// The count is bounded by what the data area can hold. The header is the caller's to
+// check (format::HeaderValid, type and epoch).
+const format::TrimRecord* TrimPageRecords(const uint8_t* meta, const std::vector<uint8_t>& data, uint64_t* n);
 
 // A page's entry in its LEB's summary (`1 + spp` words at `ent`): `seq | type << 56`, then
 // the slots' LBAs for data and atomic pages, kNoLba for any other type.

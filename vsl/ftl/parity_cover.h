@@ -11,6 +11,7 @@
 // leaves the table only by a final Cover.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -77,10 +78,7 @@ class ParityCover {
     Row* r = Find(leb, row);
     if (r == nullptr) return;
     auto& w = r->waiting;
-    for (std::size_t i = 0; i < w.size();) {
-      if (w[i] == b) w.erase(w.begin() + static_cast<std::ptrdiff_t>(i));
-      else ++i;
-    }
+    w.erase(std::remove(w.begin(), w.end(), b), w.end());
   }
   // A free stage slot for `r`, kept until the row's final Cover; false if none is free.
   // A row that owns one already keeps it.

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "vsl/core/crc.h"
 #include "vsl/ftl/ftl_format.h"
+#include "vsl/ftl/page_codec.h"
 
 namespace vsl::ftl {
 namespace f = format;
@@ -14,10 +14,6 @@ namespace f = format;
 namespace {
 
 const f::PageHeader* Header(const uint8_t* spare) { return reinterpret_cast<const f::PageHeader*>(spare); }
-
-const f::SectorEntry* Entries(const uint8_t* spare) {
-  return reinterpret_cast<const f::SectorEntry*>(spare + sizeof(f::PageHeader));
-}
 
 bool IsDataType(uint8_t type) {
   return type == static_cast<uint8_t>(f::PageType::kData) || type == static_cast<uint8_t>(f::PageType::kAtomicData);
@@ -49,8 +45,9 @@ ScanImage::Skip JudgeFirstRow(const ScanImage& img, uint32_t leb, const std::vec
   for (uint32_t d : dies) {
     const uint64_t j = img.Index(leb, d, 0);
     const bool readable = img.ok[j] && !img.meta[j].empty();
-    const bool valid = readable && (fmt.HeaderValid(img.meta[j].data()) || fmt.ParityValid(img.meta[j].data()));
-    newer = newer || (valid && NewerThan(img.meta[j].data(), fmt, after_seq));
+    const uint8_t* m = img.meta[j].data();
+    const bool valid = readable && (fmt.HeaderValid(m) || fmt.ParityValid(m));
+    newer = newer || (valid && Header(m)->epoch == fmt.epoch && Header(m)->seq > after_seq);
     const bool clean = readable && f::AllOnes(img.meta[j]);
     erased = erased && (clean || !valid);
   }
@@ -119,13 +116,12 @@ ReplayPlan PlanReplay(const ScanImage& img, const ScanPages& pages,
     const std::vector<uint8_t>& td = trim_data[k];
     if (td.empty()) continue;
     const PageRec& tp = pages.trim[k];
-    const f::SectorEntry* e = Entries(img.meta[img.Index(tp.leb, tp.die, tp.page)].data());
-    if (Crc32c(td.data(), td.size()) != e[0].crc) {
+    uint64_t n = 0;
+    const f::TrimRecord* recs = TrimPageRecords(img.meta[img.Index(tp.leb, tp.die, tp.page)].data(), td, &n);
+    if (recs == nullptr) {
       ++plan.torn;
       continue;
     }
-    const auto* recs = reinterpret_cast<const f::TrimRecord*>(td.data());
-    const uint64_t n = std::min<uint64_t>(e[0].lba, td.size() / sizeof(f::TrimRecord));
     for (uint64_t r = 0; r < n; ++r) {
       if (recs[r].seq <= after_seq) continue;
       if (f::IsCommitRecord(recs[r])) {
@@ -181,7 +177,6 @@ std::vector<uint64_t> ExpandSummary(const std::vector<uint64_t>& grid, uint32_t 
                                     const ScanFormat& fmt, ScanImage& img) {
   std::vector<uint64_t> trims;
   const uint32_t D = img.dies, S = fmt.spp;
-  const std::size_t n = f::MetaBytes(S) - 4;
   constexpr uint64_t kSeqMask = (uint64_t{1} << f::kSummaryTypeShift) - 1;
   for (uint64_t pos = 0; pos < uint64_t{D} * img.pages && (pos + 1) * (1 + S) <= grid.size(); ++pos) {
     const uint64_t* ent = &grid[pos * (1 + S)];
@@ -200,14 +195,12 @@ std::vector<uint64_t> ExpandSummary(const std::vector<uint64_t>& grid, uint32_t 
     }
     std::vector<uint8_t>& m = img.meta[i];
     m.assign(meta_bytes, 0xFF);
-    const f::PageHeader h{0xFF, type, f::kVersionMajor, static_cast<uint8_t>(S), fmt.epoch, ent[0] & kSeqMask};
-    std::memcpy(m.data(), &h, sizeof(h));
+    WriteSpareHeader(m.data(), static_cast<f::PageType>(type), ent[0] & kSeqMask, fmt.epoch, S);
     for (uint32_t s = 0; s < S; ++s) {
       const f::SectorEntry e{ent[1 + s], 0};
-      std::memcpy(m.data() + sizeof(h) + s * sizeof(e), &e, sizeof(e));
+      std::memcpy(m.data() + sizeof(f::PageHeader) + s * sizeof(e), &e, sizeof(e));
     }
-    const uint32_t crc = Crc32c(m.data(), n);
-    std::memcpy(m.data() + n, &crc, 4);
+    SealSpareCrc(m.data(), S);
     img.ok[i] = 1;
   }
   return trims;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "vsl/core/crc.h"
+#include "vsl/ftl/page_codec.h"
 
 namespace vsl::ftl {
 namespace f = format;
@@ -41,17 +41,13 @@ std::optional<Relocation::Read> Relocation::NextRead(uint32_t max_reads) {
 bool Relocation::CarryTrims(const uint8_t* meta, const std::vector<uint8_t>& data, uint32_t spp, uint32_t epoch,
                             uint64_t oldest, const std::function<void(const f::TrimRecord&, bool)>& seen) {
   const auto* ph = reinterpret_cast<const f::PageHeader*>(meta);
-  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta + sizeof(f::PageHeader));
-  const std::size_t hn = f::MetaBytes(spp) - 4;
-  uint32_t hcrc;
-  std::memcpy(&hcrc, meta + hn, 4);
-  if (ph->type != static_cast<uint8_t>(f::PageType::kTrim) || ph->epoch != epoch || ph->sectors != spp ||
-      Crc32c(meta, hn) != hcrc || Crc32c(data.data(), data.size()) != e[0].crc) {
+  if (!f::HeaderValid(meta, spp) || ph->type != static_cast<uint8_t>(f::PageType::kTrim) || ph->epoch != epoch) {
     return false;
   }
-  const uint64_t n = e[0].lba;
-  const auto* recs = reinterpret_cast<const f::TrimRecord*>(data.data());
-  for (uint64_t i = 0; i < n && i < data.size() / sizeof(f::TrimRecord); ++i) {
+  uint64_t n = 0;
+  const f::TrimRecord* recs = TrimPageRecords(meta, data, &n);
+  if (recs == nullptr) return false;
+  for (uint64_t i = 0; i < n; ++i) {
     const bool keep = recs[i].seq > oldest;
     if (seen) seen(recs[i], keep);
     if (keep) carry_.push_back(recs[i]);
