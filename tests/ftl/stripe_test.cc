@@ -66,6 +66,24 @@ TEST(StripeLayoutTest, ParityMetaRoundTripsAndRejectsDamageOrAnotherEpoch) {
   EXPECT_FALSE(s.ParityValid(meta.data(), 9));
 }
 
+TEST(StripeLayoutTest, NoParityWhereTheSpareCannotHoldOne) {
+  // 512 B sectors on test-small's 4 KiB page: 8 sector entries leave no room in its 120-byte
+  // spare for a parity spare (144 bytes), and format turns FlashBack off. A page whose
+  // header claims to be parity (garbage, or a lying header) must not be taken for one, and
+  // its check must not read past the spare: here a buffer holding a whole, valid parity
+  // spare of that sector count would pass a check that reads 144 bytes.
+  const nand::Geometry g = Geo();
+  ASSERT_GT(format::ParityMetaBytes(8), g.meta_bytes_per_page());
+  nand::Geometry roomy = g;
+  roomy.page_spare_bytes += 64;  // the same layout with room for it
+  StripeLayout wide(roomy, 8);
+  std::vector<uint8_t> meta(format::ParityMetaBytes(8), 0xFF);
+  wide.FillParityMeta(meta.data(), 5, 0b11, std::vector<uint8_t>(format::MetaBytes(8), 0), 3);
+  ASSERT_TRUE(wide.ParityValid(meta.data(), 3));
+  StripeLayout small(g, 8);
+  EXPECT_FALSE(small.ParityValid(meta.data(), 3));
+}
+
 TEST(StripeLayoutTest, XorIntoIsItsOwnInverse) {
   std::vector<uint8_t> a(1003), b(1003);
   for (std::size_t i = 0; i < a.size(); ++i) {

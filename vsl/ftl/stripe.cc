@@ -11,7 +11,7 @@ namespace vsl::ftl {
 namespace f = format;
 
 StripeLayout::StripeLayout(const nand::Geometry& g, uint32_t sectors_per_page)
-    : d_(g.dies_per_pipe()), p_(g.pages_per_block), s_(sectors_per_page) {
+    : d_(g.dies_per_pipe()), p_(g.pages_per_block), s_(sectors_per_page), meta_bytes_(g.meta_bytes_per_page()) {
   const uint64_t bytes = f::SummaryBytes(d_, p_, s_);
   const uint64_t k = (bytes + g.page_data_bytes - 1) / g.page_data_bytes;
   if (4 * k <= uint64_t{d_} * p_) summary_pages_ = static_cast<uint32_t>(k);
@@ -78,6 +78,10 @@ void StripeLayout::XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
 }
 
 bool StripeLayout::ParityValid(const uint8_t* meta, uint32_t epoch) const {
+  // A spare too small for a parity spare (512 B sectors on a small spare: the format
+  // turns FlashBack off) holds none, whatever its header says; checking its CRC would
+  // read past the spare.
+  if (f::ParityMetaBytes(s_) > meta_bytes_) return false;
   const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
   if (h->type != static_cast<uint8_t>(f::PageType::kParity) || h->version_major != f::kVersionMajor ||
       h->sectors != s_ || h->epoch != epoch) {

@@ -57,12 +57,15 @@ class StripeLayout {
   // (format::MetaBytes), CRC. `epoch` is the format's.
   void FillParityMeta(uint8_t* meta, uint64_t seq, uint64_t mask, const std::vector<uint8_t>& pmeta,
                       uint32_t epoch) const;
+  // A parity spare of this layout and `epoch` whose CRC checks; never true where the
+  // page's spare cannot hold one. Reads at most the page's spare.
   bool ParityValid(const uint8_t* meta, uint32_t epoch) const;
   static uint64_t ParityMask(const uint8_t* meta);
   static void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n);
 
  private:
   uint32_t d_, p_, s_;
+  uint32_t meta_bytes_;  // the page's spare for the host
   uint32_t summary_pages_ = 0;
   bool parity_ = false;
 };
