@@ -95,6 +95,51 @@ TEST_F(PageCodecTest, TrimPageRecordsReplayAsWritten) {
   EXPECT_EQ(PlanReplay(img_, pages, {data}, addr_, 0).torn, 1u);
 }
 
+TEST_F(PageCodecTest, ALyingRecordCountIsBoundedByThePage) {
+  // Entry 0 claims far more records than a page holds, with a CRC that checks: only what
+  // the data area can hold is read.
+  std::vector<uint8_t> data(geo_.page_data_bytes, 0);
+  auto meta = Meta();
+  WriteSpareHeader(meta.data(), f::PageType::kTrim, 9, kEpoch, kSpp);
+  const f::SectorEntry e{uint64_t{1} << 40, Crc32c(data.data(), data.size())};
+  std::memcpy(meta.data() + sizeof(f::PageHeader), &e, sizeof(e));
+  SealSpareCrc(meta.data(), kSpp);
+  ASSERT_TRUE(f::HeaderValid(meta.data(), kSpp));
+  uint64_t n = 0;
+  ASSERT_NE(TrimPageRecords(meta.data(), data, &n), nullptr);
+  EXPECT_EQ(n, geo_.page_data_bytes / sizeof(f::TrimRecord));
+  data[0] ^= 1;  // and a data area that fails its CRC gives none
+  EXPECT_EQ(TrimPageRecords(meta.data(), data, &n), nullptr);
+}
+
+TEST_F(PageCodecTest, FiveTwelveByteSectorsFillTheSpareAndReadBack) {
+  // 512 B sectors on the 4 KiB page: 8 entries, the most this 120-byte spare holds.
+  constexpr uint32_t kSpp8 = 8;
+  ASSERT_LE(f::MetaBytes(kSpp8), geo_.meta_bytes_per_page());
+  StripeLayout stripe8(geo_, kSpp8);
+  const ScanFormat fmt8{2, kEpoch, kSpp8, &stripe8};
+  std::vector<uint64_t> lbas(kSpp8);
+  for (uint32_t s = 0; s < kSpp8; ++s) lbas[s] = 1000 + s;
+  lbas[7] = f::kNoLba;
+  std::vector<uint8_t> data(kSpp8 * kSector, 0x3C);
+  PageContent c = Content(f::PageType::kData, 61);
+  c.spp = kSpp8;
+  c.used = 7;
+  c.lbas = lbas.data();
+  auto meta = Meta();
+  SealPage(c, data, meta.data());
+  ASSERT_TRUE(f::HeaderValid(meta.data(), kSpp8));
+  EXPECT_FALSE(stripe8.ParityValid(meta.data(), kEpoch));
+  ScanImage img(4, geo_.dies_per_pipe(), geo_.pages_per_block);
+  img.meta[img.Index(3, 2, 1)] = meta;
+  img.ok[img.Index(3, 2, 1)] = 1;
+  const ScanPages pages = SortScanPages(img, fmt8, 0, 0);
+  ASSERT_EQ(pages.data.size(), 1u);
+  const auto* e = reinterpret_cast<const f::SectorEntry*>(img.Spare(img.Index(3, 2, 1)) + sizeof(f::PageHeader));
+  for (uint32_t s = 0; s < kSpp8; ++s) EXPECT_EQ(e[s].lba, lbas[s]);
+  EXPECT_EQ(e[7].crc, Crc32c(data.data() + 7 * kSector, kSector));  // the zeroed padding's
+}
+
 TEST_F(PageCodecTest, SummaryEntryRebuildsTheSpareRecoveryWouldRead) {
   const std::vector<uint64_t> lbas = {7, 8, 9, f::kNoLba};
   PageContent c = Content(f::PageType::kAtomicData, 55);
