@@ -123,12 +123,12 @@ void Ftl::Impl::RelocateRebuilt(uint32_t leb, uint32_t die, uint32_t page, const
 }
 
 void Ftl::Impl::ReprotectPages(Function<void()> done) {
-  if (rw.reprotect_pages.empty()) return done();
+  if (rw.reprotect().empty()) return done();
   auto left = std::make_shared<uint32_t>(1);
   auto shared = std::make_shared<Function<void()>>(std::move(done));
   auto finish = [this, left, shared]() {
     if (--*left != 0) return;
-    rw.backlog_waiters.push_back([this, shared]() {
+    rw.WhenDrained([this, shared]() {
       SubmitOpen(host);
       SubmitOpen(gcap);
       f.Flush([shared](Status) { (*shared)(); });
@@ -137,9 +137,7 @@ void Ftl::Impl::ReprotectPages(Function<void()> done) {
     MaybeGroom();
     if (gc.reloc.victim() == nullptr) RunBacklogWaiters();  // no room will appear: do not wait
   };
-  std::vector<std::array<uint32_t, 3>> todo;
-  todo.swap(rw.reprotect_pages);
-  for (const auto& [leb, die, row] : todo) {
+  for (const auto& [leb, die, row] : rw.TakeReprotect()) {
     if (dies.failed(die)) continue;  // nothing to read: not recoverable (no parity)
     ++*left;
     auto buf = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();

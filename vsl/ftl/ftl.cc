@@ -263,7 +263,7 @@ std::string Ftl::TEST_DebugState() const {
   return pg + fmt::format(" pending [{}] atomic_inflight {} open_writes {} pages {} free_lebs {} "
                      "victim {} ckpt quiesce {} writing {} rewrites {} device_lost {}",
                      q, im.atomic_inflight, im.open_writes, im.pages.size(), lebs_.free_count(), v,
-                     im.ckpt.quiesce, im.ckpt.writing, im.rw.backlog.size(), im.device_lost);
+                     im.ckpt.quiesce, im.ckpt.writing, im.rw.size(), im.device_lost);
 }
 
 uint64_t Ftl::WriteRoom() {

@@ -1,10 +1,10 @@
 // Ftl::Impl: the FTL's dynamic state and the paths that share it, one file per concern
 // (docs/ftl.md, "Components": append, page_life, host_path, atomic, flashback_parity,
 // flashback_rebuild, groomer, lifecycle). State is grouped by the file that maintains it
-// (gc, cover, ckpt, reserve, rw); self-contained pieces are components of their own
+// (gc, cover, ckpt, reserve); self-contained pieces are components of their own
 // (LebTable, ForwardMap, PsaLayout, StripeLayout, DieHealth, the record codec, wear,
-// GroomPolicy, Relocation, AtomicBatch, AppendCursor, ParityCover, PooledStore, page_codec.h,
-// recovery.h).
+// GroomPolicy, Relocation, AtomicBatch, AppendCursor, ParityCover, RewriteBacklog,
+// PooledStore, page_codec.h, recovery.h).
 // Not part of the public surface.
 #pragma once
 
@@ -31,6 +31,7 @@
 #include "vsl/ftl/parity_cover.h"
 #include "vsl/ftl/psa.h"
 #include "vsl/ftl/relocation.h"
+#include "vsl/ftl/rewrite_backlog.h"
 #include "vsl/ftl/stripe.h"
 
 namespace vsl::ftl {
@@ -92,7 +93,6 @@ struct Ftl::PageBuf {
   // Back to the defaults for reuse, keeping the vectors' storage (PooledStore).
   void Recycle();
 };
-inline constexpr Psa kKeepMapping = kUnmapped - 1;
 
 struct Ftl::AppendPoint {
   AppendPoint(bool groomer, uint32_t dies, uint32_t pages) : gc(groomer), pos(dies, pages) {}
@@ -174,7 +174,8 @@ struct Ftl::Impl {
         gc(addr),
         dies(ftl.geo_.dies_per_pipe(), ftl.opts_.die_error_limit, ftl.opts_.die_error_window_ns),
         policy(ftl.lebs_, dies, stripe),
-        cover(ftl.pipe_.stage_slots()) {}
+        cover(ftl.pipe_.stage_slots()),
+        rw(addr, [this](uint32_t l) { ++f.lebs_.leb(l).pins; }, [this](uint32_t l) { UnpinLeb(l); }) {}
 
   // Every task the FTL schedules on its clock goes through these, so the owner can tell
   // when none is left (Ftl::Quiescent) before it destroys an FTL that did not shut down.
@@ -326,11 +327,6 @@ struct Ftl::Impl {
   uint32_t S() const { return f.spp_; }
   bool PlpDurableOnAccept() const { return f.pipe_.plp_state() == nand::PlpState::kHealthy; }
 
-  // A plain trim record covering `lba` (commit records cover nothing).
-  static bool TrimCovers(const f::TrimRecord& t, uint64_t lba) {
-    return !f::IsCommitRecord(t) && lba >= t.lba && lba - t.lba < t.count;
-  }
-
   // --- validity ---
   void SetValid(Psa p);
   void ClearValid(Psa p);
@@ -414,46 +410,18 @@ struct Ftl::Impl {
   // Puts trim records `trims` (of a page that failed) on a new page, its writes waiting
   // there; false when no page position can be had now.
   bool RetryTrim(const std::vector<f::TrimRecord>& trims, std::vector<WriteCtx*>& waiters);
-  struct DeferredTrim {
-    std::vector<f::TrimRecord> trims;
-    std::vector<WriteCtx*> waiters;
-  };
   void RunDeferredTrims();
-  // Trim records whose page failed and could not be written again: until every page
-  // older than them is done, a failed older write of those sectors (superseded by the
-  // trim in the map, with nothing durable after it) must fail too, not be acknowledged.
-  bool InFailedTrim(uint64_t lba, uint64_t after_seq) const {
-    for (const auto& t : rw.failed_trims) {
-      if (TrimCovers(t, lba) && t.seq > after_seq) return true;
-    }
-    return false;
-  }
-
   // `lba` was written again or trimmed after a write now being rewritten: that write's
   // acknowledgement must wait for the newer state to be durable, or a power cut could
   // leave the sector older than what was acknowledged. Adds the pages holding the newer
   // state that are not durable yet.
   void AddSupersedingHolders(uint64_t lba, PageBuf* except, std::vector<PageBuf*>& out);
 
-  // Sectors of failed pages that found no page when they were rewritten, oldest first.
-  struct RewriteJob {
-    uint64_t lba;
-    Psa from;  // the failed page's slot the map points at while the job waits
-    std::vector<uint8_t> data;
-    std::vector<WriteCtx*> waiters;  // each holds a reference until the sector has a page
-    Leb* victim;                        // a groomer victim it came from, held until then
-    Psa prev = kKeepMapping;         // where the sector goes back to if it never finds room
-    uint32_t pinned = UINT32_MAX;    // the LEB of `prev`, pinned while the job waits
-  };
-  // Pages that must be written again (page_life.cc): failed pages' live sectors, trim
-  // records whose page failed, pages an attach found without parity.
-  struct RewriteState {
-    std::deque<RewriteJob> backlog;
-    std::vector<DeferredTrim> deferred_trims;  // failed trim pages held by a checkpoint
-    std::vector<f::TrimRecord> failed_trims;   // see InFailedTrim
-    std::vector<std::array<uint32_t, 3>> reprotect_pages;  // (leb, die, row), see ReprotectPages
-    std::vector<Function<void()>> backlog_waiters;        // run once the backlog is empty
-  } rw;
+  // Pages that must be written again (rewrite_backlog.h; driven by page_life.cc): failed
+  // pages' live sectors that found no page, trim records whose page failed, pages an
+  // attach found without parity, and callers waiting for the backlog to drain.
+  using RewriteJob = RewriteBacklog<WriteCtx>::Job;
+  RewriteBacklog<WriteCtx> rw;
   // Live sectors of page (leb, die, page), read back, join the rewrite backlog.
   void QueueRewrite(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
                     const std::vector<uint8_t>& meta);

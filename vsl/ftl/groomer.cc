@@ -36,16 +36,14 @@ void Ftl::Impl::MaybeGroom() {
 }
 
 void Ftl::Impl::FailBacklog(const char* why) {
-  if (rw.backlog.empty()) return;
+  if (rw.empty()) return;
   Logger("ftl")->error("{}: {} sector(s) could not be rewritten under parity (no room)", why,
-                       rw.backlog.size());
-  std::vector<RewriteJob> jobs(std::make_move_iterator(rw.backlog.begin()),
-                               std::make_move_iterator(rw.backlog.end()));
-  rw.backlog.clear();
+                       rw.size());
+  std::vector<RewriteJob> jobs = rw.TakeAll();
   for (RewriteJob& job : jobs) {
     // The write never gets stored: the sector goes back to where it was before it.
     if (job.prev != kKeepMapping && f.map_.Get(job.lba) == job.from) Remap(job.lba, job.prev);
-    if (job.pinned != UINT32_MAX) UnpinLeb(job.pinned);
+    rw.Release(job);
     for (WriteCtx* w : job.waiters) {
       w->status = Status::IOError("no room to rewrite the sector after a program failure");
       Ack(w);
@@ -59,12 +57,12 @@ void Ftl::Impl::FailBacklog(const char* why) {
 }
 
 void Ftl::Impl::FailStuckWrites() {
-  if (gc.reloc.victim() != nullptr || (pending.empty() && rw.backlog.empty()) || device_lost ||
+  if (gc.reloc.victim() != nullptr || (pending.empty() && rw.empty()) || device_lost ||
       CheckpointWanted()) {
     return;
   }
   RunPending();
-  if (gc.reloc.victim() != nullptr || (pending.empty() && rw.backlog.empty()) ||
+  if (gc.reloc.victim() != nullptr || (pending.empty() && rw.empty()) ||
       f.lebs_.free_count() > f.opts_.gc_reserve_lebs) {
     return;
   }
@@ -259,8 +257,7 @@ void Ftl::Impl::MaybeFinishVictim() {
   // of its sector's previous copy; waiting for it here could deadlock (the room it needs
   // is this victim's), so the victim is kept (closed, not erased) and the job can still
   // go back to it.
-  uint32_t job_pins = 0;
-  for (const RewriteJob& j : rw.backlog) job_pins += j.pinned == v->index;
+  const uint32_t job_pins = rw.PinsOn(v->index);
   const Relocation::Verdict verdict = gc.reloc.Release(job_pins, device_lost);
   if (verdict == Relocation::Verdict::kRefs) {
     if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);

@@ -7,14 +7,13 @@ namespace vsl::ftl {
 
 void Ftl::Impl::RunPending() {
   if (device_lost) {
-    for (RewriteJob& job : rw.backlog) {
-      if (job.pinned != UINT32_MAX) UnpinLeb(job.pinned);
+    for (RewriteJob& job : rw.TakeAll()) {
+      rw.Release(job);
       for (WriteCtx* w : job.waiters) {
         w->status = Status::IOError("device lost (power cut)");
         Ack(w);
       }
     }
-    rw.backlog.clear();
     while (!pending.empty()) {
       Pending p = std::move(pending.front());
       pending.pop_front();

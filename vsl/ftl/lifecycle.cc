@@ -109,7 +109,7 @@ void Ftl::Impl::DropCheckpoint() {
 void Ftl::Impl::CheckShutdown() {
   if (!shutting_down || !shutdown_done) return;
   if (gc.reloc.victim() != nullptr || !pending.empty() || ckpt.writing) return;
-  if (!rw.backlog.empty()) {
+  if (!rw.empty()) {
     if (DrainRewrites()) return CheckShutdown();
     // No room and nothing being groomed (an uncovered page reads as it is).
     FailBacklog("shutdown");

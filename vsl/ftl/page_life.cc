@@ -48,17 +48,7 @@ void Ftl::Impl::RevertPage(PageBuf* b) {
         Pin(q, pv);
       }
     }
-    for (RewriteJob& j : rw.backlog) {
-      if (j.prev != here) continue;
-      // The job's pin moves with its place to go back to.
-      if (j.pinned != UINT32_MAX) UnpinLeb(j.pinned);
-      j.pinned = UINT32_MAX;
-      j.prev = b->prev[s];
-      if (j.prev < kKeepMapping) {
-        j.pinned = addr.LebOf(j.prev);
-        ++f.lebs_.leb(j.pinned).pins;
-      }
-    }
+    rw.Retarget(here, b->prev[s]);
   }
 }
 
@@ -67,11 +57,7 @@ void Ftl::Impl::MarkDurable(PageBuf* b) {
   b->durable = true;
   Unpin(b);
   inflight_seqs.Erase(b->seq);
-  if (!rw.failed_trims.empty()) {
-    uint64_t newest = 0;
-    for (const auto& t : rw.failed_trims) newest = std::max(newest, t.seq);
-    if (inflight_seqs.empty() || inflight_seqs.oldest() > newest) rw.failed_trims.clear();
-  }
+  rw.SettleFailedTrims(!inflight_seqs.empty(), inflight_seqs.empty() ? 0 : inflight_seqs.oldest());
   if (b->victim != nullptr) {
     gc.reloc.DropRef();
     b->victim = nullptr;
@@ -148,7 +134,7 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
     if (!RetryTrim(b->trims, b->waiters)) {
       // Held while a checkpoint has every LEB closed: written once it is done.
       if (ckpt.quiesce && !device_lost) {
-        rw.deferred_trims.push_back({b->trims, std::move(b->waiters)});
+        rw.Defer(b->trims, std::move(b->waiters));
         b->waiters.clear();
         MarkDurable(b);
         return;
@@ -167,7 +153,7 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
     const uint64_t lba = b->lbas[s];
     if (lba == f::kNoLba) continue;
     if (f.map_.Get(lba) != addr.Make(b->leb, b->die, b->page, s)) {
-      if (f.map_.Get(lba) == kUnmapped && InFailedTrim(lba, b->seq)) {
+      if (f.map_.Get(lba) == kUnmapped && rw.InFailedTrim(lba, b->seq)) {
         // Trimmed after this write, and that trim never reached flash: neither did
         // this write.
         for (WriteCtx* w : waiters) {
@@ -176,26 +162,9 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
       }
       AddSupersedingHolders(lba, b, targets);
       // Or a trim held back by a checkpoint: the writes wait for it to be stored.
-      if (f.map_.Get(lba) == kUnmapped) {
-        for (DeferredTrim& t : rw.deferred_trims) {
-          bool hit = false;
-          for (const auto& r : t.trims) hit = hit || TrimCovers(r, lba);
-          if (!hit) continue;
-          for (WriteCtx* w : waiters) {
-            if (std::find(t.waiters.begin(), t.waiters.end(), w) != t.waiters.end()) continue;
-            ++w->remaining;
-            t.waiters.push_back(w);
-          }
-        }
-      }
+      if (f.map_.Get(lba) == kUnmapped) rw.JoinDeferredCovering(lba, waiters);
       // The newer state may itself be waiting for room to be rewritten.
-      for (RewriteJob& j : rw.backlog) {
-        if (j.lba != lba || f.map_.Get(lba) != j.from) continue;
-        for (WriteCtx* w : waiters) {
-          ++w->remaining;
-          j.waiters.push_back(w);
-        }
-      }
+      rw.JoinJobsOf(lba, f.map_.Get(lba), waiters);
       continue;
     }
     const uint8_t* src = b->data.data() + uint64_t{s} * f.sector_bytes_;
@@ -209,16 +178,12 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
       Logger("ftl")->warn("no room to rewrite lba={} after a program failure; it waits for space", lba);
       RewriteJob job{lba, addr.Make(b->leb, b->die, b->page, s),
                      std::vector<uint8_t>(src, src + f.sector_bytes_), {}, b->victim, before};
-      if (before < kKeepMapping) {
-        job.pinned = addr.LebOf(before);
-        ++f.lebs_.leb(job.pinned).pins;
-      }
       if (job.victim != nullptr) gc.reloc.AddRef();
       for (WriteCtx* w : waiters) {
         ++w->remaining;
         job.waiters.push_back(w);
       }
-      rw.backlog.push_back(std::move(job));
+      rw.Add(std::move(job));
     } else if (std::find(targets.begin(), targets.end(), t) == targets.end()) {
       targets.push_back(t);
     }
@@ -253,9 +218,7 @@ bool Ftl::Impl::RetryTrim(const std::vector<f::TrimRecord>& trims, std::vector<W
 }
 
 void Ftl::Impl::RunDeferredTrims() {
-  std::vector<DeferredTrim> todo;
-  todo.swap(rw.deferred_trims);
-  for (DeferredTrim& t : todo) {
+  for (auto& t : rw.TakeDeferred()) {
     if (device_lost || !RetryTrim(t.trims, t.waiters)) {
       for (WriteCtx* c : t.waiters) {
         c->status = Status::IOError("trim could not be stored (power lost or no room)");
@@ -284,15 +247,15 @@ void Ftl::Impl::AddSupersedingHolders(uint64_t lba, PageBuf* except, std::vector
 void Ftl::Impl::QueueRewrite(uint32_t leb, uint32_t die, uint32_t page, const std::vector<uint8_t>& data,
                     const std::vector<uint8_t>& meta) {
   ForEachLiveSector(leb, die, page, data, meta, [&](uint64_t lba, Psa p, const uint8_t* src) {
-    rw.backlog.push_back({lba, p, std::vector<uint8_t>(src, src + f.sector_bytes_), {}, nullptr});
+    rw.Add({lba, p, std::vector<uint8_t>(src, src + f.sector_bytes_), {}, nullptr});
     return true;
   });
 }
 
 bool Ftl::Impl::DrainRewrites() {
   bool any = false;
-  while (!rw.backlog.empty()) {
-    RewriteJob& job = rw.backlog.front();
+  while (!rw.empty()) {
+    RewriteJob& job = rw.front();
     if (f.map_.Get(job.lba) != job.from) {
       // Written again or trimmed since: the job's copy is stale; its writes wait for
       // the newer state instead.
@@ -314,13 +277,10 @@ bool Ftl::Impl::DrainRewrites() {
         t->waiters.push_back(w);
       }
     }
-    std::vector<WriteCtx*> waiters = std::move(job.waiters);
-    Leb* v = job.victim;
-    const uint32_t pinned = job.pinned;  // the new page pins `prev` itself now
-    rw.backlog.pop_front();
-    if (pinned != UINT32_MAX) UnpinLeb(pinned);
-    for (WriteCtx* w : waiters) Ack(w);
-    if (v != nullptr) {
+    RewriteJob done = rw.TakeFront();
+    rw.Release(done);  // the new page pins `prev` itself now
+    for (WriteCtx* w : done.waiters) Ack(w);
+    if (done.victim != nullptr) {
       gc.reloc.DropRef();
       MaybeFinishVictim();
     }
@@ -334,12 +294,11 @@ bool Ftl::Impl::DrainRewrites() {
 }
 
 void Ftl::Impl::RunBacklogWaiters() {
-  if (rw.backlog_waiters.empty()) return;
-  if (!rw.backlog.empty()) {
-    Logger("ftl")->warn("{} sector(s) wait for room to be rewritten under parity", rw.backlog.size());
+  if (!rw.has_drain_waiters()) return;
+  if (!rw.empty()) {
+    Logger("ftl")->warn("{} sector(s) wait for room to be rewritten under parity", rw.size());
   }
-  std::vector<Function<void()>> w;
-  w.swap(rw.backlog_waiters);
+  std::vector<Function<void()>> w = rw.TakeDrainWaiters();
   Post([w = std::move(w)]() mutable {
     for (auto& fn : w) fn();
   });
@@ -347,7 +306,7 @@ void Ftl::Impl::RunBacklogWaiters() {
 
 void Ftl::Impl::FailWaiters(PageBuf* b) {
   if (b->type == f::PageType::kTrim && !device_lost) {
-    rw.failed_trims.insert(rw.failed_trims.end(), b->trims.begin(), b->trims.end());
+    rw.NoteFailedTrims(b->trims);
   }
   RevertPage(b);
   for (WriteCtx* c : b->waiters) {

@@ -227,10 +227,10 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
         lebs_.SetState(l, LebState::kClosed);
         // A LEB cut while open may hold members no parity covers (written after its
         // row's last durable parity): FlashBack moves their data into protected LEBs.
-        const std::size_t before = impl_->rw.reprotect_pages.size();
+        const std::size_t before = impl_->rw.reprotect().size();
         if (impl_->stripe.parity() && !img.summarized[i]) {
-          if (!RowsCovered(img, i, l, impl_->dies, ScanFmt(), impl_->rw.reprotect_pages)) impl_->Reprotect(l);
-          unprotected += impl_->rw.reprotect_pages.size() != before || l.unprotected;
+          if (!RowsCovered(img, i, l, impl_->dies, ScanFmt(), impl_->rw.reprotect())) impl_->Reprotect(l);
+          unprotected += impl_->rw.reprotect().size() != before || l.unprotected;
         }
       } else {
         l.open_seq = 0;
@@ -240,7 +240,7 @@ void Ftl::Scan(uint64_t after_seq, Function<void(Status)> done) {
     if (unprotected != 0) {
       impl_->Event(fmt::format("FlashBack: {} LEB(s) cut while open hold {} page(s) no parity "
                                "covers; moving their data into protected LEBs",
-                               unprotected, impl_->rw.reprotect_pages.size()));
+                               unprotected, impl_->rw.reprotect().size()));
     }
     auto d = std::move(ctx->done);
     d(Status::Ok());
