@@ -1,5 +1,6 @@
 // The card image: creation, persistence, and clear errors for foreign or damaged files.
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "tests/simcard/card_fixture.h"
 #include "vsl/core/crc.h"
 #include "vsl/simcard/image.h"
+#include "vsl/simcard/profile.h"
 
 namespace vsl::testing {
 namespace {
@@ -196,6 +198,83 @@ TEST(ImageLayoutTest, TablesAreAlignedAndSlotsHoldDataAndSpare) {
   EXPECT_EQ(l.page_slot_bytes, 8192u + 448u);
   // One controller of the full card: 48 dies x 16384 blocks x 128 pages.
   EXPECT_EQ(l.file_bytes - l.data_offset, uint64_t{48} * 16384 * 128 * (8192 + 448));
+}
+
+
+// Page slots are written through a mapping of the image: on a filesystem that fills up, a
+// program must fail with a clear error (the block could not be allocated), never fault
+// the process, and what was programmed before stays readable.
+TEST(ImageSpaceTest, AFullFilesystemFailsTheProgramInsteadOfFaulting) {
+  const std::string dir = ::testing::TempDir() + "/vsl-image-full";
+  std::filesystem::create_directories(dir);
+  ::umount2(dir.c_str(), MNT_DETACH);  // left by a run that crashed, if any
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=2m") != 0) {
+    GTEST_SKIP() << "cannot mount a small tmpfs here (" << std::strerror(errno)
+                 << "): needs root; the full-filesystem path is not exercised";
+  }
+  struct Unmount {
+    std::string d;
+    ~Unmount() { ::umount(d.c_str()); }
+  } unmount{dir};
+  auto prof = simcard::FindProfile("test-small");
+  ASSERT_TRUE(prof.ok());
+  auto img = simcard::ControllerImage::Create(dir + "/c0.img", *prof, 0, 1, "S", 1);
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  simcard::ControllerImage& im = **img;
+  const nand::Geometry& g = im.geometry();
+  std::vector<uint8_t> slot(g.page_data_bytes + g.page_spare_bytes);
+  Status failed;
+  uint32_t written = 0;
+  for (uint32_t b = 0; b < g.blocks_per_lun && failed.ok(); ++b) {
+    for (uint32_t p = 0; p < g.pages_per_block && failed.ok(); ++p) {
+      std::fill(slot.begin(), slot.end(), static_cast<uint8_t>(b * 7 + p));
+      failed = im.WriteSlot(0, b, p, slot.data());
+      written += failed.ok();
+    }
+  }
+  ASSERT_FALSE(failed.ok()) << "2 MiB held every slot of die 0?";
+  EXPECT_EQ(failed.code(), StatusCode::kNoSpace) << failed.ToString();
+  ASSERT_GT(written, 0u);
+  std::vector<uint8_t> back(slot.size());
+  ASSERT_TRUE(im.ReadSlot(0, 0, 1, back.data()).ok());
+  EXPECT_EQ(back[0], 1u);
+  EXPECT_EQ(back.back(), 1u);
+  // An erased block keeps its slots for its next program (up to a share of the blocks):
+  // it programs again on the full filesystem.
+  im.EraseBlockPages(0, 0);
+  EXPECT_TRUE(im.WriteSlot(0, 0, 0, slot.data()).ok());
+}
+
+// Erased blocks keep their slots only up to 1/kKeptErasedShare of the blocks: past that,
+// an erase gives the block's room back, so an image whose data is erased shrinks.
+TEST(ImageSpaceTest, ErasedBlocksGiveTheirRoomBackBeyondTheKeptShare) {
+  const std::string dir = ::testing::TempDir() + "/vsl-image-kept";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto prof = simcard::FindProfile("test-small");
+  ASSERT_TRUE(prof.ok());
+  auto img = simcard::ControllerImage::Create(dir + "/c0.img", *prof, 0, 1, "S", 1);
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  simcard::ControllerImage& im = **img;
+  const nand::Geometry& g = im.geometry();
+  const uint64_t block_bytes = uint64_t{g.pages_per_block} * (g.page_data_bytes + g.page_spare_bytes);
+  std::vector<uint8_t> slot(g.page_data_bytes + g.page_spare_bytes, 0x5a);
+  const uint64_t empty = im.AllocatedBytes();
+  for (uint32_t d = 0; d < im.dies(); ++d) {
+    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) ASSERT_TRUE(im.WriteSlot(d, b, 0, slot.data()).ok());
+  }
+  const uint64_t blocks = uint64_t{im.dies()} * g.blocks_per_lun;
+  // (Slots are not page-aligned: a block shares a filesystem page with each neighbour,
+  // which a punch cannot free, hence a page per block of slack.)
+  const uint64_t slack = blocks * 4096;
+  EXPECT_GE(im.AllocatedBytes() - empty + slack, blocks * block_bytes);  // every block's slots backed
+  for (uint32_t d = 0; d < im.dies(); ++d) {
+    for (uint32_t b = 0; b < g.blocks_per_lun; ++b) im.EraseBlockPages(d, b);
+  }
+  const uint64_t kept = blocks / simcard::ControllerImage::kKeptErasedShare;
+  EXPECT_LE(im.AllocatedBytes() - empty, (kept + 1) * block_bytes + slack);
+  EXPECT_GE(im.AllocatedBytes() - empty + slack, kept * block_bytes);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

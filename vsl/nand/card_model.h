@@ -51,6 +51,9 @@ struct Reliability {
   double torn_reads_as_garbage = 0.25;  // share of torn pages that ECC passes as garbage
 
   double Rber(uint32_t pe, uint32_t reads_since_erase) const;
+  // Rber's terms of wear alone: Rber(pe, r) == RberOfWear(pe) + rber_read_disturb * r,
+  // exactly (so a model may keep it per erase count).
+  double RberOfWear(uint32_t pe) const;
   double FailProbability(uint32_t pe) const;
 };
 

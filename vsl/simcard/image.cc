@@ -277,8 +277,8 @@ Result<std::unique_ptr<ControllerImage>> ControllerImage::Map(int fd, const std:
   auto pp = nand::onfi::DecodeOne(h.param_page);
   if (!pp.ok()) return fail(Status::Corruption("stored parameter page is damaged"));
 
-  const uint64_t map_bytes = l.data_offset;
-  void* m = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const uint64_t map_bytes = l.file_bytes;
+  void* m = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
   if (m == MAP_FAILED) return fail(Status::FromErrno(errno, "mmap"));
 
   auto img = std::unique_ptr<ControllerImage>(new ControllerImage());
@@ -286,6 +286,8 @@ Result<std::unique_ptr<ControllerImage>> ControllerImage::Map(int fd, const std:
   img->fd_ = fd;
   img->map_ = static_cast<uint8_t*>(m);
   img->map_bytes_ = map_bytes;
+  img->meta_bytes_ = l.data_offset;
+  img->allocated_.assign(uint64_t{g.dies_per_controller()} * g.blocks_per_lun, 0);
   img->header_ = reinterpret_cast<const ImageHeader*>(img->map_);
   img->state_ = reinterpret_cast<ImageState*>(img->map_ + format::kStateOffset);
   img->lifetime_ = reinterpret_cast<format::LifetimeRecord*>(img->map_ + format::kLifetimeOffset);
@@ -324,27 +326,69 @@ Result<std::unique_ptr<ControllerImage>> ControllerImage::Map(int fd, const std:
 
 ControllerImage::~ControllerImage() {
   if (map_ != nullptr) {
-    ::msync(map_, map_bytes_, MS_SYNC);
+    ::msync(map_, meta_bytes_, MS_SYNC);
     ::munmap(map_, map_bytes_);
   }
   if (fd_ >= 0) ::close(fd_);
 }
 
+Status ControllerImage::Allocate(uint32_t d, uint32_t b, uint32_t p) {
+  uint8_t& done = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
+  if (done == kKept) {
+    --kept_;
+    done = kAllocated;
+  }
+  if (done == kAllocated) return Status::Ok();
+  const uint64_t start = SlotOffset(d, b, p);
+  const uint64_t len = uint64_t{geometry_.pages_per_block - p} * header_->page_slot_bytes;
+  while (::fallocate(fd_, 0, static_cast<off_t>(start), static_cast<off_t>(len)) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EOPNOTSUPP) {
+      pwrite_slots_ = true;  // a write through the mapping could not report a full disk
+      return Status::Ok();
+    }
+    return Status::FromErrno(errno, "card image: allocate a block's page slots");
+  }
+  done = kAllocated;
+  // Map the block's pages now, in one call, rather than fault them in a page at a time
+  // as its slots are written (best effort: older kernels lack it).
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t first = start / page * page;
+  (void)::madvise(map_ + first, start + len - first, MADV_POPULATE_WRITE);
+  return Status::Ok();
+}
+
 Status ControllerImage::WriteSlot(uint32_t d, uint32_t b, uint32_t p, const uint8_t* slot) {
-  return PwriteAll(fd_, slot, header_->page_slot_bytes, SlotOffset(d, b, p));
+  if (Status s = Allocate(d, b, p); !s.ok()) return s;
+  if (pwrite_slots_) return PwriteAll(fd_, slot, header_->page_slot_bytes, SlotOffset(d, b, p));
+  std::memcpy(map_ + SlotOffset(d, b, p), slot, header_->page_slot_bytes);
+  return Status::Ok();
 }
 
 Status ControllerImage::ReadSlot(uint32_t d, uint32_t b, uint32_t p, uint8_t* slot) const {
-  return PreadAll(fd_, slot, header_->page_slot_bytes, SlotOffset(d, b, p));
+  std::memcpy(slot, map_ + SlotOffset(d, b, p), header_->page_slot_bytes);
+  return Status::Ok();
 }
 
 Status ControllerImage::ReadSlotRange(uint32_t d, uint32_t b, uint32_t p, uint64_t offset,
                                       uint64_t len, uint8_t* out) const {
-  return PreadAll(fd_, out, len, SlotOffset(d, b, p) + offset);
+  if (offset > header_->page_slot_bytes || len > header_->page_slot_bytes - offset) {
+    return Status::InvalidArgument("card image read past the page slot");
+  }
+  std::memcpy(out, map_ + SlotOffset(d, b, p) + offset, len);
+  return Status::Ok();
 }
 
 void ControllerImage::EraseBlockPages(uint32_t d, uint32_t b) {
   std::memset(page_table_ + PageIndex(d, b, 0), 0, geometry_.pages_per_block);
+  uint8_t& a = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
+  if (a == kKept) return;
+  if (a == kAllocated && !pwrite_slots_ && kept_ < allocated_.size() / kKeptErasedShare) {
+    a = kKept;
+    ++kept_;
+    return;
+  }
+  a = kUnknown;
   const uint64_t start = SlotOffset(d, b, 0);
   const uint64_t len = uint64_t{geometry_.pages_per_block} * header_->page_slot_bytes;
   // Best effort: a filesystem without hole punching keeps the old bytes, which is fine
@@ -368,7 +412,7 @@ Status ControllerImage::SyncState() {
 
 Status ControllerImage::Sync() {
   state_->crc = StateCrc(*state_);
-  if (::msync(map_, map_bytes_, MS_SYNC) != 0) return Status::FromErrno(errno, "msync card image");
+  if (::msync(map_, meta_bytes_, MS_SYNC) != 0) return Status::FromErrno(errno, "msync card image");
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 // pread/pwrite. Not thread-safe: owned by the card's engine.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,13 +61,21 @@ class ControllerImage {
     page_table_[PageIndex(d, b, p)] = static_cast<uint8_t>(s);
   }
 
-  // Whole slot I/O: data (page_data_bytes) then raw spare (page_spare_bytes).
+  // Whole slot I/O: data (page_data_bytes) then raw spare (page_spare_bytes). The slots
+  // are mapped (no system call per page): a block's slots are allocated in the file
+  // (fallocate) before its first program since it was erased or the image was opened, so
+  // a full filesystem fails that program with a clear error instead of faulting the
+  // process; where the filesystem cannot allocate ahead, slots go through pwrite.
   Status WriteSlot(uint32_t d, uint32_t b, uint32_t p, const uint8_t* slot);
   Status ReadSlot(uint32_t d, uint32_t b, uint32_t p, uint8_t* slot) const;
   // Reads `len` bytes at `offset` inside the slot.
   Status ReadSlotRange(uint32_t d, uint32_t b, uint32_t p, uint64_t offset, uint64_t len,
                        uint8_t* out) const;
-  // Erases a block's pages: page states to kErased, slots punched out of the file.
+  // Erases a block's pages: page states to kErased. Its slots are punched out of the file
+  // unless they are kept for the block's next program: up to kKeptErasedShare of a
+  // controller's blocks (the free pool a groomer cycles through) keep theirs, so steady
+  // writes do not give pages back and fault them in again; beyond that, an image holds
+  // only what is programmed plus that share.
   void EraseBlockPages(uint32_t d, uint32_t b);
 
   format::ImageState& state() { return *state_; }
@@ -91,10 +100,26 @@ class ControllerImage {
     return header_->data_offset + PageIndex(d, b, p) * header_->page_slot_bytes;
   }
 
+  // Makes sure block (d, b)'s slots from page `p` on are backed by the file.
+  Status Allocate(uint32_t d, uint32_t b, uint32_t p);
+
   std::string path_;
   int fd_ = -1;
-  uint8_t* map_ = nullptr;  // header .. end of page table
+  uint8_t* map_ = nullptr;  // the whole file: header, tables, page slots
   uint64_t map_bytes_ = 0;
+  uint64_t meta_bytes_ = 0;  // header .. end of page table (what Sync flushes)
+  // Per block: kUnknown (not allocated since open, or punched), kAllocated (backed from
+  // its first program since then), kKept (erased, slots kept for its next program).
+  enum : uint8_t { kUnknown = 0, kAllocated = 1, kKept = 2 };
+  std::vector<uint8_t> allocated_;
+  // Blocks in kKept. A controller's pipes (engine threads of their own) share the image:
+  // each block's entry belongs to its die's pipe, the count is shared (the bound may be
+  // passed by one block per racing erase, which only keeps a little more room).
+  std::atomic<uint64_t> kept_{0};
+ public:
+  static constexpr uint32_t kKeptErasedShare = 8;  // 1/8 of the blocks at most
+ private:
+  bool pwrite_slots_ = false;       // the filesystem cannot allocate ahead
   const format::ImageHeader* header_ = nullptr;
   format::ImageState* state_ = nullptr;
   format::LifetimeRecord* lifetime_ = nullptr;

@@ -14,10 +14,13 @@ Timing Timing::Null() {
   return t;
 }
 
-double Reliability::Rber(uint32_t pe, uint32_t reads_since_erase) const {
+double Reliability::RberOfWear(uint32_t pe) const {
   const double wear = static_cast<double>(pe) / endurance_cycles;
-  return rber_base + rber_wear * std::pow(wear, rber_wear_exp) +
-         rber_read_disturb * reads_since_erase;
+  return rber_base + rber_wear * std::pow(wear, rber_wear_exp);
+}
+
+double Reliability::Rber(uint32_t pe, uint32_t reads_since_erase) const {
+  return RberOfWear(pe) + rber_read_disturb * reads_since_erase;
 }
 
 double Reliability::FailProbability(uint32_t pe) const {

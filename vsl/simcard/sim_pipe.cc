@@ -117,7 +117,35 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
   Completion c{status, corrected, op->submit_ns, Now()};
   FlashCallback cb = std::move(op->done);
   FreeOp(op);
-  clock_->Post([cb = std::move(cb), c]() mutable { cb(c); });
+  Deliver(std::move(cb), c);
+}
+
+SimPipe::WearTerms SimPipe::WearAt(uint32_t pe) {
+  static constexpr uint32_t kMaxCached = 1u << 20;  // erase counts beyond: computed each time
+  if (pe >= kMaxCached) return {rel_.FailProbability(pe), rel_.RberOfWear(pe)};
+  if (pe >= wear_terms_.size()) wear_terms_.resize(std::max<std::size_t>(pe + 1, wear_terms_.size() * 2));
+  WearTerms& w = wear_terms_[pe];
+  if (w.fail < 0) w = {rel_.FailProbability(pe), rel_.RberOfWear(pe)};
+  return w;
+}
+
+void SimPipe::Deliver(FlashCallback cb, const Completion& c) {
+  Delivery* d;
+  if (free_deliveries_.empty()) {
+    d = &deliveries_.emplace_back();
+  } else {
+    d = free_deliveries_.back();
+    free_deliveries_.pop_back();
+  }
+  d->cb = std::move(cb);
+  d->c = c;
+  clock_->Post([this, d] {
+    FlashCallback run = std::move(d->cb);
+    const Completion done = d->c;
+    d->cb.Reset();
+    free_deliveries_.push_back(d);
+    run(done);
+  });
 }
 
 void SimPipe::Reject(FlashCallback done, FlashStatus status) {

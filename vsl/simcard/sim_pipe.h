@@ -173,8 +173,27 @@ class SimPipe final : public nand::FlashPipe {
   std::vector<Die> dies_;
   std::vector<Channel> channels_;
   std::vector<Rng> die_rng_;
+  // rel_'s wear terms by erase count, each computed once (std::pow per program and per
+  // read was a visible share of the model's CPU): the same doubles as calling rel_.
+  struct WearTerms {
+    double fail = -1, rber = -1;  // -1: not computed yet
+  };
+  std::vector<WearTerms> wear_terms_;
+  WearTerms WearAt(uint32_t pe);
+  double FailProbability(uint32_t pe) { return WearAt(pe).fail; }
+  double Rber(uint32_t pe, uint32_t reads) { return WearAt(pe).rber + rel_.rber_read_disturb * reads; }
   OpList all_;                         // every outstanding op
   std::vector<std::unique_ptr<Op>> pool_;  // free ops for reuse
+  // A completion on its way to its callback at the next turn of the clock. The posted
+  // task holds only a pointer to one of these (a callback and a Completion do not fit a
+  // Function's inline storage), so delivering a completion allocates nothing.
+  struct Delivery {
+    nand::FlashCallback cb;
+    nand::Completion c;
+  };
+  std::deque<Delivery> deliveries_;          // every one made (stable addresses)
+  std::vector<Delivery*> free_deliveries_;  // of which free for reuse
+  void Deliver(nand::FlashCallback cb, const nand::Completion& c);
   uint64_t next_serial_ = 1;
   uint64_t next_qseq_ = 1;
   PlpJournal* journal_ = nullptr;  // owned by the card; null: not journaled

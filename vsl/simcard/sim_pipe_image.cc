@@ -44,7 +44,7 @@ FlashStatus SimPipe::ApplyProgram(Op* op) {
   ++stats_.programs;
   rec.next_page = static_cast<uint16_t>(p.page + 1);
   const bool injected = inject_program_fail_.erase(Key(p)) > 0;
-  if (injected || die_rng_[p.die].Bernoulli(rel_.FailProbability(rec.erase_count))) {
+  if (injected || die_rng_[p.die].Bernoulli(FailProbability(rec.erase_count))) {
     rec.flags |= format::kBlockGrownBad;
     image().set_page_state(idie, p.block, p.page, PageState::kTornUncorrectable);
     return FlashStatus::kProgramFail;
@@ -71,7 +71,7 @@ FlashStatus SimPipe::ApplyErase(uint32_t die, uint32_t block) {
   life_.erases += 1;
   ++rec.erase_count;
   const bool injected = inject_erase_fail_.erase(Key({die, block, 0})) > 0;
-  if (injected || die_rng_[die].Bernoulli(rel_.FailProbability(rec.erase_count))) {
+  if (injected || die_rng_[die].Bernoulli(FailProbability(rec.erase_count))) {
     rec.flags |= format::kBlockGrownBad;
     return FlashStatus::kEraseFail;
   }
@@ -148,7 +148,7 @@ FlashStatus SimPipe::DoRead(Op* op, uint32_t* corrected) {
   // Statistical ECC: each codeword read sees Binomial(bits, rber) raw bit errors; up to t
   // are corrected (and counted), more make the read uncorrectable and the codeword comes
   // back with those bits flipped. The last codeword also carries the host metadata.
-  const double rber = rel_.Rber(rec.erase_count, rec.reads_since_erase);
+  const double rber = Rber(rec.erase_count, rec.reads_since_erase);
   const uint32_t last = g_.codewords_per_page() - 1;
   const bool need_last = op->meta != nullptr && op->first_sector + op->sector_count <= last;
   FlashStatus st = FlashStatus::kOk;
@@ -196,7 +196,7 @@ FlashStatus SimPipe::ReadBitExact(Op* op, PageState state, const format::BlockRe
   }
   // Each codeword sensed sees Binomial(bits, rber) raw errors at distinct positions of its
   // message and parity; the decoder then corrects, flags or (rarely) miscorrects.
-  const double rber = rel_.Rber(rec.erase_count, rec.reads_since_erase);
+  const double rber = Rber(rec.erase_count, rec.reads_since_erase);
   const uint32_t last = g_.codewords_per_page() - 1;
   const bool need_last = op->meta != nullptr && op->first_sector + op->sector_count <= last;
   Rng& rng = die_rng_[p.die];
