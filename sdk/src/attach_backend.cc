@@ -158,6 +158,7 @@ class AttachBackend : public Backend {
     caps_.queue_depth = kEntries;
     slots_.resize(kEntries);
     for (uint32_t i = 0; i < kEntries; ++i) free_slots_.push_back(kEntries - 1 - i);
+    cq_head_ = hdr_->cq_head.value.load(std::memory_order_relaxed);
     thread_ = std::thread([this] { CompletionLoop(); });
     return 0;
   }
@@ -341,23 +342,36 @@ class AttachBackend : public Backend {
     return true;
   }
 
+  void Poll() override {
+    std::unique_lock<std::mutex> l(reap_mu_, std::try_to_lock);
+    if (l.owns_lock() && region_ != nullptr) Reap();
+  }
+
+  // Finishes every completion on the ring. Under reap_mu_ (the completion thread and
+  // spinning waiters both reap; one at a time, in ring order).
+  void Reap() {
+    const uint32_t tail = hdr_->cq_tail.value.load(std::memory_order_acquire);
+    while (cq_head_ != tail) {
+      const Cqe c = cq_[cq_head_ & (kEntries - 1)];
+      ++cq_head_;
+      hdr_->cq_head.value.store(cq_head_, std::memory_order_release);
+      if (c.tag < kEntries && Claim(static_cast<uint32_t>(c.tag))) {
+        Finish(static_cast<uint32_t>(c.tag), c.result, c.next, c.runs);
+      }
+    }
+  }
+
   void CompletionLoop() {
     pollfd pf[3] = {{cq_efd_, POLLIN, 0}, {sock_, POLLIN, 0}, {wake_efd_, POLLIN, 0}};
-    uint32_t head = hdr_->cq_head.value.load(std::memory_order_relaxed);
     for (;;) {
       if (::poll(pf, 3, -1) < 0 && errno != EINTR) break;
       if (pf[0].revents & POLLIN) {
         uint64_t v;
         (void)!::read(cq_efd_, &v, sizeof(v));
       }
-      const uint32_t tail = hdr_->cq_tail.value.load(std::memory_order_acquire);
-      while (head != tail) {
-        const Cqe c = cq_[head & (kEntries - 1)];
-        ++head;
-        hdr_->cq_head.value.store(head, std::memory_order_release);
-        if (c.tag < kEntries && Claim(static_cast<uint32_t>(c.tag))) {
-          Finish(static_cast<uint32_t>(c.tag), c.result, c.next, c.runs);
-        }
+      {
+        std::lock_guard<std::mutex> l(reap_mu_);
+        Reap();
       }
       if (pf[2].revents != 0) break;  // Stop
       if (pf[1].revents != 0) {
@@ -389,6 +403,7 @@ class AttachBackend : public Backend {
       (void)!::write(wake_efd_, &one, sizeof(one));
       thread_.join();
     }
+    std::lock_guard<std::mutex> l(reap_mu_);  // no waiter is reaping the ring it unmaps
     if (region_ != nullptr) {
       ::munmap(region_, region_bytes_);
       region_ = nullptr;
@@ -415,6 +430,8 @@ class AttachBackend : public Backend {
   std::vector<uint32_t> free_slots_;
   std::vector<Pending> slots_;
   std::mutex sq_mu_;  // submitters
+  std::mutex reap_mu_;    // the completion ring's consumer side
+  uint32_t cq_head_ = 0;  // next completion to take (under reap_mu_)
   std::thread thread_;
 };
 

@@ -41,6 +41,12 @@ class Backend {
   virtual void WaitUntil(const std::function<bool()>& ready, const std::function<void()>& block) {
     while (!ready()) block();
   }
+  // Any thread, never blocks: delivers completions that have already arrived (their
+  // `done` runs on the caller). Waiters call it while they spin, so an application
+  // waiting for an attached device takes its completions off the ring itself instead of
+  // waiting for the backend's completion thread to be woken. A no-op where completions
+  // are delivered by the engine directly.
+  virtual void Poll() {}
   virtual void* BufAlloc(size_t bytes);
   virtual void BufFree(void* p);
   // Stops the backend after every op has completed (clean detach in-process).
