@@ -346,11 +346,23 @@ class AttachBackend : public Backend {
     std::unique_lock<std::mutex> l(reap_mu_, std::try_to_lock);
     if (l.owns_lock() && region_ != nullptr) Reap();
   }
+  // While a waiter spins, vsld leaves the completion eventfd alone (the waiter reaps);
+  // after it stops, one more reap takes what vsld published before it saw the count
+  // drop (shm_format.h, cq_pollers).
+  void SpinBegin() override {
+    if (region_ != nullptr) hdr_->cq_pollers.value.fetch_add(1, std::memory_order_seq_cst);
+  }
+  void SpinEnd() override {
+    if (region_ == nullptr) return;
+    hdr_->cq_pollers.value.fetch_sub(1, std::memory_order_seq_cst);
+    std::lock_guard<std::mutex> l(reap_mu_);
+    if (region_ != nullptr) Reap();
+  }
 
   // Finishes every completion on the ring. Under reap_mu_ (the completion thread and
   // spinning waiters both reap; one at a time, in ring order).
   void Reap() {
-    const uint32_t tail = hdr_->cq_tail.value.load(std::memory_order_acquire);
+    const uint32_t tail = hdr_->cq_tail.value.load(std::memory_order_seq_cst);
     while (cq_head_ != tail) {
       const Cqe c = cq_[cq_head_ & (kEntries - 1)];
       ++cq_head_;

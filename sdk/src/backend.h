@@ -47,6 +47,10 @@ class Backend {
   // waiting for the backend's completion thread to be woken. A no-op where completions
   // are delivered by the engine directly.
   virtual void Poll() {}
+  // Bracket a waiter's spin (calls of Poll): between them the backend may rely on the
+  // waiter to take completions, and after SpinEnd it must deliver them itself again.
+  virtual void SpinBegin() {}
+  virtual void SpinEnd() {}
   virtual void* BufAlloc(size_t bytes);
   virtual void BufFree(void* p);
   // Stops the backend after every op has completed (clean detach in-process).

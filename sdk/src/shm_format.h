@@ -19,7 +19,7 @@ namespace vsl::sdk::shm {
 
 inline constexpr uint64_t kHelloMagic = 0x4F4C4C4548535600ULL;  // "\0VSHELLO"
 inline constexpr uint64_t kRegionMagic = 0x4E4F494745525356ULL;  // "VSREGION"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;  // 2: cq_pollers
 inline constexpr uint32_t kMaxEntries = 4096;
 inline constexpr uint64_t kMaxDataBytes = uint64_t{1} << 32;
 
@@ -50,6 +50,11 @@ struct Header {
   uint32_t entries;
   uint64_t sq_offset, cq_offset, data_offset, data_bytes;
   RingIndex sq_head, sq_tail, cq_head, cq_tail;
+  // Application threads spinning on the completion ring right now (they take completions
+  // off it themselves). vsld writes the completion eventfd only when it reads 0 here
+  // after publishing cq_tail; a poller that stops decrements it and then takes what is on
+  // the ring once more (both sides seq_cst: one of them always sees the other).
+  RingIndex cq_pollers;
 };
 
 struct Sqe {

@@ -80,7 +80,7 @@ class ShmServer::Session {
       return false;
     }
     if (h.version != kVersion) {
-      Reply(-EPROTONOSUPPORT, "SDK protocol version " + std::to_string(h.version) + " (vsld speaks 1)");
+      Reply(-EPROTONOSUPPORT, "SDK protocol version " + std::to_string(h.version) + " (vsld speaks " + std::to_string(kVersion) + ")");
       return false;
     }
     h.lun[sizeof(h.lun) - 1] = '\0';
@@ -162,8 +162,10 @@ class ShmServer::Session {
       std::lock_guard<std::mutex> l(cq_mu_);
       const uint32_t t = hdr_->cq_tail.value.load(std::memory_order_relaxed);
       cq_[t & (entries_ - 1)] = {tag, result, next, runs};
-      hdr_->cq_tail.value.store(t + 1, std::memory_order_release);
+      hdr_->cq_tail.value.store(t + 1, std::memory_order_seq_cst);
     }
+    // An application thread spinning on the ring takes it from there (shm_format.h).
+    if (hdr_->cq_pollers.value.load(std::memory_order_seq_cst) != 0) return;
     const uint64_t one = 1;
     (void)!::write(cq_efd_, &one, sizeof(one));
   }

@@ -49,12 +49,13 @@ int64_t RunSync(vsl_dev* dev, Op* op) {
   dev->backend->WaitUntil(
       [&w] { return w.done.load(std::memory_order_acquire); },
       [&w, dev] {
-        if (dev->spin.Spin([&w, dev] {
-              dev->backend->Poll();
-              return w.done.load(std::memory_order_acquire);
-            })) {
-          return;
-        }
+        dev->backend->SpinBegin();
+        const bool seen = dev->spin.Spin([&w, dev] {
+          dev->backend->Poll();
+          return w.done.load(std::memory_order_acquire);
+        });
+        dev->backend->SpinEnd();
+        if (seen) return;
         const auto t0 = std::chrono::steady_clock::now();
         std::unique_lock<std::mutex> l(w.mu);
         w.cv.wait(l, [&w] { return w.done.load(std::memory_order_acquire); });
@@ -304,12 +305,13 @@ int vsl_poll(vsl_dev* dev, uint32_t min, uint32_t max, int timeout_ms) {
           },
           [dev, &have, min, timeout_ms, deadline] {
             const uint64_t want = std::max<uint32_t>(min, 1);
-            if (dev->spin.Spin([dev, want] {
-                  dev->backend->Poll();
-                  return dev->completed_count.load(std::memory_order_acquire) >= want;
-                })) {
-              return;
-            }
+            dev->backend->SpinBegin();
+            const bool seen = dev->spin.Spin([dev, want] {
+              dev->backend->Poll();
+              return dev->completed_count.load(std::memory_order_acquire) >= want;
+            });
+            dev->backend->SpinEnd();
+            if (seen) return;
             const auto t0 = std::chrono::steady_clock::now();
             std::unique_lock<std::mutex> l(dev->mu);
             if (timeout_ms < 0) {
