@@ -56,10 +56,33 @@ uint64_t StripeLayout::LebDataSectors(uint32_t dies) const {
   return uint64_t{positions - std::min(positions, summary_pages_)} * s_;
 }
 
+#if defined(__x86_64__)
+namespace {
+// 128 bytes a step in 32-byte vectors, for CPUs with AVX2 (chosen once, at run time).
+__attribute__((target("avx2"))) std::size_t XorAvx2(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  typedef uint64_t V4 __attribute__((vector_size(32)));
+  std::size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    V4 a[4], b[4];
+    std::memcpy(a, dst + i, 128);
+    std::memcpy(b, src + i, 128);
+    for (int k = 0; k < 4; ++k) a[k] ^= b[k];
+    std::memcpy(dst + i, a, 128);
+  }
+  return i;
+}
+const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+}  // namespace
+#endif
+
 void StripeLayout::XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
-  // 64 bytes a step in 16-byte vectors (SSE2 on x86-64, NEON on ARM), then words, bytes.
+  // 128 bytes a step with AVX2 where the CPU has it; else 64 bytes a step in 16-byte
+  // vectors (SSE2 on x86-64, NEON on ARM); then words, bytes.
   typedef uint64_t V2 __attribute__((vector_size(16)));
   std::size_t i = 0;
+#if defined(__x86_64__)
+  if (kHaveAvx2) i = XorAvx2(dst, src, n);
+#endif
   for (; i + 64 <= n; i += 64) {
     V2 a[4], b[4];
     std::memcpy(a, dst + i, 64);
