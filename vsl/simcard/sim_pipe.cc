@@ -130,20 +130,21 @@ SimPipe::WearTerms SimPipe::WearAt(uint32_t pe) {
 }
 
 void SimPipe::Deliver(FlashCallback cb, const Completion& c) {
+  DeliveryPool& pool = *deliveries_;
   Delivery* d;
-  if (free_deliveries_.empty()) {
-    d = &deliveries_.emplace_back();
+  if (pool.free.empty()) {
+    d = &pool.all.emplace_back();
   } else {
-    d = free_deliveries_.back();
-    free_deliveries_.pop_back();
+    d = pool.free.back();
+    pool.free.pop_back();
   }
   d->cb = std::move(cb);
   d->c = c;
-  clock_->Post([this, d] {
+  clock_->Post([pool = deliveries_, d] {
     FlashCallback run = std::move(d->cb);
     const Completion done = d->c;
     d->cb.Reset();
-    free_deliveries_.push_back(d);
+    pool->free.push_back(d);
     run(done);
   });
 }

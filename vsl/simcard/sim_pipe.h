@@ -185,14 +185,19 @@ class SimPipe final : public nand::FlashPipe {
   OpList all_;                         // every outstanding op
   std::vector<std::unique_ptr<Op>> pool_;  // free ops for reuse
   // A completion on its way to its callback at the next turn of the clock. The posted
-  // task holds only a pointer to one of these (a callback and a Completion do not fit a
-  // Function's inline storage), so delivering a completion allocates nothing.
+  // task holds a pointer to one of these and a reference to their pool (a callback and a
+  // Completion do not fit a Function's inline storage), so delivering a completion
+  // allocates nothing; the pool lives as long as a task that may use it, so a pipe closed
+  // with completions still posted leaves them valid (they are delivered, as before).
   struct Delivery {
     nand::FlashCallback cb;
     nand::Completion c;
   };
-  std::deque<Delivery> deliveries_;          // every one made (stable addresses)
-  std::vector<Delivery*> free_deliveries_;  // of which free for reuse
+  struct DeliveryPool {
+    std::deque<Delivery> all;    // every one made (stable addresses)
+    std::vector<Delivery*> free;  // of which free for reuse
+  };
+  std::shared_ptr<DeliveryPool> deliveries_ = std::make_shared<DeliveryPool>();
   void Deliver(nand::FlashCallback cb, const nand::Completion& c);
   uint64_t next_serial_ = 1;
   uint64_t next_qseq_ = 1;
