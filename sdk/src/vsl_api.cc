@@ -35,6 +35,19 @@ bool ValidDevice(const vsl_dev* dev) {
   return dev != nullptr && dev->magic.load(std::memory_order_acquire) == vsl_dev::kMagic;
 }
 
+// Polls for `ready` (the device's adaptive spin) while the backend may leave completions
+// to this waiter (Backend::SpinBegin/Poll/SpinEnd); true when it held.
+template <typename Ready>
+bool SpinForCompletion(vsl_dev* dev, Ready&& ready) {
+  dev->backend->SpinBegin();
+  const bool seen = dev->spin.Spin([dev, &ready] {
+    dev->backend->Poll();
+    return ready();
+  });
+  dev->backend->SpinEnd();
+  return seen;
+}
+
 int64_t RunSync(vsl_dev* dev, Op* op) {
   struct Waiter {
     std::mutex mu;
@@ -49,13 +62,7 @@ int64_t RunSync(vsl_dev* dev, Op* op) {
   dev->backend->WaitUntil(
       [&w] { return w.done.load(std::memory_order_acquire); },
       [&w, dev] {
-        dev->backend->SpinBegin();
-        const bool seen = dev->spin.Spin([&w, dev] {
-          dev->backend->Poll();
-          return w.done.load(std::memory_order_acquire);
-        });
-        dev->backend->SpinEnd();
-        if (seen) return;
+        if (SpinForCompletion(dev, [&w] { return w.done.load(std::memory_order_acquire); })) return;
         const auto t0 = std::chrono::steady_clock::now();
         std::unique_lock<std::mutex> l(w.mu);
         w.cv.wait(l, [&w] { return w.done.load(std::memory_order_acquire); });
@@ -305,13 +312,11 @@ int vsl_poll(vsl_dev* dev, uint32_t min, uint32_t max, int timeout_ms) {
           },
           [dev, &have, min, timeout_ms, deadline] {
             const uint64_t want = std::max<uint32_t>(min, 1);
-            dev->backend->SpinBegin();
-            const bool seen = dev->spin.Spin([dev, want] {
-              dev->backend->Poll();
-              return dev->completed_count.load(std::memory_order_acquire) >= want;
-            });
-            dev->backend->SpinEnd();
-            if (seen) return;
+            if (vsl::sdk::SpinForCompletion(dev, [dev, want] {
+                  return dev->completed_count.load(std::memory_order_acquire) >= want;
+                })) {
+              return;
+            }
             const auto t0 = std::chrono::steady_clock::now();
             std::unique_lock<std::mutex> l(dev->mu);
             if (timeout_ms < 0) {

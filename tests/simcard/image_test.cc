@@ -201,6 +201,13 @@ TEST(ImageLayoutTest, TablesAreAlignedAndSlotsHoldDataAndSpare) {
 }
 
 
+// One controller image of the test-small profile at `path`, outside a card.
+Result<std::unique_ptr<simcard::ControllerImage>> TestSmallImage(const std::string& path) {
+  auto prof = simcard::FindProfile("test-small");
+  if (!prof.ok()) return prof.status();
+  return simcard::ControllerImage::Create(path, *prof, 0, 1, "S", 1);
+}
+
 // Page slots are written through a mapping of the image: on a filesystem that fills up, a
 // program must fail with a clear error (the block could not be allocated), never fault
 // the process, and what was programmed before stays readable.
@@ -216,9 +223,7 @@ TEST(ImageSpaceTest, AFullFilesystemFailsTheProgramInsteadOfFaulting) {
     std::string d;
     ~Unmount() { ::umount(d.c_str()); }
   } unmount{dir};
-  auto prof = simcard::FindProfile("test-small");
-  ASSERT_TRUE(prof.ok());
-  auto img = simcard::ControllerImage::Create(dir + "/c0.img", *prof, 0, 1, "S", 1);
+  auto img = TestSmallImage(dir + "/c0.img");
   ASSERT_TRUE(img.ok()) << img.status().ToString();
   simcard::ControllerImage& im = **img;
   const nand::Geometry& g = im.geometry();
@@ -251,9 +256,7 @@ TEST(ImageSpaceTest, ErasedBlocksGiveTheirRoomBackBeyondTheKeptShare) {
   const std::string dir = ::testing::TempDir() + "/vsl-image-kept";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  auto prof = simcard::FindProfile("test-small");
-  ASSERT_TRUE(prof.ok());
-  auto img = simcard::ControllerImage::Create(dir + "/c0.img", *prof, 0, 1, "S", 1);
+  auto img = TestSmallImage(dir + "/c0.img");
   ASSERT_TRUE(img.ok()) << img.status().ToString();
   simcard::ControllerImage& im = **img;
   const nand::Geometry& g = im.geometry();

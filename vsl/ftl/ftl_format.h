@@ -87,6 +87,10 @@ struct TrimRecord {
 // flash, which includes their member pages).
 inline constexpr uint64_t kCommitFlag = uint64_t{1} << 63;
 constexpr bool IsCommitRecord(const TrimRecord& r) { return (r.count & kCommitFlag) != 0; }
+// A plain trim record covering `lba` (commit records name a member page, no range).
+constexpr bool TrimCovers(const TrimRecord& t, uint64_t lba) {
+  return !IsCommitRecord(t) && lba >= t.lba && lba - t.lba < t.count;
+}
 #pragma pack(pop)
 static_assert(sizeof(PageHeader) == 16, "PageHeader size is part of the format");
 static_assert(sizeof(SectorEntry) == 12, "SectorEntry size is part of the format");

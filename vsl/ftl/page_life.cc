@@ -238,7 +238,7 @@ void Ftl::Impl::AddSupersedingHolders(uint64_t lba, PageBuf* except, std::vector
       holds = (h->type == f::PageType::kData || h->type == f::PageType::kAtomicData) &&
               h->leb == addr.LebOf(cur) && h->die == addr.DieOf(cur) && h->page == addr.PageOf(cur);
     } else if (h->type == f::PageType::kTrim) {
-      for (const auto& t : h->trims) holds = holds || TrimCovers(t, lba);
+      for (const auto& t : h->trims) holds = holds || f::TrimCovers(t, lba);
     }
     if (holds && std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
   }

@@ -36,11 +36,6 @@ namespace vsl::ftl {
 // A slot's previous place that must not be restored (see Ftl::PageBuf::prev).
 inline constexpr Psa kKeepMapping = kUnmapped - 1;
 
-// A plain trim record covering `lba` (commit records cover nothing).
-inline bool TrimCovers(const format::TrimRecord& t, uint64_t lba) {
-  return !format::IsCommitRecord(t) && lba >= t.lba && lba - t.lba < t.count;
-}
-
 template <typename Ctx>
 class RewriteBacklog {
  public:
@@ -147,7 +142,7 @@ class RewriteBacklog {
   void JoinDeferredCovering(uint64_t lba, const std::vector<Ctx*>& waiters) {
     for (DeferredTrim& t : deferred_) {
       bool hit = false;
-      for (const auto& r : t.trims) hit = hit || TrimCovers(r, lba);
+      for (const auto& r : t.trims) hit = hit || format::TrimCovers(r, lba);
       if (!hit) continue;
       for (Ctx* w : waiters) {
         if (std::find(t.waiters.begin(), t.waiters.end(), w) != t.waiters.end()) continue;
@@ -165,7 +160,7 @@ class RewriteBacklog {
   }
   bool InFailedTrim(uint64_t lba, uint64_t after_seq) const {
     for (const auto& t : failed_) {
-      if (TrimCovers(t, lba) && t.seq > after_seq) return true;
+      if (format::TrimCovers(t, lba) && t.seq > after_seq) return true;
     }
     return false;
   }

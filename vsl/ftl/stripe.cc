@@ -56,40 +56,38 @@ uint64_t StripeLayout::LebDataSectors(uint32_t dies) const {
   return uint64_t{positions - std::min(positions, summary_pages_)} * s_;
 }
 
-#if defined(__x86_64__)
 namespace {
-// 128 bytes a step in 32-byte vectors, for CPUs with AVX2 (chosen once, at run time).
-__attribute__((target("avx2"))) std::size_t XorAvx2(uint8_t* dst, const uint8_t* src, std::size_t n) {
-  typedef uint64_t V4 __attribute__((vector_size(32)));
+// XORs `src` into `dst` four vectors of `Bytes` bytes a step, for as long as whole steps
+// fit; returns the bytes done. Inlined into each caller, so it takes the caller's target.
+template <std::size_t Bytes>
+__attribute__((always_inline)) inline std::size_t XorVectors(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  typedef uint64_t V __attribute__((vector_size(Bytes)));
   std::size_t i = 0;
-  for (; i + 128 <= n; i += 128) {
-    V4 a[4], b[4];
-    std::memcpy(a, dst + i, 128);
-    std::memcpy(b, src + i, 128);
+  for (; i + 4 * Bytes <= n; i += 4 * Bytes) {
+    V a[4], b[4];
+    std::memcpy(a, dst + i, 4 * Bytes);
+    std::memcpy(b, src + i, 4 * Bytes);
     for (int k = 0; k < 4; ++k) a[k] ^= b[k];
-    std::memcpy(dst + i, a, 128);
+    std::memcpy(dst + i, a, 4 * Bytes);
   }
   return i;
 }
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
-}  // namespace
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) std::size_t XorAvx2(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  return XorVectors<32>(dst, src, n);
+}
+const bool kHaveAvx2 = __builtin_cpu_supports("avx2");  // chosen once, at start-up
 #endif
+}  // namespace
 
 void StripeLayout::XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
   // 128 bytes a step with AVX2 where the CPU has it; else 64 bytes a step in 16-byte
   // vectors (SSE2 on x86-64, NEON on ARM); then words, bytes.
-  typedef uint64_t V2 __attribute__((vector_size(16)));
   std::size_t i = 0;
 #if defined(__x86_64__)
   if (kHaveAvx2) i = XorAvx2(dst, src, n);
 #endif
-  for (; i + 64 <= n; i += 64) {
-    V2 a[4], b[4];
-    std::memcpy(a, dst + i, 64);
-    std::memcpy(b, src + i, 64);
-    for (int k = 0; k < 4; ++k) a[k] ^= b[k];
-    std::memcpy(dst + i, a, 64);
-  }
+  i += XorVectors<16>(dst + i, src + i, n - i);
   for (; i + 8 <= n; i += 8) {
     uint64_t a, b;
     std::memcpy(&a, dst + i, 8);

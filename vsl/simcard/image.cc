@@ -287,6 +287,7 @@ Result<std::unique_ptr<ControllerImage>> ControllerImage::Map(int fd, const std:
   img->map_ = static_cast<uint8_t*>(m);
   img->map_bytes_ = map_bytes;
   img->meta_bytes_ = l.data_offset;
+  img->os_page_bytes_ = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   img->allocated_.assign(uint64_t{g.dies_per_controller()} * g.blocks_per_lun, 0);
   img->header_ = reinterpret_cast<const ImageHeader*>(img->map_);
   img->state_ = reinterpret_cast<ImageState*>(img->map_ + format::kStateOffset);
@@ -352,8 +353,7 @@ Status ControllerImage::Allocate(uint32_t d, uint32_t b, uint32_t p) {
   done = kAllocated;
   // Map the block's pages now, in one call, rather than fault them in a page at a time
   // as its slots are written (best effort: older kernels lack it).
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t first = start / page * page;
+  const uint64_t first = start / os_page_bytes_ * os_page_bytes_;
   (void)::madvise(map_ + first, start + len - first, MADV_POPULATE_WRITE);
   return Status::Ok();
 }

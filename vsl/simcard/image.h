@@ -1,8 +1,9 @@
 // ControllerImage: one controller's persistent flash, in a sparse file (image_format.h).
 //
-// Metadata (header, state, die/block/page tables) is mapped shared, so updates reach the
-// file through the page cache and survive the process being killed; page data moves with
-// pread/pwrite. Not thread-safe: owned by the card's engine.
+// The whole file is mapped shared, so metadata (header, state, die/block/page tables) and
+// page slots reach the file through the page cache and survive the process being killed.
+// A controller's pipes share the image, each touching only its own dies' records and
+// slots (the count of kept blocks is the one shared field, an atomic).
 #pragma once
 
 #include <atomic>
@@ -71,8 +72,9 @@ class ControllerImage {
   // Reads `len` bytes at `offset` inside the slot.
   Status ReadSlotRange(uint32_t d, uint32_t b, uint32_t p, uint64_t offset, uint64_t len,
                        uint8_t* out) const;
+  static constexpr uint32_t kKeptErasedShare = 8;  // at most 1/8 of the blocks keep slots
   // Erases a block's pages: page states to kErased. Its slots are punched out of the file
-  // unless they are kept for the block's next program: up to kKeptErasedShare of a
+  // unless they are kept for the block's next program: up to 1/kKeptErasedShare of a
   // controller's blocks (the free pool a groomer cycles through) keep theirs, so steady
   // writes do not give pages back and fault them in again; beyond that, an image holds
   // only what is programmed plus that share.
@@ -116,9 +118,7 @@ class ControllerImage {
   // each block's entry belongs to its die's pipe, the count is shared (the bound may be
   // passed by one block per racing erase, which only keeps a little more room).
   std::atomic<uint64_t> kept_{0};
- public:
-  static constexpr uint32_t kKeptErasedShare = 8;  // 1/8 of the blocks at most
- private:
+  uint64_t os_page_bytes_ = 4096;  // the mapping's page (MADV_POPULATE_WRITE alignment)
   bool pwrite_slots_ = false;       // the filesystem cannot allocate ahead
   const format::ImageHeader* header_ = nullptr;
   format::ImageState* state_ = nullptr;
