@@ -4,6 +4,9 @@
 // (or its real answer), and after a restart each batch is wholly there or not at all,
 // every acknowledged one there.
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sdk/src/shm_format.h"
 #include "tests/sdk/sdk_fixture.h"
 #include "vsl/vsl.hpp"
 #include "vsl/vsl_kv.h"
@@ -162,6 +166,73 @@ TEST_F(AttachTest, SameCallsAndSemanticsAsInProcess) {
 }
 
 // SIGKILL of vsld with atomic batches in flight, five times.
+// Several threads share one attached device: some find their completion while they spin
+// (taking it off the ring themselves, so vsld writes no eventfd), others give up spinning
+// and sleep (FUA writes and flushes go to flash, longer than a spin), and need the
+// completion thread woken. Every request must still be answered with the right data; a
+// completion left unannounced would hang a sleeper (the ctest timeout).
+TEST_F(AttachTest, ThreadsThatSpinAndThreadsThatSleepAllGetTheirCompletions) {
+  std::unique_ptr<sdk::Device> dev;
+  ASSERT_EQ(sdk::Device::Attach(vsld_->sdk_socket(), "lun0", &dev), 0);
+  const uint32_t sb = dev->caps().sector_bytes;
+  constexpr int kThreads = 4, kRounds = 150;
+  std::vector<int> bad(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> out(2 * sb);
+      for (int r = 0; r < kRounds; ++r) {
+        const uint64_t lba = 1000 * (t + 1) + (r % 50) * 2;
+        const auto data = Pattern(lba, r + 1, sb, 2);
+        const uint32_t flags = (r % 5 == 0) ? VSL_FUA : 0;
+        bad[t] += dev->Write(lba, 2, data.data(), flags) != 0;
+        bad[t] += dev->Read(lba, 2, out.data()) != 0;
+        bad[t] += out != data;
+        if (r % 25 == 24) bad[t] += dev->Flush() != 0;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+}
+
+// An application built against another version of the shared-memory protocol (e.g. an
+// older libvsl beside a newer vsld) is refused at the handshake with the reason, never
+// served with a header layout it does not share.
+TEST_F(AttachTest, AnotherProtocolVersionIsRefusedWithTheReason) {
+  const int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(sock, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", vsld_->sdk_socket().c_str());
+  ASSERT_EQ(::connect(sock, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+  sdk::shm::Hello h{};
+  h.magic = sdk::shm::kHelloMagic;
+  h.version = sdk::shm::kVersion - 1;
+  std::snprintf(h.lun, sizeof(h.lun), "lun0");
+  const int fds[3] = {::eventfd(0, EFD_CLOEXEC), ::eventfd(0, EFD_CLOEXEC), ::eventfd(0, EFD_CLOEXEC)};
+  iovec iov{&h, sizeof(h)};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(fds))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof(ctrl);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(fds));
+  std::memcpy(CMSG_DATA(c), fds, sizeof(fds));
+  ASSERT_EQ(::sendmsg(sock, &msg, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(h)));
+  sdk::shm::Welcome w{};
+  ASSERT_EQ(::recv(sock, &w, sizeof(w), MSG_WAITALL), static_cast<ssize_t>(sizeof(w)));
+  EXPECT_EQ(w.result, -EPROTONOSUPPORT);
+  EXPECT_NE(std::string(w.message).find("vsld speaks " + std::to_string(sdk::shm::kVersion)), std::string::npos)
+      << w.message;
+  for (int fd : fds) ::close(fd);
+  ::close(sock);
+}
+
 TEST_F(AttachTest, KilledDaemonLeavesEachBatchWholeOrAbsent) {
   Rng rng(5);
   std::map<uint64_t, uint64_t> acked;  // lba -> version
