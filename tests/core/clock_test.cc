@@ -1,6 +1,8 @@
 #include "vsl/core/clock.h"
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -184,6 +186,107 @@ TEST(EngineTest, VirtualEnginesShareOneTimeline) {
   a.After(20, [&] { log.push_back("a20"); });
   clock.RunUntilIdle();
   EXPECT_EQ(log, (std::vector<std::string>{"b5", "b5-post", "a10", "a20"}));
+}
+
+// Waits until the engine thread has let its run token go (it spins or sleeps when idle).
+void LetIdle() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+
+TEST(EngineTest, RunHereBorrowsAnIdleEngineAndRunsWhatTheTaskStartsInline) {
+  EngineThread et("pipe0");
+  std::thread::id engine_tid;
+  et.RunSync([&] { engine_tid = std::this_thread::get_id(); });
+  LetIdle();
+  std::thread::id first, second;
+  bool on_engine = false;
+  et.engine().RunHere([&] {
+    first = std::this_thread::get_id();
+    on_engine = et.engine().OnEngineThread();
+    et.engine().Post([&] { second = std::this_thread::get_id(); });
+  });
+  // Both ran before RunHere returned, on this thread, which was the engine's meanwhile.
+  EXPECT_EQ(first, std::this_thread::get_id());
+  EXPECT_EQ(second, std::this_thread::get_id());
+  EXPECT_TRUE(on_engine);
+  EXPECT_FALSE(et.engine().OnEngineThread());
+  // The engine's own thread still serves what is sent to it.
+  std::thread::id later;
+  et.RunSync([&] { later = std::this_thread::get_id(); });
+  EXPECT_EQ(later, engine_tid);
+}
+
+TEST(EngineTest, RunHereFromATaskIsQueuedNotNested) {
+  EngineThread et("pipe0");
+  LetIdle();
+  std::vector<int> order;
+  et.engine().RunHere([&] {
+    order.push_back(1);
+    et.engine().RunHere([&] { order.push_back(3); });
+    order.push_back(2);
+  });
+  et.RunSync([] {});
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+TEST(EngineTest, ATimerSetByABorrowerWakesTheSleepingEngineThread) {
+  EngineThread et("pipe0");
+  LetIdle();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past its spin: asleep, no timer
+  std::atomic<bool> fired{false};
+  std::thread::id fired_on;
+  et.engine().RunHere([&] {
+    et.engine().After(2 * kMs, [&] {
+      fired_on = std::this_thread::get_id();
+      fired = true;
+    });
+  });
+  // The borrower returned before the timer was due: the engine thread must be kicked to
+  // take it (asleep with no deadline, it would never wake on its own).
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!fired && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) std::this_thread::yield();
+  ASSERT_TRUE(fired.load());
+  EXPECT_NE(fired_on, std::this_thread::get_id());
+}
+
+TEST(EngineTest, BorrowersAndTheEngineThreadNeverRunTasksAtOnce) {
+  EngineThread et("pipe0");
+  // Plain (non-atomic) state touched only by engine tasks: any overlap loses counts (and
+  // shows under TSan).
+  uint64_t count = 0;
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlap{false};
+  auto bump = [&] {
+    if (inside.fetch_add(1) != 0) overlap = true;
+    const uint64_t c = count;
+    for (int i = 0; i < 100; ++i) std::atomic_signal_fence(std::memory_order_seq_cst);  // a wider window
+    count = c + 1;
+    inside.fetch_sub(1);
+  };
+  constexpr int kPerThread = 20000;
+  // A timer chain keeps the engine thread itself busy now and then.
+  std::atomic<bool> stop{false};
+  std::function<void()> tick = [&] {
+    bump();
+    if (!stop) et.engine().After(20 * kUs, tick);
+  };
+  et.RunSync([&] { et.engine().After(20 * kUs, tick); });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) {
+        et.engine().RunHere([&] {
+          bump();
+          et.engine().Post(bump);  // runs inline with it, or on whoever holds the engine
+        });
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  stop = true;
+  uint64_t ticks_and_all = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  et.RunSync([&] { ticks_and_all = count; });
+  EXPECT_FALSE(overlap.load());
+  EXPECT_GE(ticks_and_all, uint64_t{2} * 3 * kPerThread);
 }
 
 }  // namespace

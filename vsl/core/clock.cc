@@ -1,5 +1,7 @@
 #include "vsl/core/clock.h"
 
+#include <pthread.h>
+
 #include <thread>
 
 #include <algorithm>
@@ -123,60 +125,108 @@ TimeNs RealClock::Now() const { return static_cast<TimeNs>(SteadyNs() - epoch_ns
 bool RealClock::Submit(Task&& task) {
   if (!inbox_.TryPush(task)) return false;
   submitted_.fetch_add(1, std::memory_order_seq_cst);
-  if (sleeping_.load(std::memory_order_seq_cst)) {
-    std::lock_guard<std::mutex> lock(mu_);
-    wake_ = true;
-    cv_.notify_one();
-  }
+  if (sleeping_.load(std::memory_order_seq_cst)) WakeOwner();
   return true;
 }
 
-void RealClock::Stop() {
-  stop_.store(true, std::memory_order_seq_cst);
+void RealClock::WakeOwner() {
   std::lock_guard<std::mutex> lock(mu_);
   wake_ = true;
   cv_.notify_one();
 }
 
+void RealClock::Stop() {
+  stop_.store(true, std::memory_order_seq_cst);
+  WakeOwner();
+}
+
+bool RealClock::TryAcquire() {
+  bool expected = false;
+  if (!held_.compare_exchange_strong(expected, true, std::memory_order_acquire, std::memory_order_relaxed)) {
+    return false;
+  }
+  holder_.store(static_cast<unsigned long>(pthread_self()), std::memory_order_relaxed);
+  return true;
+}
+
+void RealClock::Release() {
+  holder_.store(0, std::memory_order_relaxed);
+  held_.store(false, std::memory_order_seq_cst);
+}
+
+bool RealClock::HeldByThisThread() const {
+  return held_.load(std::memory_order_acquire) &&
+         holder_.load(std::memory_order_relaxed) == static_cast<unsigned long>(pthread_self());
+}
+
 bool RealClock::DrainInbox() {
   bool any = false;
   Task t;
+  uint64_t n = 0;
   while (inbox_.TryPop(t)) {
-    ++drained_;
+    ++n;
     q_.Post(std::move(t));
     any = true;
   }
+  if (n != 0) drained_.store(drained_.load(std::memory_order_relaxed) + n, std::memory_order_seq_cst);
   return any;
 }
 
-uint64_t RealClock::Poll() {
+uint64_t RealClock::PollBudget(uint64_t budget) {
   uint64_t n = 0;
   DrainInbox();
-  while (q_.HasReady()) {
-    Task t = q_.PopReady();
-    t();
-    ++n;
-  }
   Task task;
   TimeNs when = 0;
-  const TimeNs now = Now();
-  while (q_.PopDue(now, &task, &when)) {
-    task();
-    ++n;
-    while (q_.HasReady()) {
+  // The time is read again after each timer: a zero-time card's stages are timers due
+  // "now", each set by the one before, and the whole chain is due.
+  for (;;) {
+    while (n < budget && q_.HasReady()) {
       Task t = q_.PopReady();
       t();
       ++n;
     }
+    if (n >= budget || !q_.PopDue(Now(), &task, &when)) break;
+    task();
+    ++n;
   }
   return n;
 }
 
-void RealClock::WaitUntil(TimeNs deadline) {
+uint64_t RealClock::Poll() {
+  while (!TryAcquire()) std::this_thread::yield();
+  const uint64_t n = PollBudget(UINT64_MAX);
+  Release();
+  return n;
+}
+
+bool RealClock::RunInline(Task& task) {
+  if (!TryAcquire()) return false;
+  task();
+  // What the task started (a zero-time card's completions, the FTL's next steps) runs
+  // here too, up to a budget: the borrower came for one request, not for the engine's
+  // background work, which its owning thread picks up.
+  constexpr uint64_t kBudget = 64;
+  PollBudget(kBudget);
+  const bool ready = q_.HasReady();
+  const TimeNs next = q_.NextTime();
+  Release();
+  // The owner sleeps (or spins) until owner_next_ or a submission; work left earlier than
+  // that must kick it. Dekker with WaitUntil: kicks_ before sleeping_ here, sleeping_
+  // before kicks_ there, so either the owner sees the kick or this sees it asleep.
+  if (ready || next < owner_next_.load(std::memory_order_seq_cst)) {
+    kicks_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst)) WakeOwner();
+  }
+  return true;
+}
+
+void RealClock::WaitUntil(TimeNs deadline, uint64_t kicks_seen) {
   std::unique_lock<std::mutex> lock(mu_);
   sleeping_.store(true, std::memory_order_seq_cst);
-  // A Submit that completed before sleeping_ was set is visible in submitted_.
-  if (submitted_.load(std::memory_order_seq_cst) == drained_ && !stop_.load() && !wake_) {
+  // A Submit that completed before sleeping_ was set is visible in submitted_, a
+  // borrower's kick in kicks_.
+  if (submitted_.load(std::memory_order_seq_cst) == drained_.load(std::memory_order_seq_cst) &&
+      kicks_.load(std::memory_order_seq_cst) == kicks_seen && !stop_.load() && !wake_) {
     if (deadline == kTimeNever) {
       cv_.wait(lock, [&] { return wake_; });
     } else {
@@ -192,12 +242,18 @@ void RealClock::WaitUntil(TimeNs deadline) {
 
 void RealClock::RunUntil(TimeNs deadline) {
   while (!stop_.load(std::memory_order_acquire)) {
-    Poll();
-    if (stop_.load(std::memory_order_acquire)) break;
+    // A borrower holds the token only for one request's run: wait it out.
+    while (!TryAcquire()) std::this_thread::yield();
+    const uint64_t kicks_seen = kicks_.load(std::memory_order_seq_cst);
+    PollBudget(UINT64_MAX);
     const TimeNs now = Now();
-    if (now >= deadline) break;
-    if (q_.HasReady()) continue;
+    const bool ready = q_.HasReady();
     const TimeNs next = std::min(q_.NextTime(), deadline);
+    owner_next_.store(ready ? now : next, std::memory_order_seq_cst);
+    Release();
+    if (stop_.load(std::memory_order_acquire)) break;
+    if (now >= deadline) break;
+    if (ready) continue;
     if (next <= now) continue;
     // A timer due within kSpinNs is waited for by yielding, not sleeping: waking from a
     // timed sleep costs tens of microseconds on a VM, more than the flash operations the
@@ -209,13 +265,17 @@ void RealClock::RunUntil(TimeNs deadline) {
     }
     // Idle: a request usually follows within microseconds at low queue depth; poll for it
     // before paying for a sleep and a wake-up (spin.h).
+    // Only submissions end the spin (and earn it back): work a borrower left is taken
+    // at the latest when the spin ends (WaitUntil sees the kick), and an engine whose
+    // requests are all run inline by borrowers must not keep a core spinning for them.
     if (idle_spin_.Spin([this] {
-          return submitted_.load(std::memory_order_acquire) != drained_ || stop_.load(std::memory_order_relaxed);
+          return submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire) ||
+                 stop_.load(std::memory_order_relaxed);
         })) {
       continue;
     }
     const TimeNs slept_from = Now();
-    WaitUntil(next);
+    WaitUntil(next, kicks_seen);
     idle_spin_.NoteBlocked(static_cast<int64_t>(Now() - slept_from));
   }
   stop_.store(false, std::memory_order_release);  // a Stop() ends one Run

@@ -154,24 +154,51 @@ class RealClock final : public Clock {
   void Run();
   // Owner thread: serve until `deadline` (wall ns on this clock) or Stop().
   void RunUntil(TimeNs deadline);
-  // Owner thread: run what is ready or due now without sleeping; returns tasks run.
+  // Owner thread: run what is ready or due now without sleeping; returns tasks run (takes
+  // the run token, waiting out a borrower).
   uint64_t Poll();
+
+  // The run token. Whoever holds it is the clock's thread for that while: only the holder
+  // runs tasks or touches the timer heap and the post queue. The owning thread holds it
+  // while it runs tasks and lets it go while it spins or sleeps; in between, another
+  // thread may borrow the idle clock (RunInline) and run a task to completion itself, so
+  // a request submitted to an idle engine costs no hand-off and no wake-up.
+  //
+  // Any thread: when no one holds the token, takes it, runs `task` and then what it made
+  // ready or due (up to a budget), hands the rest to the owning thread (waking it when it
+  // sleeps past work now pending) and returns true. False, `task` untouched, when the
+  // token is held (by the owner, another borrower, or this thread: a task that runs
+  // inline must not recurse).
+  bool RunInline(Task& task);
+  // True on the thread that holds the token now.
+  bool HeldByThisThread() const;
 
  private:
   bool DrainInbox();
-  void WaitUntil(TimeNs deadline);
+  void WakeOwner();
+  void WaitUntil(TimeNs deadline, uint64_t kicks_seen);
+  bool TryAcquire();
+  void Release();
+  // Runs what is ready or due now, at most `budget` tasks; returns tasks run. Holder only.
+  uint64_t PollBudget(uint64_t budget);
 
   int64_t epoch_ns_;
   TimerQueue q_;
   MpscRing<Task> inbox_;
   std::atomic<uint64_t> submitted_{0};
-  uint64_t drained_ = 0;
+  std::atomic<uint64_t> drained_{0};  // written by the token holder only
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   bool wake_ = false;  // guarded by mu_
   AdaptiveSpin idle_spin_;  // an idle engine polls its inbox a little before it sleeps
+  std::atomic<bool> held_{false};
+  std::atomic<unsigned long> holder_{0};  // pthread id of the holder, 0 when free
+  // The owning thread's next wake-up (the earliest timer when it let the token go); a
+  // borrower that leaves work due earlier than this kicks it.
+  std::atomic<TimeNs> owner_next_{kTimeNever};
+  std::atomic<uint64_t> kicks_{0};
 };
 
 }  // namespace vsl

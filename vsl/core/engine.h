@@ -5,10 +5,10 @@
 // completion, a timer) is a new task. Time comes only from the engine's Clock, so the same
 // code runs deterministically on a VirtualClock and in wall time on a RealClock.
 //
-// Thread rules: At/After/Post/Cancel only from the engine's own thread (checked in debug
-// builds once the engine is bound, see BindToCurrentThread). Submit may be called from any
-// thread when the clock is a RealClock; on a VirtualClock everything is one thread and
-// Submit is Post.
+// Thread rules: At/After/Post/Cancel only from the engine's thread: its own, or one that
+// borrowed it for RunHere (checked in debug builds once the engine is bound, see
+// BindToCurrentThread). Submit, Send and RunHere may be called from any thread when the
+// clock is a RealClock; on a VirtualClock everything is one thread and they are Post.
 #pragma once
 
 #include <string>
@@ -58,7 +58,7 @@ class Engine {
   // full inbox must not be waited for by the only thread that drains it); from another
   // thread it is submitted, yielding while the inbox is full.
   void Send(Task task) {
-    if (clock_.is_virtual() || owner_ == std::this_thread::get_id()) {
+    if (clock_.is_virtual() || OnEngineThread()) {
       clock_.Post(std::move(task));
       return;
     }
@@ -66,14 +66,37 @@ class Engine {
     while (!rc.Submit(std::move(task))) std::this_thread::yield();
   }
 
+  // Any thread: like Send, but when the engine is idle (its thread spinning or asleep, no
+  // one else borrowing it) runs `task` on the calling thread at once, with what it makes
+  // ready (RealClock::RunInline): the request path's fast way in, with no hand-off. The
+  // caller must expect completions to run inline, before RunHere returns, on its own
+  // thread, and must hold no lock a completion takes.
+  void RunHere(Task task) {
+    if (!clock_.is_virtual() && !OnEngineThread() && static_cast<RealClock&>(clock_).RunInline(task)) return;
+    Send(std::move(task));
+  }
+
+  // Any thread: when the engine is idle, runs what is ready or due on it now on the
+  // calling thread (a waiter that would otherwise spin drives its own completions);
+  // false when the engine is busy or runs on a virtual clock.
+  bool PollHere() {
+    if (clock_.is_virtual() || OnEngineThread()) return false;
+    Task none = [] {};
+    return static_cast<RealClock&>(clock_).RunInline(none);
+  }
+
   // Declares the calling thread the engine's thread (done by whoever runs the engine).
   void BindToCurrentThread() { owner_ = std::this_thread::get_id(); }
   void AssertOnEngineThread() const {
 #ifndef NDEBUG
-    if (owner_ != std::thread::id() && owner_ != std::this_thread::get_id()) {
-      OnWrongThread();
-    }
+    if (owner_ != std::thread::id() && !OnEngineThread()) OnWrongThread();
 #endif
+  }
+  // True on the thread running the engine's tasks now: the one that holds a RealClock's
+  // run token (its own or a borrower), or the bound thread of a virtual-clock engine.
+  bool OnEngineThread() const {
+    if (!clock_.is_virtual()) return static_cast<const RealClock&>(clock_).HeldByThisThread();
+    return owner_ == std::this_thread::get_id();
   }
 
  private:
