@@ -11,7 +11,8 @@ namespace {
 
 using nbd::BlockExport;
 
-// Runs each request on the LUN's engine (no lock: the engine owns the FTL).
+// Runs each request on the LUN's engine (no lock: the engine owns the FTL); on the
+// caller's thread when the engine is idle (Engine::RunHere), so `done` may run inline.
 class LunExport : public BlockExport {
  public:
   LunExport(card::Lun* lun, uint64_t sectors, uint32_t sector_bytes)
@@ -56,7 +57,7 @@ class LunExport : public BlockExport {
       }
       done(Status::Ok(), std::move(ex));
     };
-    lun_->engine().Send(std::move(task));
+    lun_->engine().RunHere(std::move(task));
   }
 
  private:
@@ -70,7 +71,7 @@ class LunExport : public BlockExport {
       }
       op(*f, std::move(done));
     };
-    lun_->engine().Send(std::move(task));
+    lun_->engine().RunHere(std::move(task));
   }
 
   card::Lun* const lun_;

@@ -1,6 +1,7 @@
 #include "vsl/nbd/session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -363,10 +364,18 @@ bool Session::HandleInfo(uint32_t opt, const std::vector<uint8_t>& data) {
 // ---------------------------------------------------------------- transmission
 
 void Session::Transmission() {
+  reader_id_ = std::this_thread::get_id();
   writer_ = std::thread([this] { WriterLoop(); });
   for (;;) {
     uint8_t h[kRequestBytes];
+    // Sleeps in the read only when the spin saw nothing (or is spent).
+    const bool blocked = !t_->Ready() && !idle_spin_.Spin([this] { return t_->Ready(); });
+    const auto t0 = blocked ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (!t_->Read(h, sizeof h)) break;
+    if (blocked) {
+      idle_spin_.NoteBlocked(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
     if (Get32(h) != kRequestMagic) {
       Log()->info("{}: bad request magic {:#x}: closing", peer_, Get32(h));
       break;
@@ -382,7 +391,9 @@ void Session::Transmission() {
       break;
     }
     ++stats_.requests;
-    if (!Dispatch(r)) break;
+    const bool go_on = Dispatch(r);
+    if (!local_replies_.empty()) SendReplies(local_replies_, local_iov_);
+    if (!go_on) break;
   }
   // Every accepted request is answered (or dropped by a failed writer) before returning.
   std::unique_lock<std::mutex> l(mu_);
@@ -551,6 +562,10 @@ void Session::Complete(Request* r, Status s) {
     r->message = std::string(s.message());
   }
   if (r->error != 0) ++stats_.errors;
+  if (std::this_thread::get_id() == reader_id_) {
+    local_replies_.push_back(r);  // sent by the reader once the export call returns
+    return;
+  }
   // Notified under the lock: once it is released this thread (an engine) touches the
   // session no more, and the session may end as soon as the writer has sent the reply.
   std::lock_guard<std::mutex> l(mu_);
@@ -570,24 +585,31 @@ void Session::WriterLoop() {
       if (replies_.empty()) return;
       batch.swap(replies_);
     }
-    // Every reply ready now goes out in one gather write (or a few, IOV_MAX apart).
-    while (!batch.empty()) {
-      iov.clear();
-      std::size_t n = 0;
-      while (n < batch.size() && iov.size() + 3 <= 1024) AppendReply(batch[n++], &iov);
+    SendReplies(batch, iov);
+  }
+}
+
+void Session::SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov) {
+  // Every reply ready now goes out in one gather write (or a few, IOV_MAX apart).
+  while (!batch.empty()) {
+    iov.clear();
+    std::size_t n = 0;
+    while (n < batch.size() && iov.size() + 3 <= 1024) AppendReply(batch[n++], &iov);
+    {
+      std::lock_guard<std::mutex> l(send_mu_);
       t_->Write(iov.data(), static_cast<int>(iov.size()));
-      uint64_t bytes = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        bytes += batch[i]->charged;
-        delete batch[i];
-      }
-      batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        inflight_ -= static_cast<uint32_t>(n);
-        inflight_bytes_ -= bytes;
-        if (reader_waiting_) room_cv_.notify_all();
-      }
+    }
+    uint64_t bytes = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      bytes += batch[i]->charged;
+      delete batch[i];
+    }
+    batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      inflight_ -= static_cast<uint32_t>(n);
+      inflight_bytes_ -= bytes;
+      if (reader_waiting_) room_cv_.notify_all();
     }
   }
 }

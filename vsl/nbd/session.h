@@ -3,7 +3,10 @@
 // Transmission runs on two threads: the caller of Run reads requests, checks them and
 // hands them to the export (which runs them on its LUN's engine); completions queue their
 // replies for the connection's writer thread, so replies go out in completion order, not
-// request order, and an engine never waits on a socket. The reader stops taking requests
+// request order, and an engine never waits on a socket. A request the export completes
+// on the reader's own thread (it borrowed an idle engine, Engine::RunHere, or failed the
+// checks) is answered by the reader itself once the export call has returned: no
+// hand-off at all at queue depth 1. The two threads' socket writes are serialised. The reader stops taking requests
 // while max_inflight requests or max_inflight_bytes of buffers are outstanding.
 //
 // Bad input: a bad magic ends the connection; a request outside the export, misaligned,
@@ -24,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "vsl/core/spin.h"
 #include "vsl/nbd/export.h"
 #include "vsl/nbd/transport.h"
 
@@ -75,6 +79,9 @@ class Session {
   void Complete(Request* r, Status s);
   void Fail(Request* r, uint32_t error, std::string msg);
   void WriterLoop();
+  // Sends the replies in `batch` (gather writes, send_mu_ held) and releases their
+  // admission; empties `batch`.
+  void SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov);
   // Appends `r`'s reply (headers built in `r`) to a gather list.
   void AppendReply(Request* r, std::vector<iovec>* iov);
 
@@ -96,6 +103,14 @@ class Session {
   bool writer_waiting_ = false;        // notified only when someone waits
   bool reader_waiting_ = false;
   std::deque<Request*> replies_;
+  std::mutex send_mu_;                 // one writer of the socket at a time
+  std::thread::id reader_id_;          // the thread running Transmission
+  std::deque<Request*> local_replies_; // completed on the reader's thread (reader only)
+  std::vector<iovec> local_iov_;
+  // Between requests the reader polls the stream a little before it sleeps in a read:
+  // waking a sleeping thread costs tens of microseconds on a VM, more than a zero-time
+  // request, and at queue depth 1 the next request follows its reply within a few.
+  AdaptiveSpin idle_spin_;
   uint32_t inflight_ = 0;
   uint64_t inflight_bytes_ = 0;
   bool writer_stop_ = false;

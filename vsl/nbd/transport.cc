@@ -31,6 +31,17 @@ ssize_t SocketTransport::Recv(uint8_t* p, std::size_t n) {
   }
 }
 
+bool SocketTransport::Ready() {
+  if (rpos_ < rlen_ || failed_.load(std::memory_order_relaxed)) return true;
+  if (session_ != nullptr &&
+      gnutls_record_check_pending(static_cast<gnutls_session_t>(session_)) > 0) {
+    return true;
+  }
+  char b;
+  const ssize_t r = ::recv(fd_, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r != 0 ? (r > 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) : true;
+}
+
 bool SocketTransport::Read(void* buf, std::size_t n) {
   auto* p = static_cast<uint8_t*>(buf);
   while (n > 0) {

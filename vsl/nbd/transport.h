@@ -26,6 +26,11 @@ class Transport {
   virtual ~Transport() = default;
   // All `n` bytes, or false (end of stream, error, timeout).
   virtual bool Read(void* buf, std::size_t n) = 0;
+  // Never blocks (reader thread): true when a Read would find bytes at once (buffered, or
+  // waiting on the stream, or the stream has ended). A reader that expects its next
+  // request within microseconds polls this before it sleeps in Read. Default: true (no
+  // way to tell; the caller just reads).
+  virtual bool Ready() { return true; }
   // All of every buffer, or false.
   virtual bool Write(const iovec* iov, int count) = 0;
   // Server side of a TLS handshake on the stream.
@@ -42,6 +47,7 @@ class SocketTransport : public Transport {
   explicit SocketTransport(int fd) : fd_(fd) {}
   ~SocketTransport() override;
   bool Read(void* buf, std::size_t n) override;
+  bool Ready() override;
   bool Write(const iovec* iov, int count) override;
   Status StartTls(const TlsContext& ctx) override;
   bool tls() const override { return session_ != nullptr; }
