@@ -200,6 +200,15 @@ uint64_t RealClock::Poll() {
 }
 
 bool RealClock::RunInline(Task& task) {
+  // Borrowing pays when the request completes inline (a zero-time card). When borrowed
+  // runs keep leaving timers for the owner (a modelled card: every request waits for its
+  // flash time), the owner would have to be woken for each; then requests go to the
+  // owner instead, which stays awake for them, and one borrow in kProbe re-checks.
+  constexpr uint32_t kKickLimit = 8, kProbe = 32;
+  if (kick_score_.load(std::memory_order_relaxed) >= kKickLimit &&
+      probe_.fetch_add(1, std::memory_order_relaxed) % kProbe != 0) {
+    return false;
+  }
   if (!TryAcquire()) return false;
   task();
   // What the task started (a zero-time card's completions, the FTL's next steps) runs
@@ -216,6 +225,10 @@ bool RealClock::RunInline(Task& task) {
   if (ready || next < owner_next_.load(std::memory_order_seq_cst)) {
     kicks_.fetch_add(1, std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst)) WakeOwner();
+    const uint32_t k = kick_score_.load(std::memory_order_relaxed);
+    if (k < 2 * kKickLimit) kick_score_.store(k + 1, std::memory_order_relaxed);
+  } else {
+    kick_score_.store(0, std::memory_order_relaxed);
   }
   return true;
 }
