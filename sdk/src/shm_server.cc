@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <thread>
 
 #include "sdk/src/lun_exec.h"
 #include "sdk/src/shm_format.h"
@@ -134,13 +135,17 @@ class ShmServer::Session {
   }
 
   void Serve() {
+    serve_thread_ = std::this_thread::get_id();
     pollfd p[3] = {{sq_efd_, POLLIN, 0}, {sock_, POLLIN, 0}, {server_.wake_[0], POLLIN, 0}};
     while (!server_.stopping_.load()) {
       // The application's next request usually follows within microseconds: poll the
       // ring before sleeping (a sleeping thread's wake-up costs tens of microseconds on
       // a VM). A request seen here is served without the eventfd being read; the count
       // it left makes the next poll() return at once, and is read then.
-      if (idle_spin_.Spin([this] {
+      // Only while this thread serves its requests itself (they complete inline on an
+      // idle engine): when they complete on the engine's thread, that thread is awake
+      // for them and a second spinner would only take its core.
+      if (inline_last_ && idle_spin_.Spin([this] {
             return hdr_->sq_tail.value.load(std::memory_order_acquire) != sq_head_ || server_.stopping_.load();
           })) {
         Drain();
@@ -163,6 +168,7 @@ class ShmServer::Session {
   }
 
   void Drain() {
+    served_here_ = 0;
     const uint32_t tail = hdr_->sq_tail.value.load(std::memory_order_acquire);
     while (sq_head_ != tail) {
       const Sqe e = sq_[sq_head_ & (entries_ - 1)];  // a copy: the application may scribble
@@ -170,6 +176,7 @@ class ShmServer::Session {
       hdr_->sq_head.value.store(sq_head_, std::memory_order_release);
       Submit(e);
     }
+    inline_last_ = served_here_ != 0;
   }
 
   void Complete(uint64_t tag, int64_t result, uint64_t next = 0, uint64_t runs = 0) {
@@ -258,6 +265,7 @@ class ShmServer::Session {
         } else if (o->result == 0 && o->kind == Op::kUsage) {
           std::memcpy(out, &o->usage, sizeof(vsl_usage));
         }
+        if (std::this_thread::get_id() == serve_thread_) ++served_here_;
         Complete(tag, o->result, o->next, o->runs.size());
         std::lock_guard<std::mutex> l(mu_);
         if (--inflight_ == 0) idle_.notify_all();
@@ -268,6 +276,9 @@ class ShmServer::Session {
   ShmServer& server_;
   int sock_;
   AdaptiveSpin idle_spin_;
+  std::thread::id serve_thread_;
+  uint32_t served_here_ = 0;  // completions run on the serving thread (it only)
+  bool inline_last_ = true;   // the last drain's requests completed here
   int memfd_ = -1, sq_efd_ = -1, cq_efd_ = -1;
   uint8_t* region_ = nullptr;
   uint64_t region_bytes_ = 0, data_bytes_ = 0;

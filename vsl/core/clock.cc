@@ -125,7 +125,11 @@ TimeNs RealClock::Now() const { return static_cast<TimeNs>(SteadyNs() - epoch_ns
 bool RealClock::Submit(Task&& task) {
   if (!inbox_.TryPush(task)) return false;
   submitted_.fetch_add(1, std::memory_order_seq_cst);
-  if (sleeping_.load(std::memory_order_seq_cst)) WakeOwner();
+  // While a borrower holds the token it looks at the inbox after letting the token go
+  // (RunInline) and wakes the owner then, once for all that came meanwhile: requests
+  // that lost the race for the token cost no wake-up each. Dekker with RunInline:
+  // submitted_ before held_ here, held_ before submitted_ there.
+  if (sleeping_.load(std::memory_order_seq_cst) && !held_.load(std::memory_order_seq_cst)) WakeOwner();
   return true;
 }
 
@@ -222,14 +226,15 @@ bool RealClock::RunInline(Task& task) {
   // The owner sleeps (or spins) until owner_next_ or a submission; work left earlier than
   // that must kick it. Dekker with WaitUntil: kicks_ before sleeping_ here, sleeping_
   // before kicks_ there, so either the owner sees the kick or this sees it asleep.
-  if (ready || next < owner_next_.load(std::memory_order_seq_cst)) {
+  const bool submitted = submitted_.load(std::memory_order_seq_cst) != drained_.load(std::memory_order_seq_cst);
+  const bool left = ready || next < owner_next_.load(std::memory_order_seq_cst);
+  if (left || submitted) {
     kicks_.fetch_add(1, std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst)) WakeOwner();
-    const uint32_t k = kick_score_.load(std::memory_order_relaxed);
-    if (k < 2 * kKickLimit) kick_score_.store(k + 1, std::memory_order_relaxed);
-  } else {
-    kick_score_.store(0, std::memory_order_relaxed);
   }
+  // Only work the borrowed run itself left counts against borrowing.
+  const uint32_t k = kick_score_.load(std::memory_order_relaxed);
+  kick_score_.store(left ? std::min(k + 1, 2 * kKickLimit) : 0, std::memory_order_relaxed);
   return true;
 }
 

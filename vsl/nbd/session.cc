@@ -369,7 +369,10 @@ void Session::Transmission() {
   for (;;) {
     uint8_t h[kRequestBytes];
     // Sleeps in the read only when the spin saw nothing (or is spent).
-    const bool blocked = !t_->Ready() && !idle_spin_.Spin([this] { return t_->Ready(); });
+    // Only while the reader serves its requests itself (inline on an idle engine): when
+    // they complete on the engine's thread, that thread is awake for them and another
+    // spinner would only take its core.
+    const bool blocked = !t_->Ready() && !(inline_last_ && idle_spin_.Spin([this] { return t_->Ready(); }));
     const auto t0 = blocked ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (!t_->Read(h, sizeof h)) break;
     if (blocked) {
@@ -392,7 +395,8 @@ void Session::Transmission() {
     }
     ++stats_.requests;
     const bool go_on = Dispatch(r);
-    if (!local_replies_.empty()) SendReplies(local_replies_, local_iov_);
+    inline_last_ = !local_replies_.empty();
+    if (inline_last_) SendReplies(local_replies_, local_iov_);
     if (!go_on) break;
   }
   // Every accepted request is answered (or dropped by a failed writer) before returning.

@@ -111,6 +111,7 @@ class Session {
   // waking a sleeping thread costs tens of microseconds on a VM, more than a zero-time
   // request, and at queue depth 1 the next request follows its reply within a few.
   AdaptiveSpin idle_spin_;
+  bool inline_last_ = true;  // the last request was answered on the reader's thread
   uint32_t inflight_ = 0;
   uint64_t inflight_bytes_ = 0;
   bool writer_stop_ = false;
