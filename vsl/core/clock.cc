@@ -115,6 +115,10 @@ int64_t SteadyNs() {
 
 namespace {
 constexpr DurNs kSpinNs = 60 * 1000;
+// RunInline borrows only an engine with nothing due sooner than this, and counts against
+// borrowing only work left due this soon (a request's own flash operations; a zero-time
+// card's partial-parity timer, 200 us out, is not one).
+constexpr DurNs kBusyHorizonNs = 100 * 1000;
 }  // namespace
 
 RealClock::RealClock(std::size_t inbox_capacity)
@@ -213,6 +217,9 @@ bool RealClock::RunInline(Task& task) {
       probe_.fetch_add(1, std::memory_order_relaxed) % kProbe != 0) {
     return false;
   }
+  // An engine with flash operations in flight (a timer due soon) is not idle: its owner
+  // is about to run them and a borrower would only contend for the token with it.
+  if (next_due_.load(std::memory_order_acquire) < Now() + kBusyHorizonNs) return false;
   if (!TryAcquire()) return false;
   task();
   // What the task started (a zero-time card's completions, the FTL's next steps) runs
@@ -222,6 +229,7 @@ bool RealClock::RunInline(Task& task) {
   PollBudget(kBudget);
   const bool ready = q_.HasReady();
   const TimeNs next = q_.NextTime();
+  next_due_.store(ready ? 0 : next, std::memory_order_release);
   Release();
   // The owner sleeps (or spins) until owner_next_ or a submission; work left earlier than
   // that must kick it. Dekker with WaitUntil: kicks_ before sleeping_ here, sleeping_
@@ -232,9 +240,10 @@ bool RealClock::RunInline(Task& task) {
     kicks_.fetch_add(1, std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst)) WakeOwner();
   }
-  // Only work the borrowed run itself left counts against borrowing.
+  // Only work the borrowed run itself left, due soon, counts against borrowing.
+  const bool soon = ready || next < Now() + kBusyHorizonNs;
   const uint32_t k = kick_score_.load(std::memory_order_relaxed);
-  kick_score_.store(left ? std::min(k + 1, 2 * kKickLimit) : 0, std::memory_order_relaxed);
+  kick_score_.store(soon ? std::min(k + 1, 2 * kKickLimit) : 0, std::memory_order_relaxed);
   return true;
 }
 
@@ -268,6 +277,7 @@ void RealClock::RunUntil(TimeNs deadline) {
     const bool ready = q_.HasReady();
     const TimeNs next = std::min(q_.NextTime(), deadline);
     owner_next_.store(ready ? now : next, std::memory_order_seq_cst);
+    next_due_.store(ready ? 0 : q_.NextTime(), std::memory_order_release);
     Release();
     if (stop_.load(std::memory_order_acquire)) break;
     if (now >= deadline) break;

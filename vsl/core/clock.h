@@ -168,7 +168,8 @@ class RealClock final : public Clock {
   // ready or due (up to a budget), hands the rest to the owning thread (waking it when it
   // sleeps past work now pending) and returns true. False, `task` untouched, when the
   // token is held (by the owner, another borrower, or this thread: a task that runs
-  // inline must not recurse), or while borrowed runs keep leaving timers to the owner
+  // inline must not recurse), when work is due within 100 us (flash operations in
+  // flight: the owner is about to run), or while borrowed runs keep leaving timers to the owner
   // (then the owner, kept awake by submissions, serves better; one call in 32 probes).
   bool RunInline(Task& task);
   // True on the thread that holds the token now.
@@ -200,6 +201,8 @@ class RealClock final : public Clock {
   // borrower that leaves work due earlier than this kicks it.
   std::atomic<TimeNs> owner_next_{kTimeNever};
   std::atomic<uint64_t> kicks_{0};
+  // The earliest pending work when the token was last let go (0: tasks ready).
+  std::atomic<TimeNs> next_due_{kTimeNever};
   // Borrowed runs in a row that left work for the owner (RunInline's policy).
   std::atomic<uint32_t> kick_score_{0};
   std::atomic<uint32_t> probe_{0};
