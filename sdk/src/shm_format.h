@@ -10,8 +10,12 @@
 // outside the region).
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "vsl/vsl.h"
 
@@ -33,6 +37,24 @@ struct Hello {
   uint64_t data_bytes;   // the data area at the region's end
   char lun[64];          // "lun0", "card1/lun2"; NUL-terminated
 };
+// Sends `h` with the region's memfd and the two eventfds (SCM_RIGHTS), as the
+// application's side of the handshake does: true when all of it went.
+inline bool SendHello(int sock, const Hello& h, const int (&fds)[3]) {
+  iovec iov{const_cast<Hello*>(&h), sizeof(h)};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(fds))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof(ctrl);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(fds));
+  std::memcpy(CMSG_DATA(c), fds, sizeof(fds));
+  return ::sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(h));
+}
+
 struct Welcome {
   int32_t result;  // 0 or -errno (then the connection closes)
   uint32_t pad;

@@ -119,6 +119,9 @@ constexpr DurNs kSpinNs = 60 * 1000;
 // borrowing only work left due this soon (a request's own flash operations; a zero-time
 // card's partial-parity timer, 200 us out, is not one).
 constexpr DurNs kBusyHorizonNs = 100 * 1000;
+// Borrowed request runs in a row that left work due that soon before RunInline stops
+// borrowing, and one call in kProbe borrows anyway to see whether that changed.
+constexpr uint32_t kKickLimit = 8, kProbe = 32;
 }  // namespace
 
 RealClock::RealClock(std::size_t inbox_capacity)
@@ -212,7 +215,6 @@ bool RealClock::RunInline(Task& task) {
   // runs keep leaving timers for the owner (a modelled card: every request waits for its
   // flash time), the owner would have to be woken for each; then requests go to the
   // owner instead, which stays awake for them, and one borrow in kProbe re-checks.
-  constexpr uint32_t kKickLimit = 8, kProbe = 32;
   if (kick_score_.load(std::memory_order_relaxed) >= kKickLimit &&
       probe_.fetch_add(1, std::memory_order_relaxed) % kProbe != 0) {
     return false;
@@ -220,8 +222,19 @@ bool RealClock::RunInline(Task& task) {
   // An engine with flash operations in flight (a timer due soon) is not idle: its owner
   // is about to run them and a borrower would only contend for the token with it.
   if (next_due_.load(std::memory_order_acquire) < Now() + kBusyHorizonNs) return false;
+  bool soon = false;
+  if (!Borrow(&task, &soon)) return false;
+  // Only work a request's run left due soon counts against borrowing.
+  const uint32_t k = kick_score_.load(std::memory_order_relaxed);
+  kick_score_.store(soon ? std::min(k + 1, 2 * kKickLimit) : 0, std::memory_order_relaxed);
+  return true;
+}
+
+bool RealClock::PollInline() { return Borrow(nullptr, nullptr); }
+
+bool RealClock::Borrow(Task* task, bool* left_soon) {
   if (!TryAcquire()) return false;
-  task();
+  if (task != nullptr) (*task)();
   // What the task started (a zero-time card's completions, the FTL's next steps) runs
   // here too, up to a budget: the borrower came for one request, not for the engine's
   // background work, which its owning thread picks up.
@@ -232,18 +245,15 @@ bool RealClock::RunInline(Task& task) {
   next_due_.store(ready ? 0 : next, std::memory_order_release);
   Release();
   // The owner sleeps (or spins) until owner_next_ or a submission; work left earlier than
-  // that must kick it. Dekker with WaitUntil: kicks_ before sleeping_ here, sleeping_
-  // before kicks_ there, so either the owner sees the kick or this sees it asleep.
+  // that, or submitted while the token was held (Submit left the wake to us), must kick
+  // it. Dekker with WaitUntil: kicks_ before sleeping_ here, sleeping_ before kicks_
+  // there, so either the owner sees the kick or this sees it asleep.
   const bool submitted = submitted_.load(std::memory_order_seq_cst) != drained_.load(std::memory_order_seq_cst);
-  const bool left = ready || next < owner_next_.load(std::memory_order_seq_cst);
-  if (left || submitted) {
+  if (ready || submitted || next < owner_next_.load(std::memory_order_seq_cst)) {
     kicks_.fetch_add(1, std::memory_order_seq_cst);
     if (sleeping_.load(std::memory_order_seq_cst)) WakeOwner();
   }
-  // Only work the borrowed run itself left, due soon, counts against borrowing.
-  const bool soon = ready || next < Now() + kBusyHorizonNs;
-  const uint32_t k = kick_score_.load(std::memory_order_relaxed);
-  kick_score_.store(soon ? std::min(k + 1, 2 * kKickLimit) : 0, std::memory_order_relaxed);
+  if (left_soon != nullptr) *left_soon = ready || next < Now() + kBusyHorizonNs;
   return true;
 }
 

@@ -172,6 +172,10 @@ class RealClock final : public Clock {
   // flight: the owner is about to run), or while borrowed runs keep leaving timers to the owner
   // (then the owner, kept awake by submissions, serves better; one call in 32 probes).
   bool RunInline(Task& task);
+  // Any thread: when no one holds the token, runs what is ready or due now (up to the
+  // same budget) and returns true; a waiter that would otherwise spin drives its own
+  // completions. No borrowing policy: it is not a request.
+  bool PollInline();
   // True on the thread that holds the token now.
   bool HeldByThisThread() const;
 
@@ -181,6 +185,10 @@ class RealClock final : public Clock {
   void WaitUntil(TimeNs deadline, uint64_t kicks_seen);
   bool TryAcquire();
   void Release();
+  // Takes the token if free, runs `task` (if any) and what is ready or due up to a
+  // budget, hands the rest to the owner; *left_soon (if asked): work is due within the
+  // busy horizon. False when the token was held.
+  bool Borrow(Task* task, bool* left_soon);
   // Runs what is ready or due now, at most `budget` tasks; returns tasks run. Holder only.
   uint64_t PollBudget(uint64_t budget);
 

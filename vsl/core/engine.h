@@ -81,8 +81,7 @@ class Engine {
   // false when the engine is busy or runs on a virtual clock.
   bool PollHere() {
     if (clock_.is_virtual() || OnEngineThread()) return false;
-    Task none = [] {};
-    return static_cast<RealClock&>(clock_).RunInline(none);
+    return static_cast<RealClock&>(clock_).PollInline();
   }
 
   // Declares the calling thread the engine's thread (done by whoever runs the engine).
