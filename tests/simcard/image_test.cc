@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <thread>
+#include <atomic>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -250,6 +252,118 @@ TEST(ImageSpaceTest, AFullFilesystemFailsTheProgramInsteadOfFaulting) {
   EXPECT_TRUE(im.WriteSlot(0, 0, 0, slot.data()).ok());
 }
 
+// Kept room is never what fails a program. On a full filesystem, erased blocks that kept
+// their slots give them back when a program needs room: the program succeeds (it fails
+// only when the filesystem is full of programmed data), and what other blocks hold stays.
+TEST(ImageSpaceTest, AFullFilesystemTakesBackKeptRoomBeforeFailingAProgram) {
+  const std::string dir = ::testing::TempDir() + "/vsl-image-kept-full";
+  std::filesystem::create_directories(dir);
+  ::umount2(dir.c_str(), MNT_DETACH);
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=2m") != 0) {
+    GTEST_SKIP() << "cannot mount a small tmpfs here (" << std::strerror(errno)
+                 << "): needs root; the full-filesystem path is not exercised";
+  }
+  struct Unmount {
+    std::string d;
+    ~Unmount() { ::umount(d.c_str()); }
+  } unmount{dir};
+  auto img = TestSmallImage(dir + "/c0.img");
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  simcard::ControllerImage& im = **img;
+  const nand::Geometry& g = im.geometry();
+  std::vector<uint8_t> slot(g.page_data_bytes + g.page_spare_bytes);
+  uint32_t full_block = g.blocks_per_lun;
+  for (uint32_t b = 0; b < g.blocks_per_lun && full_block == g.blocks_per_lun; ++b) {
+    std::fill(slot.begin(), slot.end(), static_cast<uint8_t>(b + 1));
+    Status s = im.WriteSlot(0, b, 0, slot.data());
+    if (!s.ok()) {
+      ASSERT_EQ(s.code(), StatusCode::kNoSpace) << s.ToString();
+      full_block = b;
+    }
+  }
+  ASSERT_LT(full_block, g.blocks_per_lun) << "2 MiB held a slot in every block of die 0?";
+  ASSERT_GE(full_block, 4u);
+  // Erase blocks 0 and 1: they keep their room (the share allows it), so the filesystem
+  // stays full ...
+  ASSERT_GE(im.KeptLimit(), 2u);
+  im.EraseBlockPages(0, 0);
+  im.EraseBlockPages(0, 1);
+  EXPECT_EQ(im.KeptBlocks(), 2u);
+  // ... until a program needs it.
+  std::fill(slot.begin(), slot.end(), static_cast<uint8_t>(0xee));
+  Status s = im.WriteSlot(0, full_block, 0, slot.data());
+  ASSERT_TRUE(s.ok()) << "a program failed while erased blocks held room: " << s.ToString();
+  EXPECT_EQ(im.KeptBlocks(), 0u);
+  std::vector<uint8_t> back(slot.size());
+  ASSERT_TRUE(im.ReadSlot(0, full_block, 0, back.data()).ok());
+  EXPECT_EQ(back.front(), 0xee);
+  EXPECT_EQ(back.back(), 0xee);
+  for (uint32_t b = 2; b < full_block; ++b) {
+    ASSERT_TRUE(im.ReadSlot(0, b, 0, back.data()).ok());
+    EXPECT_EQ(back.front(), b + 1) << "block " << b;
+    EXPECT_EQ(back.back(), b + 1) << "block " << b;
+  }
+  EXPECT_EQ(im.ReleaseKept(), 0u);  // nothing is left kept
+}
+
+// Keeping erased blocks' room is bounded in bytes too: on a card of full-size blocks the
+// share of 1/kKeptErasedShare would hold far more of the host filesystem than a free
+// pool needs.
+TEST(ImageSpaceTest, TheKeptRoomIsBoundedInBytes) {
+  const std::string dir = ::testing::TempDir() + "/vsl-image-kept-bound";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto prof = simcard::FindProfile("duo-slc-small");
+  ASSERT_TRUE(prof.ok());
+  auto img = simcard::ControllerImage::Create(dir + "/c0.img", *prof, 0, 1, "S", 1);
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  const nand::Geometry& g = (*img)->geometry();
+  const uint64_t block_bytes = uint64_t{g.pages_per_block} * (g.page_data_bytes + g.page_spare_bytes);
+  const uint64_t blocks = uint64_t{(*img)->dies()} * g.blocks_per_lun;
+  EXPECT_LE((*img)->KeptLimit() * block_bytes, simcard::ControllerImage::kKeptMaxBytes);
+  EXPECT_LT((*img)->KeptLimit(), blocks / simcard::ControllerImage::kKeptErasedShare)
+      << "the byte bound should bind on this card";
+  EXPECT_GT((*img)->KeptLimit(), 0u);
+  img->reset();
+  std::filesystem::remove_all(dir);
+}
+
+// Pipes program and erase their own dies' blocks while another thread (a pipe whose
+// program found the filesystem full) releases kept room: a block being programmed never
+// has its slots punched under it.
+TEST(ImageSpaceTest, ReleasingKeptRoomRacesNoProgram) {
+  const std::string dir = ::testing::TempDir() + "/vsl-image-kept-race";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto img = TestSmallImage(dir + "/c0.img");
+  ASSERT_TRUE(img.ok()) << img.status().ToString();
+  simcard::ControllerImage& im = **img;
+  const nand::Geometry& g = im.geometry();
+  std::atomic<bool> done{false};
+  std::thread releaser([&] {
+    while (!done.load()) im.ReleaseKept();
+  });
+  std::vector<uint8_t> slot(g.page_data_bytes + g.page_spare_bytes);
+  std::vector<uint8_t> back(slot.size());
+  uint64_t bad = 0;
+  for (uint32_t round = 0; round < 200 && bad == 0; ++round) {
+    const uint32_t b = round % 4;
+    im.EraseBlockPages(0, b);
+    for (uint32_t p = 0; p < g.pages_per_block; ++p) {
+      std::fill(slot.begin(), slot.end(), static_cast<uint8_t>(round * 31 + p + 1));
+      ASSERT_TRUE(im.WriteSlot(0, b, p, slot.data()).ok());
+    }
+    for (uint32_t p = 0; p < g.pages_per_block; ++p) {
+      ASSERT_TRUE(im.ReadSlot(0, b, p, back.data()).ok());
+      bad += back != std::vector<uint8_t>(slot.size(), static_cast<uint8_t>(round * 31 + p + 1));
+    }
+  }
+  done = true;
+  releaser.join();
+  EXPECT_EQ(bad, 0u) << "programmed slots were punched by a concurrent release";
+  std::filesystem::remove_all(dir);
+}
+
 // Erased blocks keep their slots only up to 1/kKeptErasedShare of the blocks: past that,
 // an erase gives the block's room back, so an image whose data is erased shrinks.
 TEST(ImageSpaceTest, ErasedBlocksGiveTheirRoomBackBeyondTheKeptShare) {
@@ -274,7 +388,8 @@ TEST(ImageSpaceTest, ErasedBlocksGiveTheirRoomBackBeyondTheKeptShare) {
   for (uint32_t d = 0; d < im.dies(); ++d) {
     for (uint32_t b = 0; b < g.blocks_per_lun; ++b) im.EraseBlockPages(d, b);
   }
-  const uint64_t kept = blocks / simcard::ControllerImage::kKeptErasedShare;
+  const uint64_t kept = im.KeptLimit();
+  EXPECT_EQ(kept, blocks / simcard::ControllerImage::kKeptErasedShare);  // small blocks: the share binds
   EXPECT_LE(im.AllocatedBytes() - empty, (kept + 1) * block_bytes + slack);
   EXPECT_GE(im.AllocatedBytes() - empty + slack, kept * block_bytes);
   std::filesystem::remove_all(dir);

@@ -288,7 +288,13 @@ Result<std::unique_ptr<ControllerImage>> ControllerImage::Map(int fd, const std:
   img->map_bytes_ = map_bytes;
   img->meta_bytes_ = l.data_offset;
   img->os_page_bytes_ = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  img->allocated_.assign(uint64_t{g.dies_per_controller()} * g.blocks_per_lun, 0);
+  img->blocks_ = uint64_t{g.dies_per_controller()} * g.blocks_per_lun;
+  img->allocated_.reset(new std::atomic<uint8_t>[img->blocks_]);
+  for (uint64_t i = 0; i < img->blocks_; ++i) img->allocated_[i].store(kUnknown, std::memory_order_relaxed);
+  {
+    const uint64_t block_bytes = uint64_t{g.pages_per_block} * l.page_slot_bytes;
+    img->kept_limit_ = std::min(img->blocks_ / kKeptErasedShare, kKeptMaxBytes / std::max<uint64_t>(block_bytes, 1));
+  }
   img->header_ = reinterpret_cast<const ImageHeader*>(img->map_);
   img->state_ = reinterpret_cast<ImageState*>(img->map_ + format::kStateOffset);
   img->lifetime_ = reinterpret_cast<format::LifetimeRecord*>(img->map_ + format::kLifetimeOffset);
@@ -334,28 +340,64 @@ ControllerImage::~ControllerImage() {
 }
 
 Status ControllerImage::Allocate(uint32_t d, uint32_t b, uint32_t p) {
-  uint8_t& done = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
-  if (done == kKept) {
-    --kept_;
-    done = kAllocated;
+  std::atomic<uint8_t>& a = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
+  uint8_t s = a.load(std::memory_order_acquire);
+  if (s == kAllocated) return Status::Ok();
+  if (s == kKept && a.compare_exchange_strong(s, kAllocated, std::memory_order_acq_rel)) {
+    kept_.fetch_sub(1, std::memory_order_relaxed);
+    return Status::Ok();
   }
-  if (done == kAllocated) return Status::Ok();
+  // kUnknown, or a kept block a release took first: allocate, after any release is done.
+  std::lock_guard<std::mutex> lock(space_mu_);
   const uint64_t start = SlotOffset(d, b, p);
   const uint64_t len = uint64_t{geometry_.pages_per_block - p} * header_->page_slot_bytes;
+  bool released = false;
   while (::fallocate(fd_, 0, static_cast<off_t>(start), static_cast<off_t>(len)) != 0) {
     if (errno == EINTR) continue;
     if (errno == EOPNOTSUPP) {
       pwrite_slots_ = true;  // a write through the mapping could not report a full disk
       return Status::Ok();
     }
+    if (errno == ENOSPC && !released) {
+      released = true;
+      const uint64_t freed = ReleaseKeptLocked();
+      if (freed > 0) {
+        Logger("simcard")->warn("card image {}: the filesystem is full; gave back the room of {} kept erased blocks",
+                                path_, freed);
+        continue;
+      }
+      errno = ENOSPC;
+    }
     return Status::FromErrno(errno, "card image: allocate a block's page slots");
   }
-  done = kAllocated;
+  a.store(kAllocated, std::memory_order_release);
   // Map the block's pages now, in one call, rather than fault them in a page at a time
   // as its slots are written (best effort: older kernels lack it).
   const uint64_t first = start / os_page_bytes_ * os_page_bytes_;
   (void)::madvise(map_ + first, start + len - first, MADV_POPULATE_WRITE);
   return Status::Ok();
+}
+
+uint64_t ControllerImage::ReleaseKept() {
+  std::lock_guard<std::mutex> lock(space_mu_);
+  return ReleaseKeptLocked();
+}
+
+uint64_t ControllerImage::ReleaseKeptLocked() {
+  uint64_t freed = 0;
+  const uint64_t block_bytes = uint64_t{geometry_.pages_per_block} * header_->page_slot_bytes;
+  for (uint64_t i = 0; i < blocks_ && kept_.load(std::memory_order_relaxed) > 0; ++i) {
+    uint8_t s = kKept;
+    if (!allocated_[i].compare_exchange_strong(s, kReleasing, std::memory_order_acq_rel)) continue;
+    const uint32_t d = static_cast<uint32_t>(i / geometry_.blocks_per_lun);
+    const uint32_t b = static_cast<uint32_t>(i % geometry_.blocks_per_lun);
+    (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(SlotOffset(d, b, 0)),
+                      static_cast<off_t>(block_bytes));
+    allocated_[i].store(kUnknown, std::memory_order_release);
+    kept_.fetch_sub(1, std::memory_order_relaxed);
+    ++freed;
+  }
+  return freed;
 }
 
 Status ControllerImage::WriteSlot(uint32_t d, uint32_t b, uint32_t p, const uint8_t* slot) {
@@ -381,14 +423,15 @@ Status ControllerImage::ReadSlotRange(uint32_t d, uint32_t b, uint32_t p, uint64
 
 void ControllerImage::EraseBlockPages(uint32_t d, uint32_t b) {
   std::memset(page_table_ + PageIndex(d, b, 0), 0, geometry_.pages_per_block);
-  uint8_t& a = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
-  if (a == kKept) return;
-  if (a == kAllocated && !pwrite_slots_ && kept_ < allocated_.size() / kKeptErasedShare) {
-    a = kKept;
-    ++kept_;
+  std::atomic<uint8_t>& a = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
+  const uint8_t s = a.load(std::memory_order_acquire);
+  if (s == kKept || s == kReleasing) return;  // already erased: kept, or being punched
+  if (s == kAllocated && !pwrite_slots_ && kept_.load(std::memory_order_relaxed) < kept_limit_) {
+    kept_.fetch_add(1, std::memory_order_relaxed);
+    a.store(kKept, std::memory_order_release);
     return;
   }
-  a = kUnknown;
+  a.store(kUnknown, std::memory_order_release);
   const uint64_t start = SlotOffset(d, b, 0);
   const uint64_t len = uint64_t{geometry_.pages_per_block} * header_->page_slot_bytes;
   // Best effort: a filesystem without hole punching keeps the old bytes, which is fine

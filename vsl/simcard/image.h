@@ -3,12 +3,14 @@
 // The whole file is mapped shared, so metadata (header, state, die/block/page tables) and
 // page slots reach the file through the page cache and survive the process being killed.
 // A controller's pipes share the image, each touching only its own dies' records and
-// slots (the count of kept blocks is the one shared field, an atomic).
+// slots; the kept-slot bookkeeping is the one shared part (atomics, and a mutex on the
+// path that allocates file space).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -73,12 +75,22 @@ class ControllerImage {
   Status ReadSlotRange(uint32_t d, uint32_t b, uint32_t p, uint64_t offset, uint64_t len,
                        uint8_t* out) const;
   static constexpr uint32_t kKeptErasedShare = 8;  // at most 1/8 of the blocks keep slots
+  static constexpr uint64_t kKeptMaxBytes = 128ull << 20;  // and at most this much room
   // Erases a block's pages: page states to kErased. Its slots are punched out of the file
-  // unless they are kept for the block's next program: up to 1/kKeptErasedShare of a
-  // controller's blocks (the free pool a groomer cycles through) keep theirs, so steady
-  // writes do not give pages back and fault them in again; beyond that, an image holds
-  // only what is programmed plus that share.
+  // unless they are kept for the block's next program: up to KeptLimit() blocks (the free
+  // pool a groomer cycles through) keep theirs, so steady writes do not give pages back
+  // and fault them in again; beyond that, an image holds only what is programmed plus
+  // that room. Kept room is never what fails a program: a program the filesystem has no
+  // room for first gives every kept block's room back (ReleaseKept) and tries again.
   void EraseBlockPages(uint32_t d, uint32_t b);
+  // How many erased blocks may keep their slots: 1/kKeptErasedShare of the blocks, and
+  // no more than kKeptMaxBytes of slots (a full-size card's share would be hundreds of
+  // GiB of a host filesystem held for nothing).
+  uint64_t KeptLimit() const { return kept_limit_; }
+  uint64_t KeptBlocks() const { return kept_.load(std::memory_order_relaxed); }
+  // Punches every kept block's slots out of the file; returns how many blocks it freed.
+  // Safe from any thread: a pipe programming one of them meanwhile waits for its room.
+  uint64_t ReleaseKept();
 
   format::ImageState& state() { return *state_; }
   // The lifetime counters (zeroed when absent or damaged; see image_format.h). Update
@@ -104,6 +116,7 @@ class ControllerImage {
 
   // Makes sure block (d, b)'s slots from page `p` on are backed by the file.
   Status Allocate(uint32_t d, uint32_t b, uint32_t p);
+  uint64_t ReleaseKeptLocked();  // space_mu_ held
 
   std::string path_;
   int fd_ = -1;
@@ -111,13 +124,20 @@ class ControllerImage {
   uint64_t map_bytes_ = 0;
   uint64_t meta_bytes_ = 0;  // header .. end of page table (what Sync flushes)
   // Per block: kUnknown (not allocated since open, or punched), kAllocated (backed from
-  // its first program since then), kKept (erased, slots kept for its next program).
-  enum : uint8_t { kUnknown = 0, kAllocated = 1, kKept = 2 };
-  std::vector<uint8_t> allocated_;
-  // Blocks in kKept. A controller's pipes (engine threads of their own) share the image:
-  // each block's entry belongs to its die's pipe, the count is shared (the bound may be
-  // passed by one block per racing erase, which only keeps a little more room).
+  // its first program since then), kKept (erased, slots kept for its next program),
+  // kReleasing (a kept block being punched by ReleaseKept, under space_mu_).
+  // Transitions: the block's own pipe moves it between kUnknown, kAllocated and kKept;
+  // ReleaseKept (any thread, holding space_mu_) moves kKept -> kReleasing -> kUnknown.
+  // A pipe that finds kReleasing or kUnknown allocates under space_mu_, so it never
+  // writes slots that a release is about to punch.
+  enum : uint8_t { kUnknown = 0, kAllocated = 1, kKept = 2, kReleasing = 3 };
+  std::unique_ptr<std::atomic<uint8_t>[]> allocated_;
+  uint64_t blocks_ = 0;
+  // Blocks in kKept. The bound may be passed by one block per racing erase, which only
+  // keeps a little more room.
   std::atomic<uint64_t> kept_{0};
+  uint64_t kept_limit_ = 0;
+  std::mutex space_mu_;  // allocating file space; releasing kept blocks
   uint64_t os_page_bytes_ = 4096;  // the mapping's page (MADV_POPULATE_WRITE alignment)
   bool pwrite_slots_ = false;       // the filesystem cannot allocate ahead
   const format::ImageHeader* header_ = nullptr;
