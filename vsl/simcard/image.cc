@@ -289,8 +289,10 @@ Result<std::unique_ptr<ControllerImage>> ControllerImage::Map(int fd, const std:
   img->meta_bytes_ = l.data_offset;
   img->os_page_bytes_ = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   img->blocks_ = uint64_t{g.dies_per_controller()} * g.blocks_per_lun;
-  img->allocated_.reset(new std::atomic<uint8_t>[img->blocks_]);
-  for (uint64_t i = 0; i < img->blocks_; ++i) img->allocated_[i].store(kUnknown, std::memory_order_relaxed);
+  img->allocated_.reset(new std::atomic<uint32_t>[img->blocks_]);
+  for (uint64_t i = 0; i < img->blocks_; ++i) img->allocated_[i].store(0, std::memory_order_relaxed);
+  img->chunk_pages_ = static_cast<uint32_t>(
+      std::clamp<uint64_t>(kAllocChunkBytes / l.page_slot_bytes, 1, g.pages_per_block));
   {
     const uint64_t block_bytes = uint64_t{g.pages_per_block} * l.page_slot_bytes;
     img->kept_limit_ = std::min(img->blocks_ / kKeptErasedShare, kKeptMaxBytes / std::max<uint64_t>(block_bytes, 1));
@@ -340,17 +342,22 @@ ControllerImage::~ControllerImage() {
 }
 
 Status ControllerImage::Allocate(uint32_t d, uint32_t b, uint32_t p) {
-  std::atomic<uint8_t>& a = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
-  uint8_t s = a.load(std::memory_order_acquire);
-  if (s == kAllocated) return Status::Ok();
-  if (s == kKept && a.compare_exchange_strong(s, kAllocated, std::memory_order_acq_rel)) {
+  std::atomic<uint32_t>& a = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
+  uint32_t v = a.load(std::memory_order_acquire);
+  if ((v & kKeptBit) != 0 && a.compare_exchange_strong(v, v & kCountMask, std::memory_order_acq_rel)) {
     kept_.fetch_sub(1, std::memory_order_relaxed);
-    return Status::Ok();
+    v &= kCountMask;
   }
-  // kUnknown, or a kept block a release took first: allocate, after any release is done.
+  if ((v & (kKeptBit | kReleasingBit)) == 0 && p < v) return Status::Ok();
+  // Beyond what is allocated, or a kept block a release took first: allocate the chunk
+  // that holds `p` (and any unallocated pages before it), after any release is done.
   std::lock_guard<std::mutex> lock(space_mu_);
-  const uint64_t start = SlotOffset(d, b, p);
-  const uint64_t len = uint64_t{geometry_.pages_per_block - p} * header_->page_slot_bytes;
+  v = a.load(std::memory_order_acquire);  // 0 after a release, else this pipe's own count
+  const uint32_t from = v & kCountMask;
+  if (p < from) return Status::Ok();
+  const uint32_t to = std::min(geometry_.pages_per_block, (p / chunk_pages_ + 1) * chunk_pages_);
+  const uint64_t start = SlotOffset(d, b, from);
+  const uint64_t len = uint64_t{to - from} * header_->page_slot_bytes;
   bool released = false;
   while (::fallocate(fd_, 0, static_cast<off_t>(start), static_cast<off_t>(len)) != 0) {
     if (errno == EINTR) continue;
@@ -370,9 +377,9 @@ Status ControllerImage::Allocate(uint32_t d, uint32_t b, uint32_t p) {
     }
     return Status::FromErrno(errno, "card image: allocate a block's page slots");
   }
-  a.store(kAllocated, std::memory_order_release);
-  // Map the block's pages now, in one call, rather than fault them in a page at a time
-  // as its slots are written (best effort: older kernels lack it).
+  a.store(to, std::memory_order_release);
+  // Map the pages now, in one call, rather than fault them in a page at a time as the
+  // slots are written (best effort: older kernels lack it).
   const uint64_t first = start / os_page_bytes_ * os_page_bytes_;
   (void)::madvise(map_ + first, start + len - first, MADV_POPULATE_WRITE);
   return Status::Ok();
@@ -385,15 +392,16 @@ uint64_t ControllerImage::ReleaseKept() {
 
 uint64_t ControllerImage::ReleaseKeptLocked() {
   uint64_t freed = 0;
-  const uint64_t block_bytes = uint64_t{geometry_.pages_per_block} * header_->page_slot_bytes;
   for (uint64_t i = 0; i < blocks_ && kept_.load(std::memory_order_relaxed) > 0; ++i) {
-    uint8_t s = kKept;
-    if (!allocated_[i].compare_exchange_strong(s, kReleasing, std::memory_order_acq_rel)) continue;
+    uint32_t v = allocated_[i].load(std::memory_order_acquire);
+    if ((v & kKeptBit) == 0) continue;
+    if (!allocated_[i].compare_exchange_strong(v, kReleasingBit, std::memory_order_acq_rel)) continue;
     const uint32_t d = static_cast<uint32_t>(i / geometry_.blocks_per_lun);
     const uint32_t b = static_cast<uint32_t>(i % geometry_.blocks_per_lun);
+    const uint64_t len = uint64_t{geometry_.pages_per_block} * header_->page_slot_bytes;
     (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(SlotOffset(d, b, 0)),
-                      static_cast<off_t>(block_bytes));
-    allocated_[i].store(kUnknown, std::memory_order_release);
+                      static_cast<off_t>(len));
+    allocated_[i].store(0, std::memory_order_release);
     kept_.fetch_sub(1, std::memory_order_relaxed);
     ++freed;
   }
@@ -423,19 +431,20 @@ Status ControllerImage::ReadSlotRange(uint32_t d, uint32_t b, uint32_t p, uint64
 
 void ControllerImage::EraseBlockPages(uint32_t d, uint32_t b) {
   std::memset(page_table_ + PageIndex(d, b, 0), 0, geometry_.pages_per_block);
-  std::atomic<uint8_t>& a = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
-  const uint8_t s = a.load(std::memory_order_acquire);
-  if (s == kKept || s == kReleasing) return;  // already erased: kept, or being punched
-  if (s == kAllocated && !pwrite_slots_ && kept_.load(std::memory_order_relaxed) < kept_limit_) {
+  std::atomic<uint32_t>& a = allocated_[uint64_t{d} * geometry_.blocks_per_lun + b];
+  const uint32_t v = a.load(std::memory_order_acquire);
+  if ((v & (kKeptBit | kReleasingBit)) != 0) return;  // already erased: kept, or being punched
+  if (v != 0 && !pwrite_slots_ && kept_.load(std::memory_order_relaxed) < kept_limit_) {
     kept_.fetch_add(1, std::memory_order_relaxed);
-    a.store(kKept, std::memory_order_release);
+    a.store(v | kKeptBit, std::memory_order_release);
     return;
   }
-  a.store(kUnknown, std::memory_order_release);
+  a.store(0, std::memory_order_release);
   const uint64_t start = SlotOffset(d, b, 0);
   const uint64_t len = uint64_t{geometry_.pages_per_block} * header_->page_slot_bytes;
   // Best effort: a filesystem without hole punching keeps the old bytes, which is fine
-  // because erased pages are served from the page state, never from the slot.
+  // because erased pages are served from the page state, never from the slot. (The whole
+  // block: slots allocated before the image was opened are not in the count.)
   (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(start),
                     static_cast<off_t>(len));
 }

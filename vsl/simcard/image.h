@@ -66,9 +66,9 @@ class ControllerImage {
 
   // Whole slot I/O: data (page_data_bytes) then raw spare (page_spare_bytes). The slots
   // are mapped (no system call per page): a block's slots are allocated in the file
-  // (fallocate) before its first program since it was erased or the image was opened, so
-  // a full filesystem fails that program with a clear error instead of faulting the
-  // process; where the filesystem cannot allocate ahead, slots go through pwrite.
+  // (fallocate), a chunk of pages at a time, before the programs that write them, so a
+  // full filesystem fails a program with a clear error instead of faulting the process;
+  // where the filesystem cannot allocate ahead, slots go through pwrite.
   Status WriteSlot(uint32_t d, uint32_t b, uint32_t p, const uint8_t* slot);
   Status ReadSlot(uint32_t d, uint32_t b, uint32_t p, uint8_t* slot) const;
   // Reads `len` bytes at `offset` inside the slot.
@@ -76,6 +76,7 @@ class ControllerImage {
                        uint8_t* out) const;
   static constexpr uint32_t kKeptErasedShare = 8;  // at most 1/8 of the blocks keep slots
   static constexpr uint64_t kKeptMaxBytes = 128ull << 20;  // and at most this much room
+  static constexpr uint64_t kAllocChunkBytes = 256u << 10;  // slots allocated at a time
   // Erases a block's pages: page states to kErased. Its slots are punched out of the file
   // unless they are kept for the block's next program: up to KeptLimit() blocks (the free
   // pool a groomer cycles through) keep theirs, so steady writes do not give pages back
@@ -123,16 +124,20 @@ class ControllerImage {
   uint8_t* map_ = nullptr;  // the whole file: header, tables, page slots
   uint64_t map_bytes_ = 0;
   uint64_t meta_bytes_ = 0;  // header .. end of page table (what Sync flushes)
-  // Per block: kUnknown (not allocated since open, or punched), kAllocated (backed from
-  // its first program since then), kKept (erased, slots kept for its next program),
+  // Per block: how many of its slots (from page 0) are allocated in the file since the
+  // image was opened or the block was punched, and its state in the high bits: none
+  // (allocated for programs), kKept (erased, slots kept for its next program), or
   // kReleasing (a kept block being punched by ReleaseKept, under space_mu_).
-  // Transitions: the block's own pipe moves it between kUnknown, kAllocated and kKept;
-  // ReleaseKept (any thread, holding space_mu_) moves kKept -> kReleasing -> kUnknown.
-  // A pipe that finds kReleasing or kUnknown allocates under space_mu_, so it never
-  // writes slots that a release is about to punch.
-  enum : uint8_t { kUnknown = 0, kAllocated = 1, kKept = 2, kReleasing = 3 };
-  std::unique_ptr<std::atomic<uint8_t>[]> allocated_;
+  // Transitions: the block's own pipe allocates (count up), erases (to kept, or punched
+  // to 0) and takes a kept block back; ReleaseKept (any thread, holding space_mu_) moves
+  // kept -> releasing -> 0. A pipe that finds its page beyond the count, or the block
+  // releasing, allocates under space_mu_, so it never writes slots a release is about to
+  // punch. Slots are allocated kAllocChunkBytes at a time: a block left part-written (an
+  // open LEB at a crash) holds little more than its written pages.
+  static constexpr uint32_t kKeptBit = 1u << 16, kReleasingBit = 1u << 17, kCountMask = kKeptBit - 1;
+  std::unique_ptr<std::atomic<uint32_t>[]> allocated_;
   uint64_t blocks_ = 0;
+  uint32_t chunk_pages_ = 1;  // pages per allocation
   // Blocks in kKept. The bound may be passed by one block per racing erase, which only
   // keeps a little more room.
   std::atomic<uint64_t> kept_{0};
