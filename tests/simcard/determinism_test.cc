@@ -13,7 +13,7 @@ uint32_t TraceHash(uint64_t clock_seed, uint64_t card_seed) {
   VirtualClock clock(clock_seed);
   auto profile = simcard::FindProfile("test-wear").value();
   EXPECT_TRUE(simcard::SimCard::Create(tmp.Sub("c"), profile, {.serial = "", .seed = 5}).ok());
-  auto card = simcard::SimCard::Open(tmp.Sub("c"), clock, {.null_timing = false, .seed = card_seed, .plp = {}, .reliability = {}, .pipe_clocks = {}, .power = {}, .environment = {}}).value();
+  auto card = simcard::SimCard::Open(tmp.Sub("c"), clock, {.null_timing = false, .seed = card_seed, .plp = {}, .reliability = {}, .pipe_clocks = {}, .power = {}, .environment = {}, .copy_accumulators = {}}).value();
   const auto& g = card->geometry();
   uint32_t h = 0;
   auto record = [&](uint32_t tag, const Completion& c) {

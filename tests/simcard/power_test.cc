@@ -36,7 +36,7 @@ simcard::SimCardOptions CutOptions(uint64_t seed) {
   simcard::Plp plp;
   plp.holdup_ns = 1 * kMs;
   plp.buffer_bytes_per_pipe = 4 << 20;
-  return {.null_timing = false, .seed = seed, .plp = plp, .reliability = {}, .pipe_clocks = {}, .power = {}, .environment = {}};
+  return {.null_timing = false, .seed = seed, .plp = plp, .reliability = {}, .pipe_clocks = {}, .power = {}, .environment = {}, .copy_accumulators = {}};
 }
 
 CutOutcome RunCut(uint64_t seed, bool plp_healthy) {

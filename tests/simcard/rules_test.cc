@@ -195,7 +195,7 @@ TEST_F(BufferTest, BufferRoomFreedOnOneChannelAdmitsWaitersOnAnother) {
   simcard::Plp plp;
   plp.holdup_ns = 1 * kSec;                  // the budget never limits here
   plp.buffer_bytes_per_pipe = 8 * (4096 + 224);  // eight pages
-  Make("test-small", {}, {.null_timing = false, .seed = 1, .plp = plp, .reliability = {}, .pipe_clocks = {}, .power = {}, .environment = {}});
+  Make("test-small", {}, {.null_timing = false, .seed = 1, .plp = plp, .reliability = {}, .pipe_clocks = {}, .power = {}, .environment = {}, .copy_accumulators = {}});
   const uint32_t b2 = GoodBlock(0, 2, 1), b0 = GoodBlock(0, 0, 1);  // die 2: channel 1
   ASSERT_TRUE(Erase(0, 2, b2).ok());
   ASSERT_TRUE(Erase(0, 0, b0).ok());

@@ -107,7 +107,7 @@ TEST(TimingModeTest, NullTimingCompletesEverythingAtOnce) {
   VirtualClock clock(1);
   auto p = simcard::FindProfile("test-small");
   ASSERT_TRUE(simcard::SimCard::Create(tmp.Sub("c"), *p, {}).ok());
-  auto card = simcard::SimCard::Open(tmp.Sub("c"), clock, {.null_timing = true, .seed = 1, .plp = {}, .reliability = {}, .pipe_clocks = {}, .power = {}, .environment = {}});
+  auto card = simcard::SimCard::Open(tmp.Sub("c"), clock, {.null_timing = true, .seed = 1, .plp = {}, .reliability = {}, .pipe_clocks = {}, .power = {}, .environment = {}, .copy_accumulators = {}});
   ASSERT_TRUE(card.ok());
   std::vector<uint8_t> data(4096, 1);
   int done = 0;

@@ -84,6 +84,11 @@ class CountingPipe final : public nand::FlashPipe {
   void ClearStage(uint32_t slot) override {
     if (!cut_) inner_.ClearStage(slot);
   }
+  uint32_t copy_accumulators() const override { return inner_.copy_accumulators(); }
+  void Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCallback done) override {
+    if (cut_) return Refuse(std::move(done));
+    inner_.Copy(req, std::move(accepted), Count(std::move(done)));
+  }
 
   // From now on commands are refused. Stage images stay in their slots until something
   // supersedes them, so they are emptied: the FTL that parked them is gone (the next one

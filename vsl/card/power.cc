@@ -83,6 +83,13 @@ double PowerGovernor::ProgramJ() const {
 
 double PowerGovernor::EraseJ() const { return model_.erase_uj * 1e-6; }
 
+double PowerGovernor::CopyJ() const {
+  const uint64_t cws = geo_.codewords_per_page();
+  const uint64_t bus = cws * (geo_.ecc_codeword_bytes + geo_.ecc_parity_bytes) + geo_.page_data_bytes +
+                       geo_.page_spare_bytes;
+  return (model_.read_uj + model_.program_uj) * 1e-6 + bus * model_.channel_nj_per_byte * 1e-9;
+}
+
 // The bucket: over any window W, admitted energy <= burst + rate * (W + lag), and the
 // energy spent in the window is at most what was admitted from lag before it. Choosing
 // rate = (dyn * W - burst) / (W + lag) keeps the spent energy within dyn * W, so static
@@ -238,6 +245,11 @@ void GovernedPipe::Issue(Held& h) {
     case Held::kProgram: inner_.Program(h.program, std::move(h.accepted), std::move(h.done)); break;
     case Held::kErase: inner_.Erase(h.die, h.block, std::move(h.done)); break;
     case Held::kStage: inner_.Stage(h.slot, h.program, std::move(h.accepted), std::move(h.done)); break;
+    case Held::kCopy:
+      h.copy.meta = h.meta.empty() ? nullptr : h.meta.data();
+      h.copy.fail_meta = h.fail_meta.empty() ? nullptr : h.fail_meta.data();
+      inner_.Copy(h.copy, std::move(h.accepted), std::move(h.done));
+      break;
   }
 }
 
@@ -349,6 +361,32 @@ void GovernedPipe::Program(const nand::ProgramRequest& req, FlashCallback accept
   if (timer_ == 0) Pump();
 }
 
+void GovernedPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCallback done) {
+  if (req.dst.die >= dies_ || req.src.die >= dies_) return inner_.Copy(req, std::move(accepted), std::move(done));
+  const double j = gov_.CopyJ();
+  const TimeNs now = clock_->Now();
+  if (writes_.empty() && PipeWriteAllows(j) && gov_.TryTake(now, j, true)) {
+    if (write_share_ < 1.0) pipe_tokens_ -= j;
+    return inner_.Copy(req, std::move(accepted), std::move(done));
+  }
+  const uint32_t meta = gov_.meta_bytes();
+  Held h{};
+  h.kind = Held::kCopy;
+  h.die = req.dst.die;
+  h.block = req.dst.block;
+  h.joules = j;
+  h.copy = req;
+  if (req.meta != nullptr) h.meta.assign(req.meta, req.meta + meta);
+  if (req.fail_meta != nullptr) h.fail_meta.assign(req.fail_meta, req.fail_meta + meta);
+  h.accepted = std::move(accepted);
+  h.done = std::move(done);
+  h.since = now;
+  HoldBlock(h.die, h.block, 1);
+  writes_.push_back(std::move(h));
+  gov_.NoteHeld(1);
+  if (timer_ == 0) Pump();
+}
+
 void GovernedPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
   // An address outside the pipe: the controller refuses it; nothing to hold or charge.
   if (die >= dies_) return inner_.Erase(die, block, std::move(done));
@@ -415,7 +453,7 @@ void GovernedPipe::Reset(uint32_t die, FlashCallback done) {
   // What is held for the die is aborted with what the controller has queued.
   auto abort = [this, die](std::deque<Held>& q, bool writes) {
     for (auto it = q.begin(); it != q.end();) {
-      if (it->die != die) {
+      if (it->die != die && !(it->kind == Held::kCopy && it->copy.src.die == die)) {
         ++it;
         continue;
       }

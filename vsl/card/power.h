@@ -86,6 +86,10 @@ class PowerGovernor {
   // Energy the card spends on each operation (the card model's own accounting).
   double ReadJ(uint32_t sectors, bool meta) const;
   double ProgramJ() const;
+  // A controller-side copy: the source read and the destination program inside the
+  // controller (both on the channel, nothing on the host link).
+  double CopyJ() const;
+  uint32_t meta_bytes() const { return geo_.meta_bytes_per_page(); }
   double EraseJ() const;
 
   // Takes `joules` for an operation at `now` if the bucket has them (writes: above the
@@ -175,14 +179,20 @@ class GovernedPipe final : public nand::FlashPipe {
   void Stage(uint32_t slot, const nand::ProgramRequest& req, nand::FlashCallback accepted,
              nand::FlashCallback done) override;
   void ClearStage(uint32_t slot) override;
+  uint32_t copy_accumulators() const override { return inner_.copy_accumulators(); }
+  // A copy is charged and held as a write of its destination (in order with the other
+  // writes); a reset of either of its dies aborts it while it is held.
+  void Copy(const nand::CopyRequest& req, nand::FlashCallback accepted, nand::FlashCallback done) override;
 
  private:
   struct Held {
-    enum Kind : uint8_t { kRead, kProgram, kErase, kStage } kind;
+    enum Kind : uint8_t { kRead, kProgram, kErase, kStage, kCopy } kind;
     uint32_t die = 0;
     double joules = 0;
     nand::ReadRequest read;
     nand::ProgramRequest program;
+    nand::CopyRequest copy;
+    std::vector<uint8_t> meta, fail_meta;  // a held copy's metadata (copied at submission)
     uint32_t block = 0, slot = 0;
     nand::FlashCallback accepted, done;
     TimeNs since = 0;

@@ -133,6 +133,9 @@ struct SimCardOptions {
   // test sees thermal effects in seconds rather than minutes).
   std::optional<Power> power;
   Environment environment;  // changeable later with SetEnvironment
+  // Replaces the profile's copy accumulators (FlashPipe::Copy); 0: a controller that
+  // offers no copy, so the host relocates through its memory.
+  std::optional<uint32_t> copy_accumulators;
 };
 
 struct ControllerHealth {

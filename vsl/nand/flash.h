@@ -72,11 +72,32 @@ struct ReadRequest {
 // on this pipe has (on any die), so once it is accepted they are all in the buffer too
 // (a parity page vouches for members that will reach flash with it). Stage images are
 // always fenced.
+// `acc`: with copy accumulators (FlashPipe::copy_accumulators), the page programmed is
+// `data` XOR accumulator `acc`, which is then cleared (Stage: XORed, not cleared): how a
+// stripe row's parity takes in members that were copied inside the controller. See Copy.
+static constexpr uint32_t kNoAccumulator = UINT32_MAX;
 struct ProgramRequest {
   Ppa ppa;
   const uint8_t* data = nullptr;
   const uint8_t* meta = nullptr;
   bool fence = false;
+  uint32_t acc = kNoAccumulator;
+};
+
+// Copy page `src` to page `dst` inside the controller (controller-side relocation): the
+// source is read and its codewords decoded and corrected there, then programmed to `dst`
+// (any die of the pipe) with `meta` as its host metadata (meta_bytes_per_page; null
+// programs 0xFF), ECC encoded afresh. The data never crosses the host link. If the
+// source cannot be read, `dst` is programmed all the same (a die's pages go in order and
+// later ones may be queued behind it) with a zeroed data area and `fail_meta` (null:
+// 0xFF): the host seals that as a page holding nothing. `acc` (optional) is an
+// accumulator the copied data is XORed into once it is read.
+struct CopyRequest {
+  Ppa src;
+  Ppa dst;
+  const uint8_t* meta = nullptr;
+  const uint8_t* fail_meta = nullptr;
+  uint32_t acc = kNoAccumulator;
 };
 
 enum class PlpState : uint8_t { kHealthy = 0, kFailed, kAbsent };
@@ -143,6 +164,40 @@ class FlashPipe {
   // Empties `slot`, images still landing included (their `done` fires kOk, `accepted`
   // never); nothing if it is empty.
   virtual void ClearStage(uint32_t slot) { (void)slot; }
+
+  // Controller-side copy (CopyRequest). Offered when copy_accumulators() > 0; the default
+  // (a controller without it) completes at once with kInvalidAddress, and the host moves
+  // the page through its own memory instead.
+  //
+  // Ordering: the copy takes its place among `dst`'s die's commands when it is submitted
+  // (a later program of that die runs after it: pages of a block stay in order), and
+  // among `src`'s die's commands as a read. Both metadata buffers are copied at once.
+  // Completion: `accepted` fires once the source is read and corrected and the page is
+  // in the controller's protected write buffer (as a program's `accepted`: a power cut
+  // then still programs it); `done` fires when `dst` is on flash, with the source read's
+  // corrected_bits. A source that cannot be read (kUncorrectable, kDieTimeout, kAborted
+  // by a reset of its die) gets no `accepted`: `dst` is programmed with zeros and
+  // `fail_meta`, nothing goes into the accumulator, and `done` reports the read's status
+  // once that page is on flash (or the program's own failure). The host then moves the
+  // page's data itself (FlashBack rebuilds it). A power cut aborts a copy not yet
+  // accepted, like a program not yet in the buffer.
+  //
+  // Accumulators (page data only; the host XORs the metadata itself): `acc` of a copy
+  // is XORed with the copied data when the copy is accepted. A Program or Stage with
+  // `acc` takes the accumulator as it is when it lands. The host keeps the order plain:
+  // it submits such a Program or Stage only when every copy into that accumulator has
+  // been accepted or has failed, and no copy into it until such a Program or Stage is
+  // accepted; a request that breaks this ends kRuleViolation (nothing is copied or
+  // programmed). An accumulator starts zeroed and is zeroed again by the Program that
+  // consumes it and by a power cut.
+  virtual uint32_t copy_accumulators() const { return 0; }
+  virtual void Copy(const CopyRequest& req, FlashCallback accepted, FlashCallback done) {
+    (void)req;
+    (void)accepted;
+    Completion c;
+    c.status = FlashStatus::kInvalidAddress;
+    done(c);
+  }
 };
 
 }  // namespace vsl::nand

@@ -54,6 +54,13 @@ class ReadRetryPipe final : public FlashPipe {
     inner_.Stage(slot, req, std::move(accepted), std::move(done));
   }
   void ClearStage(uint32_t slot) override { inner_.ClearStage(slot); }
+  // A copy's source read is the controller's own: a failure ends the copy (its
+  // destination holds nothing) and the host moves the page itself, FlashBack rebuilding
+  // it, so nothing is retried here.
+  uint32_t copy_accumulators() const override { return inner_.copy_accumulators(); }
+  void Copy(const CopyRequest& req, FlashCallback accepted, FlashCallback done) override {
+    inner_.Copy(req, std::move(accepted), std::move(done));
+  }
 
  private:
   // A read in flight. Pooled, so the pass-through costs no allocation per read once warm

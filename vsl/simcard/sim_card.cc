@@ -115,6 +115,7 @@ Result<std::unique_ptr<SimCard>> SimCard::Open(const std::string& dir, Clock& cl
   if (opts.plp) card->profile_.plp = *opts.plp;
   if (opts.reliability) card->profile_.reliability = *opts.reliability;
   if (opts.power) card->profile_.power = *opts.power;
+  if (opts.copy_accumulators) card->profile_.copy_accumulators = *opts.copy_accumulators;
   if (opts.ecc == EccMode::kBitExact) VSL_RETURN_IF_ERROR(CheckBitExactGeometry(card->geometry_));
   card->images_.push_back(std::move(first));
   for (uint32_t c = 1; c < card->geometry_.controllers; ++c) {

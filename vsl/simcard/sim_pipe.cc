@@ -27,7 +27,10 @@ SimPipe::SimPipe(SimCard& card, Clock& clock, uint32_t controller, uint32_t pipe
       dies_(card.geometry_.dies_per_pipe()),
       channels_(card.geometry_.channels_per_pipe),
       scratch_(uint64_t{card.geometry_.page_data_bytes} + card.geometry_.page_spare_bytes),
-      stage_(card.profile_.plp.present ? card.profile_.plp.stage_slots : 0, nullptr) {
+      stage_(card.profile_.plp.present ? card.profile_.plp.stage_slots : 0, nullptr),
+      acc_(card.profile_.copy_accumulators, std::vector<uint8_t>(card.geometry_.page_data_bytes, 0)),
+      acc_copies_(card.profile_.copy_accumulators, 0),
+      acc_takers_(card.profile_.copy_accumulators, 0) {
   topology_.controller = controller;
   topology_.pipe = pipe_in_ctrl;
   topology_.controllers = g_.controllers;
@@ -83,6 +86,13 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->qseq = 0;
   op->fence = false;
   op->parity = false;
+  op->copy_to = op->copy_from = nullptr;
+  op->internal = false;
+  op->acc = nand::kNoAccumulator;
+  op->acc_pending = false;
+  op->counted = false;
+  op->corrected = 0;
+  op->copy_failed = FlashStatus::kOk;
   op->submit_ns = Now();
   op->bus_start_ns = op->array_end_ns = 0;
   op->flush_cost_ns = op->flush_xfer_ns = 0;
@@ -106,18 +116,85 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
     dies_[op->ppa.die].queue.erase(OpQueue::s_iterator_to(*op));
   }
   if (static_cast<AllHook*>(op)->is_linked()) all_.erase(OpList::s_iterator_to(*op));
-  switch (status) {
-    case FlashStatus::kUncorrectable: ++stats_.uncorrectable_reads; life_.uncorrectable_reads += 1; break;
-    case FlashStatus::kProgramFail: ++stats_.program_fails; life_.program_fails += 1; break;
-    case FlashStatus::kEraseFail: ++stats_.erase_fails; life_.erase_fails += 1; break;
-    case FlashStatus::kDieTimeout: ++stats_.die_timeouts; break;
-    case FlashStatus::kAborted: ++stats_.aborted; break;
-    default: break;
+  if (!op->counted) {
+    switch (status) {
+      case FlashStatus::kUncorrectable: ++stats_.uncorrectable_reads; life_.uncorrectable_reads += 1; break;
+      case FlashStatus::kProgramFail: ++stats_.program_fails; life_.program_fails += 1; break;
+      case FlashStatus::kEraseFail: ++stats_.erase_fails; life_.erase_fails += 1; break;
+      case FlashStatus::kDieTimeout: ++stats_.die_timeouts; break;
+      case FlashStatus::kAborted: ++stats_.aborted; break;
+      default: break;
+    }
   }
+  if (op->copy_to != nullptr) {
+    // A copy's source read: the copy goes on (or ends) with its program.
+    Op* prog = op->copy_to;
+    op->copy_to = nullptr;
+    prog->copy_from = nullptr;
+    FreeOp(op);
+    CopyReadDone(prog, status, corrected);
+    return;
+  }
+  if (op->copy_from != nullptr) {
+    // A copy's program ended first: its read runs on, with nowhere to put its data.
+    op->copy_from->copy_to = nullptr;
+    op->copy_from->data = nullptr;
+    op->copy_from = nullptr;
+  }
+  if (op->acc_pending) {
+    op->acc_pending = false;
+    --(op->internal ? acc_copies_ : acc_takers_)[op->acc];
+  }
+  if (op->internal && corrected == 0) corrected = op->corrected;
   Completion c{status, corrected, op->submit_ns, Now()};
   FlashCallback cb = std::move(op->done);
   FreeOp(op);
-  Deliver(std::move(cb), c);
+  if (cb) Deliver(std::move(cb), c);  // a copy's read has no callback of its own
+}
+
+void SimPipe::CopyReadDone(Op* prog, FlashStatus st, uint32_t corrected) {
+  prog->corrected = corrected;
+  if (st != FlashStatus::kOk) {
+    // The destination is programmed all the same (its die's later pages may be queued
+    // behind it), holding nothing: zeros and the host's fail_meta. The accumulator does
+    // not take it, and no `accepted` fires.
+    prog->copy_failed = st;
+    prog->accepted.Reset();
+    if (prog->acc_pending) {
+      prog->acc_pending = false;
+      --acc_copies_[prog->acc];
+    }
+    prog->acc = nand::kNoAccumulator;
+    uint8_t* s = prog->slot.get();
+    std::memset(s, 0, g_.page_data_bytes);
+    const uint32_t meta = g_.meta_bytes_per_page();
+    if (prog->fail_meta.size() == meta) {
+      std::memcpy(s + g_.page_data_bytes, prog->fail_meta.data(), meta);
+    } else {
+      std::memset(s + g_.page_data_bytes, 0xFF, meta);
+    }
+  }
+  if (!cutting_) RetryAdmission();  // the page may enter the buffer now
+}
+
+void SimPipe::AccLanded(Op* op, uint8_t* slot) {
+  if (op->acc == nand::kNoAccumulator) return;
+  std::vector<uint8_t>& a = acc_[op->acc];
+  if (op->internal) {
+    for (uint32_t i = 0; i < g_.page_data_bytes; ++i) a[i] ^= slot[i];
+  } else {
+    for (uint32_t i = 0; i < g_.page_data_bytes; ++i) slot[i] ^= a[i];
+    if (op->stage_slot < 0) std::fill(a.begin(), a.end(), 0);  // a program consumes it
+  }
+  if (op->acc_pending) {
+    op->acc_pending = false;
+    --(op->internal ? acc_copies_ : acc_takers_)[op->acc];
+  }
+}
+
+TimeNs SimPipe::TakeLink(uint64_t bytes) {
+  stats_.link_bytes += bytes;
+  return card_.TakeLink(controller_, Now(), bytes);
 }
 
 SimPipe::WearTerms SimPipe::WearAt(uint32_t pe) {
@@ -184,6 +261,13 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
   if (!ValidPpa(req.ppa) || req.data == nullptr) {
     return Reject(std::move(done), FlashStatus::kInvalidAddress);
   }
+  if (req.acc != nand::kNoAccumulator) {
+    if (req.acc >= acc_.size()) return Reject(std::move(done), FlashStatus::kInvalidAddress);
+    if (acc_copies_[req.acc] > 0) {
+      ++stats_.violation_accumulator;
+      return Reject(std::move(done), FlashStatus::kRuleViolation);
+    }
+  }
   Op* op = NewOp(Op::Kind::kProgram, std::move(done));
   op->ppa = req.ppa;
   op->src_data = req.data;
@@ -192,6 +276,11 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
   op->fence = req.fence;
   op->flush_cost_ns = ProgramCostNs();
   op->flush_xfer_ns = ProgramXferNs();
+  if (req.acc != nand::kNoAccumulator) {
+    op->acc = req.acc;
+    op->acc_pending = true;
+    ++acc_takers_[req.acc];
+  }
   Enqueue(op);
   // A dead die took the op off its queue to time out: it never enters the buffer.
   if (DieFailed(op->ppa.die)) return;
@@ -200,6 +289,59 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
     ++stats_.admission_waits;
     d.admit_wait.push_back(op);
   }
+}
+
+void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCallback done) {
+  if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
+  if (acc_.empty() || !ValidPpa(req.src) || !ValidPpa(req.dst) ||
+      (req.acc != nand::kNoAccumulator && req.acc >= acc_.size())) {
+    return Reject(std::move(done), FlashStatus::kInvalidAddress);
+  }
+  if (req.acc != nand::kNoAccumulator && acc_takers_[req.acc] > 0) {
+    ++stats_.violation_accumulator;
+    return Reject(std::move(done), FlashStatus::kRuleViolation);
+  }
+  Op* prog = NewOp(Op::Kind::kProgram, std::move(done));
+  prog->ppa = req.dst;
+  prog->internal = true;
+  prog->accepted = std::move(accepted);
+  prog->flush_cost_ns = ProgramCostNs();
+  prog->flush_xfer_ns = ProgramXferNs();
+  if (!prog->slot) prog->slot = std::make_unique<uint8_t[]>(scratch_.size());
+  uint8_t* s = prog->slot.get();
+  const uint32_t meta = g_.meta_bytes_per_page();
+  if (req.meta != nullptr) {
+    std::memcpy(s + g_.page_data_bytes, req.meta, meta);
+  } else {
+    std::memset(s + g_.page_data_bytes, 0xFF, meta);
+  }
+  std::memset(s + g_.page_data_bytes + meta, 0, g_.page_spare_bytes - meta);
+  if (req.fail_meta != nullptr) {
+    prog->fail_meta.assign(req.fail_meta, req.fail_meta + meta);
+  } else {
+    prog->fail_meta.clear();
+  }
+  if (req.acc != nand::kNoAccumulator) {
+    prog->acc = req.acc;
+    prog->acc_pending = true;
+    ++acc_copies_[req.acc];
+  }
+  Op* rd = NewOp(Op::Kind::kRead, FlashCallback{});
+  rd->ppa = req.src;
+  rd->sector_count = g_.codewords_per_page();
+  rd->data = s;
+  rd->internal = true;
+  rd->copy_to = prog;
+  prog->copy_from = rd;
+  // The read first: with the source on the destination's die, the program waits behind it.
+  Enqueue(rd);
+  // The read may have ended at once (a dead source die times out later; nothing ends
+  // synchronously), so the program is still ours here.
+  Enqueue(prog);
+  if (DieFailed(prog->ppa.die)) return;  // it left the queue to time out
+  // Its place in the die's admission order is taken now: later programs of the die
+  // enter the buffer after it (TryAdmit holds it until its read is done).
+  dies_[prog->ppa.die].admit_wait.push_back(prog);
 }
 
 void SimPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
@@ -270,6 +412,7 @@ DurNs SimPipe::StageErasesNs(const Die& d, const Op* op) const {
 // page always reaches flash. With nothing but staged images buffered, a program is always
 // admitted (progress; the profiles' hold-up covers one program plus the stage slots).
 bool SimPipe::TryAdmit(Op* op) {
+  if (op->copy_from != nullptr) return false;  // a copy whose source is still being read
   const uint64_t slot_bytes = scratch_.size();
   const bool buffer_empty = buffer_used_bytes_ == stage_bytes_;
   if (!buffer_empty && buffer_used_bytes_ + slot_bytes > card_.profile_.plp.buffer_bytes_per_pipe) {
@@ -302,22 +445,26 @@ bool SimPipe::TryAdmit(Op* op) {
     d.stage_work_ns += op->flush_cost_ns;
     stage_bytes_ += slot_bytes;
   }
-  // Host-link DMA into the controller buffer; the page is accepted when it lands.
+  // Host-link DMA into the controller buffer; the page is accepted when it lands. A
+  // copy's page is in the controller already (read and corrected there): it lands now.
   const TimeNs link =
-      card_.TakeLink(controller_, now, uint64_t{g_.page_data_bytes} + g_.meta_bytes_per_page());
+      op->internal ? now : TakeLink(uint64_t{g_.page_data_bytes} + g_.meta_bytes_per_page());
   const uint64_t serial = op->serial;
   clock_->At(link, [this, op, serial] {
     if (op->serial != serial) return;
     if (!op->slot) op->slot = std::make_unique<uint8_t[]>(scratch_.size());
     uint8_t* s = op->slot.get();
-    std::memcpy(s, op->src_data, g_.page_data_bytes);
-    const uint32_t meta = g_.meta_bytes_per_page();
-    if (op->src_meta != nullptr) {
-      std::memcpy(s + g_.page_data_bytes, op->src_meta, meta);
-    } else {
-      std::memset(s + g_.page_data_bytes, 0xFF, meta);
+    if (!op->internal) {
+      std::memcpy(s, op->src_data, g_.page_data_bytes);
+      const uint32_t meta = g_.meta_bytes_per_page();
+      if (op->src_meta != nullptr) {
+        std::memcpy(s + g_.page_data_bytes, op->src_meta, meta);
+      } else {
+        std::memset(s + g_.page_data_bytes, 0xFF, meta);
+      }
+      std::memset(s + g_.page_data_bytes + meta, 0, g_.page_spare_bytes - meta);
     }
-    std::memset(s + g_.page_data_bytes + meta, 0, g_.page_spare_bytes - meta);
+    AccLanded(op, s);
     // The controller's ECC encoder runs as the page enters its buffer, so the protected
     // copy (and the PLP journal's) is what reaches the array.
     op->parity = card_.opts_.ecc == EccMode::kBitExact;
@@ -348,11 +495,21 @@ bool SimPipe::TryAdmit(Op* op) {
 void SimPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCallback accepted,
                     FlashCallback done) {
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
-  if (slot >= stage_.size() || !ValidPpa(req.ppa) || req.data == nullptr) {
+  if (slot >= stage_.size() || !ValidPpa(req.ppa) || req.data == nullptr ||
+      (req.acc != nand::kNoAccumulator && req.acc >= acc_.size())) {
     return Reject(std::move(done), FlashStatus::kInvalidAddress);
+  }
+  if (req.acc != nand::kNoAccumulator && acc_copies_[req.acc] > 0) {
+    ++stats_.violation_accumulator;
+    return Reject(std::move(done), FlashStatus::kRuleViolation);
   }
   Op* op = NewOp(Op::Kind::kProgram, std::move(done));
   op->stage_slot = static_cast<int32_t>(slot);
+  if (req.acc != nand::kNoAccumulator) {
+    op->acc = req.acc;
+    op->acc_pending = true;
+    ++acc_takers_[req.acc];
+  }
   op->qseq = next_qseq_++;
   op->fence = true;
   op->ppa = req.ppa;
@@ -501,7 +658,7 @@ void SimPipe::StartRead(Op* op) {
     const Power& pw = card_.profile_.power;
     const uint64_t meta = op->meta != nullptr ? g_.meta_bytes_per_page() : 0;
     const uint64_t bus = uint64_t{op->sector_count} * (g_.ecc_codeword_bytes + g_.ecc_parity_bytes) + meta;
-    const uint64_t link = uint64_t{op->sector_count} * g_.ecc_codeword_bytes + meta;
+    const uint64_t link = op->internal ? 0 : uint64_t{op->sector_count} * g_.ecc_codeword_bytes + meta;
     Spend(pw.read_uj * 1e-6 + (bus * pw.channel_nj_per_byte + link * pw.link_nj_per_byte) * 1e-9);
   }
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
@@ -536,9 +693,16 @@ void SimPipe::ReadFinish(Op* op, uint64_t serial) {
   stats_.corrected_bits += corrected;
   const uint64_t host_bytes = uint64_t{op->sector_count} * g_.ecc_codeword_bytes +
                               (op->meta != nullptr ? g_.meta_bytes_per_page() : 0);
-  stats_.bytes_read += host_bytes;
   life_.nand_read_bytes += host_bytes;
-  const TimeNs link = card_.TakeLink(controller_, Now(), host_bytes);
+  if (op->internal) {
+    // A copy's source: corrected in the controller, never sent to the host.
+    const uint32_t die = op->ppa.die;
+    Complete(op, st, corrected);
+    TryStartDie(die);
+    return;
+  }
+  stats_.bytes_read += host_bytes;
+  const TimeNs link = TakeLink(host_bytes);
   clock_->At(link, [this, op, serial, st, corrected] {
     if (op->serial == serial) Complete(op, st, corrected);
   });
@@ -549,7 +713,7 @@ void SimPipe::StartProgram(Op* op) {
   {
     const Power& pw = card_.profile_.power;
     const uint64_t bus = g_.page_data_bytes + g_.page_spare_bytes;
-    const uint64_t link = g_.page_data_bytes + g_.meta_bytes_per_page();
+    const uint64_t link = op->internal ? 0 : g_.page_data_bytes + g_.meta_bytes_per_page();
     Spend(pw.program_uj * 1e-6 + (bus * pw.channel_nj_per_byte + link * pw.link_nj_per_byte) * 1e-9);
   }
   Die& d = dies_[op->ppa.die];
@@ -567,7 +731,16 @@ void SimPipe::StartProgram(Op* op) {
 
 void SimPipe::ProgramFinish(Op* op, uint64_t serial) {
   if (op->serial != serial) return;
-  const FlashStatus st = ApplyProgram(op);
+  FlashStatus st = ApplyProgram(op);
+  if (op->internal && st == FlashStatus::kOk) {
+    if (op->copy_failed != FlashStatus::kOk) {
+      st = op->copy_failed;  // the page holds nothing: the copy reports its read
+      op->counted = true;    // counted as the read's
+    } else {
+      ++stats_.copies;
+      stats_.copy_bytes += g_.page_data_bytes;
+    }
+  }
   Die& d = dies_[op->ppa.die];
   d.busy = false;
   ReleaseBudget(op);

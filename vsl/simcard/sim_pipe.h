@@ -45,6 +45,19 @@ struct Op : QueueHook, AllHook {
   uint64_t qseq = 0;        // queue order (journal replay order)
   bool fence = false;       // admitted only after every earlier program (ProgramRequest::fence)
   bool parity = false;      // `slot` carries its ECC parity (bit-exact mode)
+  // Controller-side copy (FlashPipe::Copy): the source read (kRead) and the program of
+  // the destination (kProgram) point at each other while the read is outstanding; the
+  // read's data goes straight into the program's slot. Either may end first (a reset,
+  // a dead die, a power cut): the other is then unlinked.
+  Op* copy_to = nullptr;    // the read: its program
+  Op* copy_from = nullptr;  // the program: its read, until it is done
+  bool internal = false;    // the program's data is already in the controller (no link)
+  uint32_t acc = nand::kNoAccumulator;  // copy: XORed into; program/stage: taken from
+  bool acc_pending = false;  // counted in acc_copies_ / acc_takers_ until it lands
+  bool counted = false;      // its status is already counted (a copy failed by its read)
+  uint32_t corrected = 0;    // copy: the source read's corrected bits, reported at done
+  nand::FlashStatus copy_failed = nand::FlashStatus::kOk;  // copy: its source read's failure
+  std::vector<uint8_t> fail_meta;  // copy: the metadata programmed if its source fails
   TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
   DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
   nand::FlashCallback accepted, done;
@@ -75,6 +88,8 @@ class SimPipe final : public nand::FlashPipe {
   void Stage(uint32_t slot, const nand::ProgramRequest& req, nand::FlashCallback accepted,
              nand::FlashCallback done) override;
   void ClearStage(uint32_t slot) override;
+  uint32_t copy_accumulators() const override { return static_cast<uint32_t>(acc_.size()); }
+  void Copy(const nand::CopyRequest& req, nand::FlashCallback accepted, nand::FlashCallback done) override;
 
   const PipeStats& stats() const { return stats_; }
   bool busy() const { return !all_.empty(); }
@@ -135,6 +150,13 @@ class SimPipe final : public nand::FlashPipe {
   void StartErase(Op* op);
   void EraseFinish(Op* op, uint64_t serial);
   void ReleaseBudget(Op* op);
+  // A copy's source read ended (`st`): on success the program may enter the buffer, else
+  // the copy ends with `st`.
+  void CopyReadDone(Op* read, nand::FlashStatus st, uint32_t corrected);
+  // The program's data has landed in the buffer: accumulator bookkeeping.
+  void AccLanded(Op* op, uint8_t* slot);
+  // Takes `bytes` of the controller's host link from now; when they have moved.
+  TimeNs TakeLink(uint64_t bytes);
   // Staged images: install a landed one, retire one (done kOk), retire every image a
   // landed program of `ppa` supersedes, time out those of a dead die.
   void InstallStage(Op* op);
@@ -208,6 +230,10 @@ class SimPipe final : public nand::FlashPipe {
   std::vector<uint8_t> scratch_;       // one slot
   std::vector<uint8_t> raw_;           // one slot: a page as the array gives it (bit-exact reads)
   std::vector<Op*> stage_;             // per stage slot: the landed image, or null
+  std::vector<std::vector<uint8_t>> acc_;  // copy accumulators (page data each)
+  std::vector<uint32_t> acc_copies_;   // per accumulator: copies into it not yet landed
+  std::vector<uint32_t> acc_takers_;   // per accumulator: programs/stages taking it, not landed
+  bool cutting_ = false;               // inside PowerCut: nothing new is started or admitted
   PipeStats stats_;
   HeatSource heat_;
   LifeCounters life_;

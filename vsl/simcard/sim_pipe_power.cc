@@ -20,11 +20,14 @@ using format::PageState;
 void SimPipe::AbortDie(uint32_t die) {
   Die& d = dies_[die];
   // Everything of this die that is outstanding, in submission order.
-  std::vector<Op*> ops;
+  // (Ending a copy's read ends its program too, which may be on this die: each op is
+  // checked against its serial before it is touched.)
+  std::vector<std::pair<Op*, uint64_t>> ops;
   for (Op& op : all_) {
-    if (op.ppa.die == die) ops.push_back(&op);
+    if (op.ppa.die == die) ops.emplace_back(&op, op.serial);
   }
-  for (Op* op : ops) {
+  for (auto [op, serial] : ops) {
+    if (op->serial != serial) continue;
     if (op->started && d.busy && !d.queue.empty() && &d.queue.front() == op) {
       if (op->kind == Op::Kind::kProgram && Now() >= op->bus_start_ns) ApplyTornProgram(op->ppa);
       if (op->kind == Op::Kind::kErase && Now() >= op->bus_start_ns) {
@@ -153,6 +156,7 @@ void SimPipe::InjectDieFailure(uint32_t die) {
 }
 
 void SimPipe::PowerCut(DurNs budget_ns) {
+  cutting_ = true;
   const TimeNs now = Now();
   const TimeNs deadline = now + budget_ns;
   for (uint32_t c = 0; c < g_.channels_per_pipe; ++c) {
@@ -255,6 +259,10 @@ void SimPipe::PowerCut(DurNs budget_ns) {
   for (auto& ch : channels_) ch = Channel{};
   buffer_used_bytes_ = 0;
   stage_bytes_ = 0;
+  for (auto& a : acc_) std::fill(a.begin(), a.end(), 0);  // controller DRAM is gone
+  std::fill(acc_copies_.begin(), acc_copies_.end(), 0);
+  std::fill(acc_takers_.begin(), acc_takers_.end(), 0);
+  cutting_ = false;
 }
 
 void SimPipe::PowerOn() {

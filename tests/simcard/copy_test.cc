@@ -1,0 +1,300 @@
+// The simulated controller's copy (FlashPipe::Copy, docs/raw-flash.md): a page moved from
+// die to die inside the controller, corrected there, with the host's new metadata, never
+// over the host link; its place in the destination die's order; what a source that
+// cannot be read leaves; the XOR accumulators that let a row's parity take in copied
+// members; power cuts, resets and dead dies around a copy.
+#include <optional>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/simcard/card_fixture.h"
+
+namespace vsl::testing {
+namespace {
+
+using nand::CopyRequest;
+using nand::kNoAccumulator;
+
+class CopyTest : public CardFixture {
+ protected:
+  struct Result {
+    std::optional<Completion> accepted, done;
+  };
+  // Submits a copy (the clock is not run).
+  void Submit(const CopyRequest& req, Result* r) {
+    pipe(0).Copy(req, [r](const Completion& c) { r->accepted = c; },
+                 [r](const Completion& c) { r->done = c; });
+  }
+  Result Copy(Ppa src, Ppa dst, const std::vector<uint8_t>* meta = nullptr,
+              const std::vector<uint8_t>* fail_meta = nullptr, uint32_t acc = kNoAccumulator) {
+    Result r;
+    Submit({src, dst, meta ? meta->data() : nullptr, fail_meta ? fail_meta->data() : nullptr, acc}, &r);
+    RunUntil(r.done);
+    return r;
+  }
+  std::vector<uint8_t> Xor(std::vector<uint8_t> a, const std::vector<uint8_t>& b) {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] ^= b[i];
+    return a;
+  }
+  // A fresh good block on `die`, erased.
+  uint32_t Fresh(uint32_t die, uint32_t from) {
+    const uint32_t b = GoodBlock(0, die, from);
+    EXPECT_TRUE(Erase(0, die, b).ok());
+    return b;
+  }
+};
+
+TEST_F(CopyTest, MovesThePageWithTheHostsNewMetadataAndNothingOverTheLink) {
+  Make("test-small");
+  ASSERT_GT(pipe(0).copy_accumulators(), 0u);
+  const uint32_t sb = Fresh(0, 1), db = Fresh(1, 1);
+  const auto data = Pattern(1, page_bytes());
+  const auto old_meta = Meta(1), new_meta = Meta(2);
+  ASSERT_TRUE(Program(0, {0, sb, 0}, data, &old_meta).ok());
+  const uint64_t link_before = card_->stats(0).link_bytes;
+  const Result r = Copy({0, sb, 0}, {1, db, 0}, &new_meta);
+  ASSERT_TRUE(r.done && r.done->ok()) << nand::FlashStatusName(r.done->status);
+  EXPECT_TRUE(r.accepted && r.accepted->ok());
+  EXPECT_LE(r.accepted->complete_ns, r.done->complete_ns);
+  EXPECT_EQ(card_->stats(0).link_bytes, link_before) << "a copy moved bytes over the host link";
+  EXPECT_EQ(card_->stats(0).copies, 1u);
+  std::vector<uint8_t> d, m;
+  ASSERT_TRUE(Read(0, {1, db, 0}, &d, &m).ok());
+  EXPECT_EQ(d, data);
+  EXPECT_EQ(m, new_meta);
+  ASSERT_TRUE(Read(0, {0, sb, 0}, &d, &m).ok());
+  EXPECT_EQ(m, old_meta) << "the source is left as it was";
+  // The same move through the host costs the page twice on the link.
+  EXPECT_GE(card_->stats(0).link_bytes - link_before, 2u * page_bytes());
+}
+
+// The destination's place among its die's commands is taken at submission: a program of
+// the next page submitted right after the copy runs after it, whatever the read costs.
+TEST_F(CopyTest, KeepsItsPlaceInTheDestinationDiesOrder) {
+  Make("test-small");
+  const uint32_t sb = Fresh(0, 1), db = Fresh(1, 1);
+  ASSERT_TRUE(Program(0, {0, sb, 0}, Pattern(1, page_bytes())).ok());
+  Result r;
+  Submit({{0, sb, 0}, {1, db, 0}, nullptr, nullptr, kNoAccumulator}, &r);
+  const auto next = Pattern(2, page_bytes());
+  const Completion c = Program(0, {1, db, 1}, next);
+  RunUntil(r.done);
+  EXPECT_TRUE(r.done->ok());
+  EXPECT_TRUE(c.ok()) << nand::FlashStatusName(c.status);
+  EXPECT_EQ(card_->stats(0).rule_violations(), 0u);
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {1, db, 1}, &d).ok());
+  EXPECT_EQ(d, next);
+}
+
+TEST_F(CopyTest, WithinOneDie) {
+  Make("test-small");
+  const uint32_t sb = Fresh(2, 1), db = Fresh(2, sb + 1);
+  const auto data = Pattern(3, page_bytes());
+  ASSERT_TRUE(Program(0, {2, sb, 0}, data).ok());
+  const Result r = Copy({2, sb, 0}, {2, db, 0});
+  ASSERT_TRUE(r.done && r.done->ok());
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {2, db, 0}, &d).ok());
+  EXPECT_EQ(d, data);
+}
+
+// A source that cannot be read: no `accepted`; the destination is programmed all the
+// same (zeros and the host's fail_meta), so the die's next page still goes in order;
+// `done` reports the read; the accumulator does not take it.
+TEST_F(CopyTest, AnUnreadableSourceLeavesAPageHoldingNothing) {
+  Make("test-small");
+  const uint32_t sb = Fresh(0, 1), db = Fresh(1, 1);
+  ASSERT_TRUE(Program(0, {0, sb, 0}, Pattern(1, page_bytes())).ok());
+  card_->InjectProgramFail(0, {0, sb, 1});
+  ASSERT_EQ(Program(0, {0, sb, 1}, Pattern(2, page_bytes())).status, FlashStatus::kProgramFail);
+  const auto meta = Meta(5), fail_meta = Meta(6);
+  Result r;
+  Submit({{0, sb, 1}, {1, db, 0}, meta.data(), fail_meta.data(), 0}, &r);
+  const auto next = Pattern(7, page_bytes());
+  const Completion c = Program(0, {1, db, 1}, next);
+  RunUntil(r.done);
+  EXPECT_EQ(r.done->status, FlashStatus::kUncorrectable);
+  EXPECT_FALSE(r.accepted.has_value());
+  EXPECT_TRUE(c.ok()) << nand::FlashStatusName(c.status);
+  EXPECT_EQ(card_->stats(0).rule_violations(), 0u);
+  std::vector<uint8_t> d, m;
+  ASSERT_TRUE(Read(0, {1, db, 0}, &d, &m).ok());
+  EXPECT_EQ(d, std::vector<uint8_t>(page_bytes(), 0));
+  EXPECT_EQ(m, fail_meta);
+  // Accumulator 0 took nothing: a program through it is its own data.
+  const uint32_t pb = Fresh(3, 1);
+  const auto h = Pattern(8, page_bytes());
+  std::optional<Completion> pc;
+  pipe(0).Program({{3, pb, 0}, h.data(), nullptr, false, 0}, nullptr, [&](const Completion& x) { pc = x; });
+  RunUntil(pc);
+  ASSERT_TRUE(pc->ok());
+  ASSERT_TRUE(Read(0, {3, pb, 0}, &d).ok());
+  EXPECT_EQ(d, h);
+}
+
+// A row's parity with copied members: the copies go into an accumulator, the parity
+// program takes it (its data XOR the copies'), and leaves it zeroed.
+TEST_F(CopyTest, AProgramTakesTheAccumulatorOfItsRowsCopies) {
+  Make("test-small");
+  const uint32_t b0 = Fresh(0, 1), b1 = Fresh(1, 1), b2 = Fresh(2, 1), b3 = Fresh(3, 1);
+  const auto a = Pattern(1, page_bytes()), b = Pattern(2, page_bytes()), h = Pattern(3, page_bytes());
+  ASSERT_TRUE(Program(0, {0, b0, 0}, a).ok());
+  ASSERT_TRUE(Program(0, {0, b0, 1}, b).ok());
+  Result r1, r2;
+  Submit({{0, b0, 0}, {1, b1, 0}, nullptr, nullptr, 1}, &r1);
+  Submit({{0, b0, 1}, {2, b2, 0}, nullptr, nullptr, 1}, &r2);
+  RunUntil(r1.accepted);
+  RunUntil(r2.accepted);
+  std::optional<Completion> pc;
+  pipe(0).Program({{3, b3, 0}, h.data(), nullptr, false, 1}, nullptr, [&](const Completion& x) { pc = x; });
+  RunUntil(pc);
+  ASSERT_TRUE(pc->ok());
+  RunUntil(r1.done);
+  RunUntil(r2.done);
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {3, b3, 0}, &d).ok());
+  EXPECT_EQ(d, Xor(Xor(h, a), b));
+  // Taken: the accumulator is zero again.
+  pc.reset();
+  pipe(0).Program({{3, b3, 1}, h.data(), nullptr, false, 1}, nullptr, [&](const Completion& x) { pc = x; });
+  RunUntil(pc);
+  ASSERT_TRUE(pc->ok());
+  ASSERT_TRUE(Read(0, {3, b3, 1}, &d).ok());
+  EXPECT_EQ(d, h);
+}
+
+// Taking an accumulator while a copy into it is still short of accepted, or copying into
+// one a program is about to take, is a host bug: refused, nothing done.
+TEST_F(CopyTest, AccumulatorsAreUsedInOrderOrRefused) {
+  Make("test-small");
+  const uint32_t b0 = Fresh(0, 1), b1 = Fresh(1, 1), b3 = Fresh(3, 1);
+  const auto a = Pattern(1, page_bytes()), h = Pattern(3, page_bytes());
+  ASSERT_TRUE(Program(0, {0, b0, 0}, a).ok());
+  Result r;
+  Submit({{0, b0, 0}, {1, b1, 0}, nullptr, nullptr, 0}, &r);
+  std::optional<Completion> early;
+  pipe(0).Program({{3, b3, 0}, h.data(), nullptr, false, 0}, nullptr, [&](const Completion& x) { early = x; });
+  RunUntil(early);
+  EXPECT_EQ(early->status, FlashStatus::kRuleViolation);
+  RunUntil(r.done);
+  ASSERT_TRUE(r.done->ok());
+  std::optional<Completion> taker;
+  pipe(0).Program({{3, b3, 0}, h.data(), nullptr, false, 0}, nullptr, [&](const Completion& x) { taker = x; });
+  Result late;
+  Submit({{0, b0, 0}, {1, b1, 1}, nullptr, nullptr, 0}, &late);  // before the taker lands
+  RunUntil(late.done);
+  EXPECT_EQ(late.done->status, FlashStatus::kRuleViolation);
+  RunUntil(taker);
+  ASSERT_TRUE(taker->ok());
+  EXPECT_EQ(card_->stats(0).violation_accumulator, 2u);
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {3, b3, 0}, &d).ok());
+  EXPECT_EQ(d, Xor(h, a));
+  Result bad;
+  Submit({{0, b0, 0}, {1, b1, 1}, nullptr, nullptr, pipe(0).copy_accumulators()}, &bad);
+  RunUntil(bad.done);
+  EXPECT_EQ(bad.done->status, FlashStatus::kInvalidAddress);
+  Result off;
+  Submit({{0, b0, 0}, {1, g().blocks_per_lun, 0}, nullptr, nullptr, kNoAccumulator}, &off);
+  RunUntil(off.done);
+  EXPECT_EQ(off.done->status, FlashStatus::kInvalidAddress);
+}
+
+// A staged parity image takes the accumulator (without clearing it): at a power cut the
+// flushed image covers the copied members.
+TEST_F(CopyTest, AStagedImageTakesTheAccumulatorAndAPowerCutProgramsIt) {
+  Make("test-small");
+  ASSERT_GT(pipe(0).stage_slots(), 0u);
+  const uint32_t b0 = Fresh(0, 1), b1 = Fresh(1, 1), b3 = Fresh(3, 1);
+  const auto a = Pattern(1, page_bytes()), h = Pattern(3, page_bytes());
+  ASSERT_TRUE(Program(0, {0, b0, 0}, a).ok());
+  const Result r = Copy({0, b0, 0}, {1, b1, 0}, nullptr, nullptr, 0);
+  ASSERT_TRUE(r.done->ok());
+  std::optional<Completion> st;
+  pipe(0).Stage(0, {{3, b3, 0}, h.data(), nullptr, false, 0}, [&](const Completion& x) { st = x; }, nullptr);
+  RunUntil(st);
+  card_->PowerCut();
+  clock_.RunUntilIdle();
+  card_->PowerOn();
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {3, b3, 0}, &d).ok());
+  EXPECT_EQ(d, Xor(h, a));
+}
+
+// A power cut: an accepted copy reaches flash (it is in the protected buffer); one still
+// reading its source is aborted and its destination stays erased.
+TEST_F(CopyTest, APowerCutKeepsAcceptedCopiesOnly) {
+  Make("test-small");
+  const uint32_t sb = Fresh(0, 1), db = Fresh(1, 1);
+  const auto a = Pattern(1, page_bytes()), b = Pattern(2, page_bytes());
+  ASSERT_TRUE(Program(0, {0, sb, 0}, a).ok());
+  ASSERT_TRUE(Program(0, {0, sb, 1}, b).ok());
+  Result first;
+  Submit({{0, sb, 0}, {1, db, 0}, nullptr, nullptr, kNoAccumulator}, &first);
+  RunUntil(first.accepted);
+  Result second;
+  Submit({{0, sb, 1}, {1, db, 1}, nullptr, nullptr, kNoAccumulator}, &second);
+  card_->PowerCut();  // the second is still reading
+  clock_.RunUntilIdle();
+  EXPECT_FALSE(second.accepted.has_value());
+  EXPECT_EQ(second.done->status, FlashStatus::kAborted);
+  card_->PowerOn();
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {1, db, 0}, &d).ok());
+  EXPECT_EQ(d, a) << "an accepted copy was lost at the power cut";
+  ASSERT_TRUE(Read(0, {1, db, 1}, &d).ok());
+  EXPECT_EQ(d, std::vector<uint8_t>(page_bytes(), 0xFF));
+  EXPECT_EQ(card_->stats(0).rule_violations(), 0u);
+}
+
+// A reset of the source's die, or a dead source die, ends the copy like an unreadable
+// source; a dead destination die times the copy out. Nothing is left dangling.
+TEST_F(CopyTest, ResetsAndDeadDiesEndTheCopyCleanly) {
+  Make("test-small");
+  const uint32_t sb = Fresh(0, 1), db = Fresh(1, 1), eb = Fresh(2, 1);
+  ASSERT_TRUE(Program(0, {0, sb, 0}, Pattern(1, page_bytes())).ok());
+  const auto fail_meta = Meta(9);
+  Result r;
+  Submit({{0, sb, 0}, {1, db, 0}, nullptr, fail_meta.data(), kNoAccumulator}, &r);
+  std::optional<Completion> rc;
+  pipe(0).Reset(0, [&](const Completion& x) { rc = x; });
+  RunUntil(r.done);
+  RunUntil(rc);
+  EXPECT_EQ(r.done->status, FlashStatus::kAborted);
+  std::vector<uint8_t> d, m;
+  ASSERT_TRUE(Read(0, {1, db, 0}, &d, &m).ok());
+  EXPECT_EQ(m, fail_meta);
+  // A reset of the destination's die while the copy waits on it.
+  Result r2;
+  Submit({{0, sb, 0}, {1, db, 1}, nullptr, nullptr, kNoAccumulator}, &r2);
+  std::optional<Completion> rc2;
+  pipe(0).Reset(1, [&](const Completion& x) { rc2 = x; });
+  RunUntil(r2.done);
+  EXPECT_EQ(r2.done->status, FlashStatus::kAborted);
+  clock_.RunUntilIdle();
+  // Dead dies.
+  card_->InjectDieFailure(0, 3);
+  const Result to_dead = Copy({0, sb, 0}, {3, 1, 0});
+  EXPECT_EQ(to_dead.done->status, FlashStatus::kDieTimeout);
+  const Result from_dead = Copy({3, 1, 0}, {2, eb, 0}, nullptr, &fail_meta);
+  EXPECT_EQ(from_dead.done->status, FlashStatus::kDieTimeout);
+  ASSERT_TRUE(Read(0, {2, eb, 0}, &d, &m).ok());
+  EXPECT_EQ(m, fail_meta);
+  clock_.RunUntilIdle();
+  EXPECT_EQ(card_->stats(0).rule_violations(), 0u);
+}
+
+// A controller without copy refuses it: the host relocates through its memory.
+TEST_F(CopyTest, AControllerWithoutCopyRefusesIt) {
+  simcard::SimCardOptions o;
+  o.copy_accumulators = 0;
+  Make("test-small", {}, o);
+  EXPECT_EQ(pipe(0).copy_accumulators(), 0u);
+  const Result r = Copy({0, 1, 0}, {1, 1, 0});
+  EXPECT_EQ(r.done->status, FlashStatus::kInvalidAddress);
+}
+
+}  // namespace
+}  // namespace vsl::testing
