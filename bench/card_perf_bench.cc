@@ -34,6 +34,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -410,11 +411,32 @@ int main(int argc, char** argv) {
   const std::vector<Mix> mixes = small ? SectorMixes() : Mixes();
   const Mix* randwrite = &mixes[1];
 
+  // Per page programmed, what else crossed the host link: FlashBack's staged parity
+  // images (a whole page each) are where the burst's link bytes go beyond the data.
+  auto page_counters = [&] {
+    std::array<uint64_t, 3> n{0, 0, 0};
+    for (card::Lun* l : c->luns()) {
+      const auto& s = l->ftl()->stats();
+      n[0] += s.pages_programmed;
+      n[1] += s.parity_stages;
+      n[2] += s.parity_pages + s.partial_parity_pages;
+    }
+    return n;
+  };
   // Burst: the fresh card, nothing to groom yet.
   {
+    const auto before = page_counters();
     Window w = bench->Run(*randwrite, 16, 16, sectors, window);
+    const auto after = page_counters();
     log(w);
     ph["burst"] = w.ToJson();
+    ph["burst"]["pages_programmed"] = after[0] - before[0];
+    ph["burst"]["parity_stages"] = after[1] - before[1];
+    ph["burst"]["parity_pages"] = after[2] - before[2];
+    std::fprintf(stderr, "  burst: %llu pages programmed, %llu parity pages, %llu parity images staged\n",
+                 static_cast<unsigned long long>(after[0] - before[0]),
+                 static_cast<unsigned long long>(after[2] - before[2]),
+                 static_cast<unsigned long long>(after[1] - before[1]));
   }
   // Sequential fill (or a span of it), 1 MiB at QD 16.
   const uint64_t span = steady ? sectors

@@ -431,7 +431,7 @@ def ceiling_iops(d, r):
     pw = d.get("power")
     if pw and d.get("power_limit_w"):
         uj = (prog_pages * (pw["program_uj"] + pw["erase_uj"] / g["pages_per_block"]) + read_pages * pw["read_uj"] +
-              (prog_pages + read_pages) * page * pw["channel_nj_per_byte"] / 1e3 +
+              (rs * b + moved + prog_pages * page) * pw["channel_nj_per_byte"] / 1e3 +  # as the channels move
               (b + 2 * moved) * pw["link_nj_per_byte"] / 1e3)
         spare_w = d["power_limit_w"] - pw["static_w_per_controller"] * g["controllers"]
         if uj > 0 and spare_w > 0 and spare_w / (uj * 1e-6) < best[0]:
