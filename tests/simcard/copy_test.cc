@@ -127,7 +127,7 @@ TEST_F(CopyTest, AnUnreadableSourceLeavesAPageHoldingNothing) {
   const uint32_t pb = Fresh(3, 1);
   const auto h = Pattern(8, page_bytes());
   std::optional<Completion> pc;
-  pipe(0).Program({{3, pb, 0}, h.data(), nullptr, false, 0}, nullptr, [&](const Completion& x) { pc = x; });
+  pipe(0).Program({{3, pb, 0}, h.data(), nullptr, false, 0, nand::AccOp::kTake}, nullptr, [&](const Completion& x) { pc = x; });
   RunUntil(pc);
   ASSERT_TRUE(pc->ok());
   ASSERT_TRUE(Read(0, {3, pb, 0}, &d).ok());
@@ -148,7 +148,7 @@ TEST_F(CopyTest, AProgramTakesTheAccumulatorOfItsRowsCopies) {
   RunUntil(r1.accepted);
   RunUntil(r2.accepted);
   std::optional<Completion> pc;
-  pipe(0).Program({{3, b3, 0}, h.data(), nullptr, false, 1}, nullptr, [&](const Completion& x) { pc = x; });
+  pipe(0).Program({{3, b3, 0}, h.data(), nullptr, false, 1, nand::AccOp::kTake}, nullptr, [&](const Completion& x) { pc = x; });
   RunUntil(pc);
   ASSERT_TRUE(pc->ok());
   RunUntil(r1.done);
@@ -158,48 +158,108 @@ TEST_F(CopyTest, AProgramTakesTheAccumulatorOfItsRowsCopies) {
   EXPECT_EQ(d, Xor(Xor(h, a), b));
   // Taken: the accumulator is zero again.
   pc.reset();
-  pipe(0).Program({{3, b3, 1}, h.data(), nullptr, false, 1}, nullptr, [&](const Completion& x) { pc = x; });
+  pipe(0).Program({{3, b3, 1}, h.data(), nullptr, false, 1, nand::AccOp::kTake}, nullptr, [&](const Completion& x) { pc = x; });
   RunUntil(pc);
   ASSERT_TRUE(pc->ok());
   ASSERT_TRUE(Read(0, {3, b3, 1}, &d).ok());
   EXPECT_EQ(d, h);
 }
 
-// Taking an accumulator while a copy into it is still short of accepted, or copying into
-// one a program is about to take, is a host bug: refused, nothing done.
-TEST_F(CopyTest, AccumulatorsAreUsedInOrderOrRefused) {
+// Accumulator operations take effect in submission order, whatever the dies and reads
+// cost: a take submitted right after a copy (still reading its source) includes it; an
+// add submitted right after a take lands after it and goes to the next take; host
+// programs add like copies; a take of nothing but the accumulator sends no page data.
+TEST_F(CopyTest, AccumulatorOperationsTakeEffectInSubmissionOrder) {
   Make("test-small");
-  const uint32_t b0 = Fresh(0, 1), b1 = Fresh(1, 1), b3 = Fresh(3, 1);
-  const auto a = Pattern(1, page_bytes()), h = Pattern(3, page_bytes());
+  const uint32_t b0 = Fresh(0, 1), b1 = Fresh(1, 1), b2 = Fresh(2, 1), b3 = Fresh(3, 1);
+  const auto a = Pattern(1, page_bytes()), h = Pattern(3, page_bytes()), m = Pattern(4, page_bytes());
   ASSERT_TRUE(Program(0, {0, b0, 0}, a).ok());
   Result r;
-  Submit({{0, b0, 0}, {1, b1, 0}, nullptr, nullptr, 0}, &r);
-  std::optional<Completion> early;
-  pipe(0).Program({{3, b3, 0}, h.data(), nullptr, false, 0}, nullptr, [&](const Completion& x) { early = x; });
-  RunUntil(early);
-  EXPECT_EQ(early->status, FlashStatus::kRuleViolation);
+  Submit({{0, b0, 0}, {1, b1, 0}, nullptr, nullptr, 0}, &r);  // adds a
+  std::optional<Completion> take1, add, take2;
+  pipe(0).Program({{3, b3, 0}, h.data(), nullptr, false, 0, nand::AccOp::kTake}, nullptr,
+                  [&](const Completion& x) { take1 = x; });
+  pipe(0).Program({{2, b2, 0}, m.data(), nullptr, false, 0, nand::AccOp::kAdd}, nullptr,
+                  [&](const Completion& x) { add = x; });
+  const uint64_t link_before = card_->stats(0).link_bytes;
+  pipe(0).Program({{3, b3, 1}, nullptr, nullptr, false, 0, nand::AccOp::kTake}, nullptr,
+                  [&](const Completion& x) { take2 = x; });
+  RunUntil(take1);
+  RunUntil(add);
+  RunUntil(take2);
   RunUntil(r.done);
-  ASSERT_TRUE(r.done->ok());
-  std::optional<Completion> taker;
-  pipe(0).Program({{3, b3, 0}, h.data(), nullptr, false, 0}, nullptr, [&](const Completion& x) { taker = x; });
-  Result late;
-  Submit({{0, b0, 0}, {1, b1, 1}, nullptr, nullptr, 0}, &late);  // before the taker lands
-  RunUntil(late.done);
-  EXPECT_EQ(late.done->status, FlashStatus::kRuleViolation);
-  RunUntil(taker);
-  ASSERT_TRUE(taker->ok());
-  EXPECT_EQ(card_->stats(0).violation_accumulator, 2u);
+  ASSERT_TRUE(take1->ok() && add->ok() && take2->ok() && r.done->ok());
   std::vector<uint8_t> d;
   ASSERT_TRUE(Read(0, {3, b3, 0}, &d).ok());
-  EXPECT_EQ(d, Xor(h, a));
+  EXPECT_EQ(d, Xor(h, a)) << "the take missed the copy before it, or took the add after it";
+  ASSERT_TRUE(Read(0, {3, b3, 1}, &d).ok());
+  EXPECT_EQ(d, m) << "the second take is the add alone";
+  ASSERT_TRUE(Read(0, {2, b2, 0}, &d).ok());
+  EXPECT_EQ(d, m) << "an add programs its own data";
+  EXPECT_GE(card_->stats(0).acc_pages, 2u);
+  (void)link_before;
+  // Bad accumulators are refused.
   Result bad;
   Submit({{0, b0, 0}, {1, b1, 1}, nullptr, nullptr, pipe(0).copy_accumulators()}, &bad);
   RunUntil(bad.done);
   EXPECT_EQ(bad.done->status, FlashStatus::kInvalidAddress);
+  std::optional<Completion> badp;
+  pipe(0).Program({{3, b3, 2}, nullptr, nullptr, false, nand::kNoAccumulator, nand::AccOp::kTake}, nullptr,
+                  [&](const Completion& x) { badp = x; });
+  RunUntil(badp);
+  EXPECT_EQ(badp->status, FlashStatus::kInvalidAddress) << "no data and no accumulator";
   Result off;
   Submit({{0, b0, 0}, {1, g().blocks_per_lun, 0}, nullptr, nullptr, kNoAccumulator}, &off);
   RunUntil(off.done);
   EXPECT_EQ(off.done->status, FlashStatus::kInvalidAddress);
+  EXPECT_EQ(card_->stats(0).rule_violations(), 0u);
+}
+
+// ClearAccumulator zeroes one at once (a host attaching after another left rows
+// half-added); an add to a die the controller knows dead still reaches the accumulator.
+TEST_F(CopyTest, ClearingAndDeadDieAdds) {
+  Make("test-small");
+  const uint32_t b1 = Fresh(1, 1), b2 = Fresh(2, 1), b3 = Fresh(3, 1);
+  const auto m = Pattern(4, page_bytes()), n = Pattern(5, page_bytes());
+  std::optional<Completion> add, take;
+  pipe(0).Program({{1, b1, 0}, m.data(), nullptr, false, 2, nand::AccOp::kAdd}, nullptr,
+                  [&](const Completion& x) { add = x; });
+  RunUntil(add);
+  pipe(0).ClearAccumulator(2);
+  card_->InjectDieFailure(0, 2);
+  std::optional<Completion> dead, dead_acc;
+  pipe(0).Program({{2, b2, 0}, n.data(), nullptr, false, 2, nand::AccOp::kAdd},
+                  [&](const Completion& x) { dead_acc = x; }, [&](const Completion& x) { dead = x; });
+  pipe(0).Program({{3, b3, 0}, nullptr, nullptr, false, 2, nand::AccOp::kTake}, nullptr,
+                  [&](const Completion& x) { take = x; });
+  RunUntil(take);
+  RunUntil(dead);
+  ASSERT_TRUE(take->ok());
+  EXPECT_EQ(dead->status, FlashStatus::kDieTimeout);
+  EXPECT_FALSE(dead_acc.has_value()) << "a program to a dead die was accepted";
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {3, b3, 0}, &d).ok());
+  EXPECT_EQ(d, n) << "the take holds the cleared add, or misses the dead die's";
+}
+
+// A take of the accumulator alone moves only the metadata over the host link.
+TEST_F(CopyTest, ATakeOfTheAccumulatorAloneSendsNoPageData) {
+  Make("test-small");
+  const uint32_t b1 = Fresh(1, 1), b3 = Fresh(3, 1);
+  const auto m = Pattern(4, page_bytes());
+  std::optional<Completion> add, take;
+  pipe(0).Program({{1, b1, 0}, m.data(), nullptr, false, 1, nand::AccOp::kAdd}, nullptr,
+                  [&](const Completion& x) { add = x; });
+  RunUntil(add);
+  const uint64_t before = card_->stats(0).link_bytes;
+  pipe(0).Program({{3, b3, 0}, nullptr, nullptr, false, 1, nand::AccOp::kTake}, nullptr,
+                  [&](const Completion& x) { take = x; });
+  RunUntil(take);
+  ASSERT_TRUE(take->ok());
+  EXPECT_EQ(card_->stats(0).link_bytes - before, meta_bytes());
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {3, b3, 0}, &d).ok());
+  EXPECT_EQ(d, m);
 }
 
 // A staged parity image takes the accumulator (without clearing it): at a power cut the
@@ -213,7 +273,8 @@ TEST_F(CopyTest, AStagedImageTakesTheAccumulatorAndAPowerCutProgramsIt) {
   const Result r = Copy({0, b0, 0}, {1, b1, 0}, nullptr, nullptr, 0);
   ASSERT_TRUE(r.done->ok());
   std::optional<Completion> st;
-  pipe(0).Stage(0, {{3, b3, 0}, h.data(), nullptr, false, 0}, [&](const Completion& x) { st = x; }, nullptr);
+  pipe(0).Stage(0, {{3, b3, 0}, h.data(), nullptr, false, 0, nand::AccOp::kPeek},
+                [&](const Completion& x) { st = x; }, nullptr);
   RunUntil(st);
   card_->PowerCut();
   clock_.RunUntilIdle();

@@ -85,6 +85,9 @@ class CountingPipe final : public nand::FlashPipe {
     if (!cut_) inner_.ClearStage(slot);
   }
   uint32_t copy_accumulators() const override { return inner_.copy_accumulators(); }
+  void ClearAccumulator(uint32_t acc) override {
+    if (!cut_) inner_.ClearAccumulator(acc);
+  }
   void Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCallback done) override {
     if (cut_) return Refuse(std::move(done));
     inner_.Copy(req, std::move(accepted), Count(std::move(done)));

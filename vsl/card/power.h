@@ -180,6 +180,7 @@ class GovernedPipe final : public nand::FlashPipe {
              nand::FlashCallback done) override;
   void ClearStage(uint32_t slot) override;
   uint32_t copy_accumulators() const override { return inner_.copy_accumulators(); }
+  void ClearAccumulator(uint32_t acc) override { inner_.ClearAccumulator(acc); }
   // A copy is charged and held as a write of its destination (in order with the other
   // writes); a reset of either of its dies aborts it while it is held.
   void Copy(const nand::CopyRequest& req, nand::FlashCallback accepted, nand::FlashCallback done) override;

@@ -313,10 +313,24 @@ void Ftl::Impl::Submit(PageBuf* b) {
   inflight_seqs.Insert(b->seq);
   ++f.stats_.pages_programmed;
   // A parity page is fenced: accepted only once every member before it is, so a
-  // durable parity page always has its members in the buffer or on flash.
-  f.pipe_.Program({{b->die, b->leb, b->page}, b->data.data(), b->meta.data(),
-                   b->type == f::PageType::kParity},
-                  [this, b](const Completion&) { OnAccepted(b); },
+  // durable parity page always has its members in the buffer or on flash. With the
+  // row's accumulator, a member adds to it and the parity page takes it (no page data
+  // over the link: the controller's XOR of the members is the page).
+  nand::ProgramRequest req{{b->die, b->leb, b->page}, b->data.data(), b->meta.data(),
+                           b->type == f::PageType::kParity};
+  if (l.par && b->type != f::PageType::kParity) {
+    if (l.par->row != b->page) {
+      l.par->acc = TakeRowAcc();  // the row's first member
+      req.acc = l.par->acc;
+    } else if (!l.par->submitted) {
+      req.acc = l.par->acc;  // (a page after its row's parity adds to nothing)
+    }
+  } else if (b->type == f::PageType::kParity && b->acc != nand::kNoAccumulator) {
+    req.acc = b->acc;
+    req.acc_op = b->final_parity ? nand::AccOp::kTake : nand::AccOp::kPeek;
+    req.data = nullptr;
+  }
+  f.pipe_.Program(req, [this, b](const Completion&) { OnAccepted(b); },
                   [this, b](const Completion& c) { OnDone(b, c); });
   if (l.par && b->type != f::PageType::kParity) {
     const uint32_t pd = stripe.RowParityDie(l, b->page);
@@ -382,6 +396,7 @@ void Ftl::Impl::ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) 
   b->data = l.par->data;
   b->pmeta = l.par->meta;
   b->lbas[0] = l.par->mask;
+  b->acc = l.par->acc;  // peeks: the row goes on adding to it
   ++f.stats_.parity_pages;
   ++f.stats_.partial_parity_pages;
   Submit(b);

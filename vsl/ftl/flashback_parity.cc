@@ -6,6 +6,24 @@
 
 namespace vsl::ftl {
 
+void Ftl::Impl::InitAccumulators() {
+  use_accs = f.opts_.controller_parity && f.pipe_.copy_accumulators() >= kRowAccs;
+  if (!use_accs) return;
+  // Whatever a previous attach left in them (a killed process mid-row) is not ours.
+  for (uint32_t k = 0; k < kRowAccs; ++k) f.pipe_.ClearAccumulator(k);
+}
+
+uint32_t Ftl::Impl::TakeRowAcc() {
+  if (!use_accs) return nand::kNoAccumulator;
+  for (uint32_t k = 0; k < kRowAccs; ++k) {
+    if (accs[k] == AccState::kFree) {
+      accs[k] = AccState::kBusy;
+      return k;
+    }
+  }
+  return nand::kNoAccumulator;
+}
+
 void Ftl::Impl::AccumulateParity(Leb& l, PageBuf* b) {
   RowParity& rp = *l.par;
   if (rp.row != b->page) {
@@ -31,7 +49,10 @@ void Ftl::Impl::SubmitParity(Leb& l) {
   // A row whose members all failed still gets its (empty) parity page: pages of a block
   // are programmed in order, so the parity die's page must not be skipped.
   if (pd == kNoDie || !l.good[pd] || dies.failed(pd)) {
-    // This row goes unprotected (its parity die failed): nothing more can cover it.
+    // This row goes unprotected (its parity die failed): nothing more can cover it, and
+    // nothing takes its accumulator.
+    if (rp.acc < kRowAccs) accs[rp.acc] = AccState::kDirty;
+    rp.acc = nand::kNoAccumulator;
     return CoverRow(l.index, rp.row, ~uint64_t{0}, true);
   }
   PageBuf* b = MakeBuf(l.index, pd, rp.row, f::PageType::kParity);
@@ -39,8 +60,9 @@ void Ftl::Impl::SubmitParity(Leb& l) {
   b->pmeta = rp.meta;
   b->lbas[0] = rp.mask;
   b->final_parity = true;
+  b->acc = rp.acc;
   ++f.stats_.parity_pages;
-  Submit(b);
+  Submit(b);  // its accumulator is free again once the page lands (OnAccepted)
 }
 
 void Ftl::Impl::CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, bool landed) {
@@ -146,14 +168,22 @@ void Ftl::Impl::StageRows() {
       continue;  // its members wait for the row's parity page, or a free slot
     }
     auto img = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
-    img->first = rp.data;
+    if (rp.acc == nand::kNoAccumulator) img->first = rp.data;
     img->second.assign(f.geo_.meta_bytes_per_page(), 0xFF);
     stripe.FillParityMeta(img->second.data(), f.next_seq_++, rp.mask, rp.meta, f.epoch_);
     rc.staged_mask = rp.mask;
     ++f.stats_.parity_stages;
     const uint32_t leb = l->index, row = rp.row, pd = rc.pd;
     const uint64_t mask = rp.mask;
-    f.pipe_.Stage(static_cast<uint32_t>(rc.slot), {{pd, leb, row}, img->first.data(), img->second.data()},
+    // With the row's accumulator the image is the controller's XOR of the members (a
+    // peek): only the metadata crosses the link.
+    nand::ProgramRequest req{{pd, leb, row}, img->first.data(), img->second.data()};
+    if (rp.acc != nand::kNoAccumulator) {
+      req.data = nullptr;
+      req.acc = rp.acc;
+      req.acc_op = nand::AccOp::kPeek;
+    }
+    f.pipe_.Stage(static_cast<uint32_t>(rc.slot), req,
                   [this, img, leb, row, mask](const Completion&) {
                     if (PlpDurableOnAccept()) CoverRow(leb, row, mask, false);
                   },

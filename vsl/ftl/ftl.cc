@@ -34,6 +34,7 @@ Ftl::Ftl(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts, const nand
             g.dies_per_pipe() * g.pages_per_block * spp_),
       impl_(std::make_unique<Impl>(*this)) {
   for (uint32_t i = 0; i < meta_lebs_; ++i) lebs_.SetState(lebs_.leb(i), LebState::kMeta);
+  impl_->InitAccumulators();
 }
 
 Ftl::~Ftl() = default;

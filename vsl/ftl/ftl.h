@@ -148,6 +148,13 @@ struct FtlOptions {
   // Read-retry: times a read the controller reports uncorrectable is issued again before
   // the failure counts (docs/ftl.md). 0 disables it.
   uint32_t read_retries = nand::ReadRetryPipe::kDefaultRetries;
+  // FlashBack parity formed in the controller (FlashPipe accumulators, two per append
+  // point) where the pipe has four or more: members are programmed adding to their row's
+  // accumulator, and the parity page and the stage images take it, so neither crosses
+  // the host link (a 4 KiB burst otherwise sends a stage image per page programmed).
+  // The host still keeps the row's running parity for rebuilds. False: the host sends
+  // every parity page and image.
+  bool controller_parity = true;
 };
 
 // One operation of an atomic batch (Ftl::WriteAtomic).

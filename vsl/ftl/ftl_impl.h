@@ -77,6 +77,10 @@ struct Ftl::PageBuf {
   bool accepted = false;   // in the controller's protected buffer (PLP healthy)
   bool flash_done = false; // programmed
   bool final_parity = false;  // the row's own parity page (not a partial one elsewhere)
+  // Parity pages of a row formed in the controller: its accumulator (the final page
+  // takes it, a partial one peeks), and no page data is sent.
+  uint32_t acc = nand::kNoAccumulator;
+  bool landed = false;  // in the controller's buffer (its `accepted` fired, PLP or not)
   // Write requests waiting on this page: (ctx, acknowledged already).
   std::vector<WriteCtx*> waiters;
   std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
@@ -200,6 +204,22 @@ struct Ftl::Impl {
   void Event(std::string e) { dies.Event(std::move(e)); }
 
   // --- FlashBack parity of the rows being written ---
+  // Controller accumulators (FtlOptions::controller_parity): a row takes a free one at
+  // its first member and gives it back when its parity page (which takes it) has landed
+  // in the controller; with none free the row's parity goes from the host. Rows overlap (a
+  // closed LEB's summary row and the next LEB's first rows; the groomer's stream), so
+  // they are not tied to streams. One a row left without its parity page (a failed
+  // parity die) is not used again until the next attach: it holds members nothing took.
+  static constexpr uint32_t kRowAccs = 4;
+  enum class AccState : uint8_t { kFree, kBusy, kDirty };
+  bool use_accs = false;
+  std::array<AccState, kRowAccs> accs{};
+  uint32_t TakeRowAcc();
+  // A row's accumulator back: free once its parity page took it (`taken`), else dirty.
+  void ReleaseRowAcc(uint32_t acc, bool taken) {
+    if (acc < kRowAccs && accs[acc] == AccState::kBusy) accs[acc] = taken ? AccState::kFree : AccState::kDirty;
+  }
+  void InitAccumulators();
   void AccumulateParity(Leb& l, PageBuf* b);
   void SubmitParity(Leb& l);
 

@@ -25,6 +25,9 @@ struct RowParity {
   uint64_t mask = 0;          // member dies so far
   std::vector<uint8_t> data, meta;  // XOR of the members' data and leading metadata
   std::vector<uint8_t> pdie;  // per row: the die holding its parity (kUndecided, kNone)
+  // The row's accumulator in the controller (nand::kNoAccumulator: the host sends its
+  // parity), chosen when its first member is submitted.
+  uint32_t acc = UINT32_MAX;
 };
 
 enum class LebState : uint8_t { kFree = 0, kOpen, kClosed, kVictim, kMeta };

@@ -16,6 +16,9 @@ void Ftl::Impl::Ack(WriteCtx* ctx) {
 }
 
 void Ftl::Impl::OnAccepted(PageBuf* b) {
+  b->landed = true;
+  // A row's parity page has taken its accumulator (zeroed it): free for another row.
+  if (b->final_parity) ReleaseRowAcc(b->acc, true);
   if (!PlpDurableOnAccept()) return;
   b->accepted = true;
   if (b->type == f::PageType::kParity) {
@@ -69,6 +72,9 @@ void Ftl::Impl::MarkDurable(PageBuf* b) {
 void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
   Leb& l = f.lebs_.leb(b->leb);
   --l.inflight;
+  // A parity page that never landed (its die dead, the power gone) took nothing: its
+  // accumulator still holds the row.
+  if (b->final_parity && !b->landed) ReleaseRowAcc(b->acc, false);
   if (c.status == FlashStatus::kAborted) {
     // Power lost or the die was reset: nothing can be rewritten now. Unacknowledged
     // writes fail; acknowledged ones are the controller's (PLP) or recovery's business.

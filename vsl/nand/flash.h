@@ -72,16 +72,27 @@ struct ReadRequest {
 // on this pipe has (on any die), so once it is accepted they are all in the buffer too
 // (a parity page vouches for members that will reach flash with it). Stage images are
 // always fenced.
-// `acc`: with copy accumulators (FlashPipe::copy_accumulators), the page programmed is
-// `data` XOR accumulator `acc`, which is then cleared (Stage: XORed, not cleared): how a
-// stripe row's parity takes in members that were copied inside the controller. See Copy.
+// Accumulators (FlashPipe::copy_accumulators): page-sized XOR registers in the controller
+// with which a stripe row's parity is formed there, so neither the parity page nor the
+// row's running parity (a stage image) crosses the host link, and members copied inside
+// the controller (Copy) are covered too. `acc` names one; `acc_op` says what this
+// program does with it:
+//   kAdd   the page programmed is `data`, which is also XORed into the accumulator;
+//   kTake  the page programmed is `data` XOR the accumulator (`data` may be null: zeros,
+//          and only the metadata crosses the link), and the accumulator is zeroed;
+//   kPeek  as kTake, but the accumulator is kept (a partial parity page).
+// A Stage with `acc` peeks. Accumulator operations take effect in submission order: a
+// take or peek is fenced (it lands after every earlier program, copy included), and an
+// add lands only after every earlier take or peek of its accumulator.
 static constexpr uint32_t kNoAccumulator = UINT32_MAX;
+enum class AccOp : uint8_t { kAdd = 0, kTake, kPeek };
 struct ProgramRequest {
   Ppa ppa;
   const uint8_t* data = nullptr;
   const uint8_t* meta = nullptr;
   bool fence = false;
   uint32_t acc = kNoAccumulator;
+  AccOp acc_op = AccOp::kAdd;
 };
 
 // Copy page `src` to page `dst` inside the controller (controller-side relocation): the
@@ -91,7 +102,7 @@ struct ProgramRequest {
 // source cannot be read, `dst` is programmed all the same (a die's pages go in order and
 // later ones may be queued behind it) with a zeroed data area and `fail_meta` (null:
 // 0xFF): the host seals that as a page holding nothing. `acc` (optional) is an
-// accumulator the copied data is XORed into once it is read.
+// accumulator the copied data is added to (kAdd) once it is read.
 struct CopyRequest {
   Ppa src;
   Ppa dst;
@@ -182,15 +193,15 @@ class FlashPipe {
   // page's data itself (FlashBack rebuilds it). A power cut aborts a copy not yet
   // accepted, like a program not yet in the buffer.
   //
-  // Accumulators (page data only; the host XORs the metadata itself): `acc` of a copy
-  // is XORed with the copied data when the copy is accepted. A Program or Stage with
-  // `acc` takes the accumulator as it is when it lands. The host keeps the order plain:
-  // it submits such a Program or Stage only when every copy into that accumulator has
-  // been accepted or has failed, and no copy into it until such a Program or Stage is
-  // accepted; a request that breaks this ends kRuleViolation (nothing is copied or
-  // programmed). An accumulator starts zeroed and is zeroed again by the Program that
-  // consumes it and by a power cut.
+  // Accumulators (ProgramRequest::acc; page data only, the host XORs the metadata
+  // itself): a copy with `acc` adds its data when it lands in the buffer (a failed copy
+  // adds nothing), in submission order with the programs that take or peek. An
+  // accumulator starts zeroed, is zeroed by a take, by ClearAccumulator and by a power
+  // cut; a staged image that peeked holds its own copy.
   virtual uint32_t copy_accumulators() const { return 0; }
+  // Zeroes accumulator `acc` now. For a host starting afresh (attach): adds still on
+  // their way in would land after it, so the host calls it with none outstanding.
+  virtual void ClearAccumulator(uint32_t acc) { (void)acc; }
   virtual void Copy(const CopyRequest& req, FlashCallback accepted, FlashCallback done) {
     (void)req;
     (void)accepted;

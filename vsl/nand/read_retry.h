@@ -58,6 +58,7 @@ class ReadRetryPipe final : public FlashPipe {
   // destination holds nothing) and the host moves the page itself, FlashBack rebuilding
   // it, so nothing is retried here.
   uint32_t copy_accumulators() const override { return inner_.copy_accumulators(); }
+  void ClearAccumulator(uint32_t acc) override { inner_.ClearAccumulator(acc); }
   void Copy(const CopyRequest& req, FlashCallback accepted, FlashCallback done) override {
     inner_.Copy(req, std::move(accepted), std::move(done));
   }

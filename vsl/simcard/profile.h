@@ -32,7 +32,7 @@ struct Profile {
   // Controller-side copy (FlashPipe::Copy): the XOR accumulators each pipe has for the
   // parity of rows with copied members, each one page of data in controller DRAM. 0: the
   // controller offers no copy (the host relocates through its memory).
-  uint32_t copy_accumulators = 2;
+  uint32_t copy_accumulators = 4;
   std::string manufacturer = "OPENVSL";
   std::string model;
   uint8_t jedec_id = 0x2C;

@@ -54,20 +54,18 @@ struct PipeStats {
   uint64_t corrected_bits = 0, uncorrectable_reads = 0;
   uint64_t program_fails = 0, erase_fails = 0, die_timeouts = 0, aborted = 0;
   uint64_t invalid_address = 0, violation_not_erased = 0, violation_out_of_order = 0;
-  uint64_t violation_accumulator = 0;  // copy accumulator used out of order (FlashPipe::Copy)
   uint64_t admission_waits = 0;  // programs that waited for write-buffer room
   uint64_t stages = 0;           // parity images that landed in a stage slot
   uint64_t stages_flushed = 0;   // of those, programmed by a power-cut flush
   uint64_t copies = 0;           // controller-side copies programmed to their page
   uint64_t copy_bytes = 0;       // data they moved inside the controller
+  uint64_t acc_pages = 0;        // pages and images that took an accumulator (parity formed here)
   uint64_t link_bytes = 0;       // bytes this pipe moved over the controller's host link
   // Bit-exact ECC only: codewords decoded, and reads the decoder passed with wrong data (a
   // miscorrection: more than t raw errors landing within t of another codeword). Ground
   // truth the card knows and a real controller does not; the host's CRCs must catch them.
   uint64_t ecc_codewords_decoded = 0, miscorrected_reads = 0;
-  uint64_t rule_violations() const {
-    return violation_not_erased + violation_out_of_order + violation_accumulator;
-  }
+  uint64_t rule_violations() const { return violation_not_erased + violation_out_of_order; }
 };
 
 // Ground truth about one block, for tests and health summaries (not part of the contract).

@@ -29,8 +29,7 @@ SimPipe::SimPipe(SimCard& card, Clock& clock, uint32_t controller, uint32_t pipe
       scratch_(uint64_t{card.geometry_.page_data_bytes} + card.geometry_.page_spare_bytes),
       stage_(card.profile_.plp.present ? card.profile_.plp.stage_slots : 0, nullptr),
       acc_(card.profile_.copy_accumulators, std::vector<uint8_t>(card.geometry_.page_data_bytes, 0)),
-      acc_copies_(card.profile_.copy_accumulators, 0),
-      acc_takers_(card.profile_.copy_accumulators, 0) {
+      acc_takers_(card.profile_.copy_accumulators) {
   topology_.controller = controller;
   topology_.pipe = pipe_in_ctrl;
   topology_.controllers = g_.controllers;
@@ -89,8 +88,11 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->copy_to = op->copy_from = nullptr;
   op->internal = false;
   op->acc = nand::kNoAccumulator;
+  op->acc_op = nand::AccOp::kAdd;
   op->acc_pending = false;
+  op->acc_order = op->serial;
   op->counted = false;
+  op->dead_add = false;
   op->corrected = 0;
   op->copy_failed = FlashStatus::kOk;
   op->submit_ns = Now();
@@ -141,9 +143,10 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
     op->copy_from->data = nullptr;
     op->copy_from = nullptr;
   }
-  if (op->acc_pending) {
-    op->acc_pending = false;
-    --(op->internal ? acc_copies_ : acc_takers_)[op->acc];
+  DropTaker(op);
+  if (op->dead_add) {
+    auto it = std::find(dead_adds_.begin(), dead_adds_.end(), op);
+    if (it != dead_adds_.end()) dead_adds_.erase(it);
   }
   if (op->internal && corrected == 0) corrected = op->corrected;
   Completion c{status, corrected, op->submit_ns, Now()};
@@ -160,10 +163,6 @@ void SimPipe::CopyReadDone(Op* prog, FlashStatus st, uint32_t corrected) {
     // not take it, and no `accepted` fires.
     prog->copy_failed = st;
     prog->accepted.Reset();
-    if (prog->acc_pending) {
-      prog->acc_pending = false;
-      --acc_copies_[prog->acc];
-    }
     prog->acc = nand::kNoAccumulator;
     uint8_t* s = prog->slot.get();
     std::memset(s, 0, g_.page_data_bytes);
@@ -180,16 +179,72 @@ void SimPipe::CopyReadDone(Op* prog, FlashStatus st, uint32_t corrected) {
 void SimPipe::AccLanded(Op* op, uint8_t* slot) {
   if (op->acc == nand::kNoAccumulator) return;
   std::vector<uint8_t>& a = acc_[op->acc];
-  if (op->internal) {
+  if (op->acc_op == nand::AccOp::kAdd) {
     for (uint32_t i = 0; i < g_.page_data_bytes; ++i) a[i] ^= slot[i];
-  } else {
-    for (uint32_t i = 0; i < g_.page_data_bytes; ++i) slot[i] ^= a[i];
-    if (op->stage_slot < 0) std::fill(a.begin(), a.end(), 0);  // a program consumes it
+    return;
   }
-  if (op->acc_pending) {
-    op->acc_pending = false;
-    --(op->internal ? acc_copies_ : acc_takers_)[op->acc];
+  for (uint32_t i = 0; i < g_.page_data_bytes; ++i) slot[i] ^= a[i];
+  if (op->acc_op == nand::AccOp::kTake) std::fill(a.begin(), a.end(), 0);
+  ++stats_.acc_pages;
+  DropTaker(op);
+}
+
+void SimPipe::DropTaker(Op* op) {
+  if (!op->acc_pending) return;
+  op->acc_pending = false;
+  auto& v = acc_takers_[op->acc];
+  auto it = std::find(v.begin(), v.end(), op->acc_order);
+  if (it != v.end()) v.erase(it);
+  // Adds held behind it (landed or ended: a take to a dead die) may go now.
+  if (!cutting_) clock_->Post([this] { RetryAdmission(); });
+}
+
+bool SimPipe::AddMustWait(const Op* op) const {
+  if (op->acc == nand::kNoAccumulator || op->acc_op != nand::AccOp::kAdd) return false;
+  for (uint64_t s : acc_takers_[op->acc]) {
+    if (s < op->acc_order) return true;
   }
+  return false;
+}
+
+void SimPipe::LandThenTimeOut(Op* op) {
+  op->dead_add = true;
+  if (static_cast<QueueHook*>(op)->is_linked()) dies_[op->ppa.die].queue.erase(OpQueue::s_iterator_to(*op));
+  ReleaseBudget(op);  // out of its die's admission queue
+  op->admitted = false;
+  op->accepted.Reset();  // a program to a dead die is never accepted
+  dead_adds_.push_back(op);
+  LandDeadAdds();
+}
+
+void SimPipe::LandDeadAdds() {
+  for (std::size_t i = 0; i < dead_adds_.size();) {
+    Op* op = dead_adds_[i];
+    if (AddMustWait(op)) {
+      ++i;
+      continue;
+    }
+    dead_adds_.erase(dead_adds_.begin() + static_cast<std::ptrdiff_t>(i));
+    const uint64_t serial = op->serial, order = op->acc_order;
+    dead_landing_.push_back(order);
+    const TimeNs link = TakeLink(uint64_t{g_.page_data_bytes} + g_.meta_bytes_per_page());
+    clock_->At(link, [this, op, serial, order] {
+      auto it = std::find(dead_landing_.begin(), dead_landing_.end(), order);
+      if (it == dead_landing_.end()) return;  // a power cut came first
+      dead_landing_.erase(it);
+      if (!cutting_) clock_->Post([this] { RetryAdmission(); });  // fences waiting for it
+      if (op->serial != serial) return;
+      std::vector<uint8_t>& a = acc_[op->acc];
+      for (uint32_t b = 0; b < g_.page_data_bytes; ++b) a[b] ^= op->src_data[b];
+      clock_->After(t_.die_timeout_ns, [this, op, serial] {
+        if (op->serial == serial) Complete(op, FlashStatus::kDieTimeout);
+      });
+    });
+  }
+}
+
+void SimPipe::ClearAccumulator(uint32_t acc) {
+  if (acc < acc_.size()) std::fill(acc_[acc].begin(), acc_[acc].end(), 0);
 }
 
 TimeNs SimPipe::TakeLink(uint64_t bytes) {
@@ -258,28 +313,32 @@ void SimPipe::Read(const nand::ReadRequest& req, FlashCallback done) {
 void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
                       FlashCallback done) {
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
-  if (!ValidPpa(req.ppa) || req.data == nullptr) {
+  const bool acc = req.acc != nand::kNoAccumulator;
+  const bool taker = acc && req.acc_op != nand::AccOp::kAdd;
+  if (!ValidPpa(req.ppa) || (req.data == nullptr && !taker) || (acc && req.acc >= acc_.size())) {
     return Reject(std::move(done), FlashStatus::kInvalidAddress);
-  }
-  if (req.acc != nand::kNoAccumulator) {
-    if (req.acc >= acc_.size()) return Reject(std::move(done), FlashStatus::kInvalidAddress);
-    if (acc_copies_[req.acc] > 0) {
-      ++stats_.violation_accumulator;
-      return Reject(std::move(done), FlashStatus::kRuleViolation);
-    }
   }
   Op* op = NewOp(Op::Kind::kProgram, std::move(done));
   op->ppa = req.ppa;
   op->src_data = req.data;
   op->src_meta = req.meta;
   op->accepted = std::move(accepted);
-  op->fence = req.fence;
+  op->fence = req.fence || taker;
   op->flush_cost_ns = ProgramCostNs();
   op->flush_xfer_ns = ProgramXferNs();
-  if (req.acc != nand::kNoAccumulator) {
+  if (acc) {
     op->acc = req.acc;
-    op->acc_pending = true;
-    ++acc_takers_[req.acc];
+    op->acc_op = req.acc_op;
+    if (taker) {
+      op->acc_pending = true;
+      op->acc_order = op->serial;
+      acc_takers_[req.acc].push_back(op->acc_order);
+    }
+  }
+  if (DieFailed(op->ppa.die) && op->acc != nand::kNoAccumulator && op->acc_op == nand::AccOp::kAdd) {
+    op->qseq = next_qseq_++;
+    all_.push_back(*op);
+    return LandThenTimeOut(op);
   }
   Enqueue(op);
   // A dead die took the op off its queue to time out: it never enters the buffer.
@@ -296,10 +355,6 @@ void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCa
   if (acc_.empty() || !ValidPpa(req.src) || !ValidPpa(req.dst) ||
       (req.acc != nand::kNoAccumulator && req.acc >= acc_.size())) {
     return Reject(std::move(done), FlashStatus::kInvalidAddress);
-  }
-  if (req.acc != nand::kNoAccumulator && acc_takers_[req.acc] > 0) {
-    ++stats_.violation_accumulator;
-    return Reject(std::move(done), FlashStatus::kRuleViolation);
   }
   Op* prog = NewOp(Op::Kind::kProgram, std::move(done));
   prog->ppa = req.dst;
@@ -321,11 +376,7 @@ void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCa
   } else {
     prog->fail_meta.clear();
   }
-  if (req.acc != nand::kNoAccumulator) {
-    prog->acc = req.acc;
-    prog->acc_pending = true;
-    ++acc_copies_[req.acc];
-  }
+  prog->acc = req.acc;  // an add, if any
   Op* rd = NewOp(Op::Kind::kRead, FlashCallback{});
   rd->ppa = req.src;
   rd->sector_count = g_.codewords_per_page();
@@ -413,12 +464,20 @@ DurNs SimPipe::StageErasesNs(const Die& d, const Op* op) const {
 // admitted (progress; the profiles' hold-up covers one program plus the stage slots).
 bool SimPipe::TryAdmit(Op* op) {
   if (op->copy_from != nullptr) return false;  // a copy whose source is still being read
+  if (AddMustWait(op)) return false;           // an older take or peek of its accumulator
   const uint64_t slot_bytes = scratch_.size();
   const bool buffer_empty = buffer_used_bytes_ == stage_bytes_;
   if (!buffer_empty && buffer_used_bytes_ + slot_bytes > card_.profile_.plp.buffer_bytes_per_pipe) {
     return false;
   }
   if (op->fence) {
+    // Adds to a dead die still on their way into an accumulator count as earlier programs.
+    for (const Op* d : dead_adds_) {
+      if (d->acc_order < op->acc_order) return false;
+    }
+    for (uint64_t s : dead_landing_) {
+      if (s < op->acc_order) return false;
+    }
     // Every die's waiting programs are in submission order: the fronts are the oldest.
     for (const Die& o : dies_) {
       if (!o.admit_wait.empty() && o.admit_wait.front() != op &&
@@ -448,14 +507,19 @@ bool SimPipe::TryAdmit(Op* op) {
   // Host-link DMA into the controller buffer; the page is accepted when it lands. A
   // copy's page is in the controller already (read and corrected there): it lands now.
   const TimeNs link =
-      op->internal ? now : TakeLink(uint64_t{g_.page_data_bytes} + g_.meta_bytes_per_page());
+      op->internal ? now
+                   : TakeLink((op->src_data != nullptr ? uint64_t{g_.page_data_bytes} : 0) + g_.meta_bytes_per_page());
   const uint64_t serial = op->serial;
   clock_->At(link, [this, op, serial] {
     if (op->serial != serial) return;
     if (!op->slot) op->slot = std::make_unique<uint8_t[]>(scratch_.size());
     uint8_t* s = op->slot.get();
     if (!op->internal) {
-      std::memcpy(s, op->src_data, g_.page_data_bytes);
+      if (op->src_data != nullptr) {
+        std::memcpy(s, op->src_data, g_.page_data_bytes);
+      } else {
+        std::memset(s, 0, g_.page_data_bytes);  // a take or peek of the accumulator alone
+      }
       const uint32_t meta = g_.meta_bytes_per_page();
       if (op->src_meta != nullptr) {
         std::memcpy(s + g_.page_data_bytes, op->src_meta, meta);
@@ -495,20 +559,19 @@ bool SimPipe::TryAdmit(Op* op) {
 void SimPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCallback accepted,
                     FlashCallback done) {
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
-  if (slot >= stage_.size() || !ValidPpa(req.ppa) || req.data == nullptr ||
-      (req.acc != nand::kNoAccumulator && req.acc >= acc_.size())) {
+  const bool acc = req.acc != nand::kNoAccumulator;
+  if (slot >= stage_.size() || !ValidPpa(req.ppa) || (req.data == nullptr && !acc) ||
+      (acc && req.acc >= acc_.size())) {
     return Reject(std::move(done), FlashStatus::kInvalidAddress);
-  }
-  if (req.acc != nand::kNoAccumulator && acc_copies_[req.acc] > 0) {
-    ++stats_.violation_accumulator;
-    return Reject(std::move(done), FlashStatus::kRuleViolation);
   }
   Op* op = NewOp(Op::Kind::kProgram, std::move(done));
   op->stage_slot = static_cast<int32_t>(slot);
-  if (req.acc != nand::kNoAccumulator) {
+  if (acc) {
     op->acc = req.acc;
+    op->acc_op = nand::AccOp::kPeek;  // a stage never consumes it
     op->acc_pending = true;
-    ++acc_takers_[req.acc];
+    op->acc_order = op->serial;
+    acc_takers_[req.acc].push_back(op->acc_order);
   }
   op->qseq = next_qseq_++;
   op->fence = true;
@@ -586,6 +649,7 @@ void SimPipe::TimeOutStage(Op* op) {
 // Retries waiting programs on every die: room freed on one channel also frees write-buffer
 // bytes that a die on another channel may be waiting for. Each die keeps its FIFO order.
 void SimPipe::RetryAdmission() {
+  if (!dead_adds_.empty()) LandDeadAdds();
   // Until nothing more goes in: a fenced program may be waiting on a die visited earlier.
   for (bool more = true; more;) {
     more = false;
@@ -624,9 +688,15 @@ void SimPipe::TryStartDie(uint32_t die) {
   Die& d = dies_[die];
   if (d.busy || d.queue.empty() || !card_.powered_) return;
   if (DieFailed(die)) {
-    // A dead die: every command waits out the controller's timeout.
+    // A dead die: every command waits out the controller's timeout; a host add not in
+    // the buffer yet lands first (LandThenTimeOut).
     while (!d.queue.empty()) {
       Op* op = &d.queue.front();
+      if (op->kind == Op::Kind::kProgram && !op->internal && !op->admitted && op->stage_slot < 0 &&
+          op->acc != nand::kNoAccumulator && op->acc_op == nand::AccOp::kAdd) {
+        LandThenTimeOut(op);
+        continue;
+      }
       d.queue.pop_front();
       ReleaseBudget(op);
       op->admitted = false;

@@ -52,9 +52,13 @@ struct Op : QueueHook, AllHook {
   Op* copy_to = nullptr;    // the read: its program
   Op* copy_from = nullptr;  // the program: its read, until it is done
   bool internal = false;    // the program's data is already in the controller (no link)
-  uint32_t acc = nand::kNoAccumulator;  // copy: XORed into; program/stage: taken from
-  bool acc_pending = false;  // counted in acc_copies_ / acc_takers_ until it lands
+  uint32_t acc = nand::kNoAccumulator;  // the accumulator it adds to, takes or peeks
+  nand::AccOp acc_op = nand::AccOp::kAdd;  // a copy adds; a stage peeks
+  bool acc_pending = false;  // a take or peek listed in acc_takers_ until it lands
+  uint64_t acc_order = 0;    // its place among accumulator operations (its first serial:
+                             // `serial` changes when a landing is voided)
   bool counted = false;      // its status is already counted (a copy failed by its read)
+  bool dead_add = false;     // an add to a dead die: lands (adds its data), then times out
   uint32_t corrected = 0;    // copy: the source read's corrected bits, reported at done
   nand::FlashStatus copy_failed = nand::FlashStatus::kOk;  // copy: its source read's failure
   std::vector<uint8_t> fail_meta;  // copy: the metadata programmed if its source fails
@@ -90,6 +94,7 @@ class SimPipe final : public nand::FlashPipe {
   void ClearStage(uint32_t slot) override;
   uint32_t copy_accumulators() const override { return static_cast<uint32_t>(acc_.size()); }
   void Copy(const nand::CopyRequest& req, nand::FlashCallback accepted, nand::FlashCallback done) override;
+  void ClearAccumulator(uint32_t acc) override;
 
   const PipeStats& stats() const { return stats_; }
   bool busy() const { return !all_.empty(); }
@@ -231,8 +236,18 @@ class SimPipe final : public nand::FlashPipe {
   std::vector<uint8_t> raw_;           // one slot: a page as the array gives it (bit-exact reads)
   std::vector<Op*> stage_;             // per stage slot: the landed image, or null
   std::vector<std::vector<uint8_t>> acc_;  // copy accumulators (page data each)
-  std::vector<uint32_t> acc_copies_;   // per accumulator: copies into it not yet landed
-  std::vector<uint32_t> acc_takers_;   // per accumulator: programs/stages taking it, not landed
+  // Per accumulator: the serials of takes and peeks not landed yet (an add waits for the
+  // older ones: accumulator operations land in submission order).
+  std::vector<std::vector<uint64_t>> acc_takers_;
+  bool AddMustWait(const Op* op) const;
+  // An add whose die is dead still reaches the accumulator (the controller takes the
+  // page's data in before it finds the die gone), in submission order, so the row's
+  // parity is what the host's would be; then its program times out.
+  std::vector<Op*> dead_adds_;
+  std::vector<uint64_t> dead_landing_;  // acc_order of dead adds on their way in (a fence waits)
+  void LandThenTimeOut(Op* op);
+  void LandDeadAdds();
+  void DropTaker(Op* op);
   bool cutting_ = false;               // inside PowerCut: nothing new is started or admitted
   PipeStats stats_;
   HeatSource heat_;

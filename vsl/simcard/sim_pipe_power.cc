@@ -260,8 +260,9 @@ void SimPipe::PowerCut(DurNs budget_ns) {
   buffer_used_bytes_ = 0;
   stage_bytes_ = 0;
   for (auto& a : acc_) std::fill(a.begin(), a.end(), 0);  // controller DRAM is gone
-  std::fill(acc_copies_.begin(), acc_copies_.end(), 0);
-  std::fill(acc_takers_.begin(), acc_takers_.end(), 0);
+  for (auto& t : acc_takers_) t.clear();
+  dead_adds_.clear();
+  dead_landing_.clear();
   cutting_ = false;
 }
 
