@@ -128,7 +128,10 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
         ++stats_.meta_pages;
         pipe_.Program({{d, leb, row}, data, meta.data()}, nullptr,
                       [ctx, finish, payload](const Completion& c) mutable {
-                        if (!c.ok()) ctx->status = Status::IOError("metadata program failed");
+                        if (!c.ok()) {
+                          ctx->status = Status::IOError(
+                              fmt::format("metadata program failed: {}", nand::FlashStatusName(c.status)));
+                        }
                         finish();
                       });
         ++placed;
