@@ -70,6 +70,24 @@ TEST_F(CheckpointTest, FullMapSpansSeveralLebsAndACleanAttachScansNothing) {
   Check(256, n - 256, 1);
 }
 
+// A metadata record keeps at least two copies of every page on distinct dies: a copy
+// whose program fails (a grown bad block, a random failure) costs that copy, not the
+// record. Every first copy of the shutdown's record fails here: the shutdown still
+// succeeds, and the next attach reads the record from the other copies.
+TEST_F(CheckpointTest, AMetadataCopyThatFailsToProgramCostsOnlyThatCopy) {
+  const uint64_t n = 4096;
+  Fill(0, n, 1);
+  // The first position of every LEB of both slots: copy 0 of page 0 goes to one of them.
+  const uint32_t k = ftl_->metadata_slot_lebs();
+  for (uint32_t leb = 0; leb < 2 * k; ++leb) card_->InjectProgramFail(0, {0, leb, 0});
+  ASSERT_TRUE(Shutdown().ok());
+  ASSERT_TRUE(Attach(Opts()).ok());
+  EXPECT_TRUE(ftl_->attach_info().from_checkpoint);
+  EXPECT_EQ(ftl_->attach_info().lebs_scanned, 0u);
+  Check(0, n, 1);
+  EXPECT_GE(card_->stats(0).program_fails, 1u) << "the injected failure never hit a metadata copy";
+}
+
 // A cut at any instant of the shutdown's checkpoint (the slot's erases, its programs)
 // leaves the other slot's record in force: nothing is lost and the next attach works.
 TEST_F(CheckpointTest, CutWhileACheckpointIsWrittenLosesNothing) {

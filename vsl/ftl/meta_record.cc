@@ -54,20 +54,37 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
     });
   }
   payload->resize(pages * page_bytes, 0);
+  // The record stands if every page has at least one copy on flash (the reader takes
+  // any copy that checks): a copy's program failing (a grown bad block, a random
+  // failure) or its block's erase failing loses that copy only.
   struct Ctx {
     uint32_t remaining = 1;
-    Status status;
     Done done;
     std::vector<std::vector<uint8_t>> metas;
+    std::vector<uint8_t> stored;  // per page: a copy is on flash
+    uint32_t failed = 0;          // copies lost
+    nand::FlashStatus why = nand::FlashStatus::kOk;
   };
   auto ctx = std::make_shared<Ctx>();
   ctx->done = std::move(done);
+  ctx->stored.assign(pages, 0);
   if (base_ckpt_seq_ != 0 && base_ckpt_leb_ == target) base_ckpt_seq_ = 0;  // being erased
   auto finish = [this, ctx, target]() {
     if (--ctx->remaining != 0) return;
-    if (ctx->status.ok()) meta_leb_ = target;
+    Status st;
+    for (std::size_t i = 0; i < ctx->stored.size() && st.ok(); ++i) {
+      if (ctx->stored[i] == 0) {
+        st = Status::IOError(fmt::format("metadata program failed: every copy of page {} ({})", i,
+                                         nand::FlashStatusName(ctx->why)));
+      }
+    }
+    if (st.ok() && ctx->failed != 0) {
+      Logger("ftl")->warn("metadata record: {} of its page copies failed ({}); every page has another",
+                          ctx->failed, nand::FlashStatusName(ctx->why));
+    }
+    if (st.ok()) meta_leb_ = target;
     Done d = std::move(ctx->done);
-    d(ctx->status);
+    d(st);
   };
   for (uint32_t i = 0; i < slot_lebs_; ++i) {
     Leb& l = lebs_.leb(first + i);
@@ -75,7 +92,8 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
       if (!l.good[d]) continue;
       ++ctx->remaining;
       pipe_.Erase(d, first + i, [ctx, finish, d](const Completion& c) mutable {
-        if (!c.ok()) ctx->status = Status::IOError(fmt::format("metadata erase failed on die {}", d));
+        // The copies on this block then fail their programs and are counted there.
+        if (!c.ok()) Logger("ftl")->warn("metadata erase failed on die {}: {}", d, nand::FlashStatusName(c.status));
         finish();
       });
     }
@@ -127,10 +145,12 @@ void Ftl::WriteMetaRecord(uint32_t kind, Done done) {
         ++ctx->remaining;
         ++stats_.meta_pages;
         pipe_.Program({{d, leb, row}, data, meta.data()}, nullptr,
-                      [ctx, finish, payload](const Completion& c) mutable {
-                        if (!c.ok()) {
-                          ctx->status = Status::IOError(
-                              fmt::format("metadata program failed: {}", nand::FlashStatusName(c.status)));
+                      [ctx, finish, payload, idx](const Completion& c) mutable {
+                        if (c.ok()) {
+                          ctx->stored[idx] = 1;
+                        } else {
+                          ++ctx->failed;
+                          ctx->why = c.status;
                         }
                         finish();
                       });
