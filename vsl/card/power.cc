@@ -75,9 +75,9 @@ double PowerGovernor::ReadJ(uint32_t sectors, bool meta) const {
   return model_.read_uj * 1e-6 + (bus * model_.channel_nj_per_byte + link * model_.link_nj_per_byte) * 1e-9;
 }
 
-double PowerGovernor::ProgramJ() const {
+double PowerGovernor::ProgramJ(bool data) const {
   const uint64_t bus = geo_.page_data_bytes + geo_.page_spare_bytes;
-  const uint64_t link = geo_.page_data_bytes + geo_.meta_bytes_per_page();
+  const uint64_t link = (data ? geo_.page_data_bytes : 0) + geo_.meta_bytes_per_page();
   return model_.program_uj * 1e-6 + (bus * model_.channel_nj_per_byte + link * model_.link_nj_per_byte) * 1e-9;
 }
 
@@ -340,7 +340,7 @@ void GovernedPipe::Read(const nand::ReadRequest& req, FlashCallback done) {
 
 void GovernedPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted, FlashCallback done) {
   if (req.ppa.die >= dies_) return inner_.Program(req, std::move(accepted), std::move(done));
-  const double j = gov_.ProgramJ();
+  const double j = gov_.ProgramJ(req.data != nullptr);
   const TimeNs now = clock_->Now();
   if (writes_.empty() && PipeWriteAllows(j) && gov_.TryTake(now, j, true)) {
     if (write_share_ < 1.0) pipe_tokens_ -= j;

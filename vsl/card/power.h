@@ -85,7 +85,9 @@ class PowerGovernor {
 
   // Energy the card spends on each operation (the card model's own accounting).
   double ReadJ(uint32_t sectors, bool meta) const;
-  double ProgramJ() const;
+  // A program; `data` false: one whose page data is formed in the controller (a take or
+  // peek of an accumulator with no host data), so only its metadata crosses the link.
+  double ProgramJ(bool data = true) const;
   // A controller-side copy: the source read and the destination program inside the
   // controller (both on the channel, nothing on the host link).
   double CopyJ() const;

@@ -93,6 +93,7 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->acc_order = op->serial;
   op->counted = false;
   op->dead_add = false;
+  op->meta_only = false;
   op->corrected = 0;
   op->copy_failed = FlashStatus::kOk;
   op->submit_ns = Now();
@@ -324,6 +325,7 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
   op->src_meta = req.meta;
   op->accepted = std::move(accepted);
   op->fence = req.fence || taker;
+  op->meta_only = req.data == nullptr;
   op->flush_cost_ns = ProgramCostNs();
   op->flush_xfer_ns = ProgramXferNs();
   if (acc) {
@@ -783,7 +785,9 @@ void SimPipe::StartProgram(Op* op) {
   {
     const Power& pw = card_.profile_.power;
     const uint64_t bus = g_.page_data_bytes + g_.page_spare_bytes;
-    const uint64_t link = op->internal ? 0 : g_.page_data_bytes + g_.meta_bytes_per_page();
+    const uint64_t link = op->internal  ? 0
+                          : op->meta_only ? g_.meta_bytes_per_page()
+                                          : g_.page_data_bytes + g_.meta_bytes_per_page();
     Spend(pw.program_uj * 1e-6 + (bus * pw.channel_nj_per_byte + link * pw.link_nj_per_byte) * 1e-9);
   }
   Die& d = dies_[op->ppa.die];

@@ -59,6 +59,7 @@ struct Op : QueueHook, AllHook {
                              // `serial` changes when a landing is voided)
   bool counted = false;      // its status is already counted (a copy failed by its read)
   bool dead_add = false;     // an add to a dead die: lands (adds its data), then times out
+  bool meta_only = false;    // a take or peek with no host data: only metadata on the link
   uint32_t corrected = 0;    // copy: the source read's corrected bits, reported at done
   nand::FlashStatus copy_failed = nand::FlashStatus::kOk;  // copy: its source read's failure
   std::vector<uint8_t> fail_meta;  // copy: the metadata programmed if its source fails
