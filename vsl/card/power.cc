@@ -338,12 +338,24 @@ void GovernedPipe::Read(const nand::ReadRequest& req, FlashCallback done) {
   if (timer_ == 0) Pump();
 }
 
+bool GovernedPipe::WriteGoesNow(TimeNs now, double joules) {
+  if (!writes_.empty() || !PipeWriteAllows(joules) || !gov_.TryTake(now, joules, true)) return false;
+  if (write_share_ < 1.0) pipe_tokens_ -= joules;
+  return true;
+}
+
+void GovernedPipe::HoldWrite(Held h) {
+  HoldBlock(h.die, h.block, 1);
+  writes_.push_back(std::move(h));
+  gov_.NoteHeld(1);
+  if (timer_ == 0) Pump();
+}
+
 void GovernedPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted, FlashCallback done) {
   if (req.ppa.die >= dies_) return inner_.Program(req, std::move(accepted), std::move(done));
   const double j = gov_.ProgramJ(req.data != nullptr);
   const TimeNs now = clock_->Now();
-  if (writes_.empty() && PipeWriteAllows(j) && gov_.TryTake(now, j, true)) {
-    if (write_share_ < 1.0) pipe_tokens_ -= j;
+  if (WriteGoesNow(now, j)) {
     return inner_.Program(req, std::move(accepted), std::move(done));
   }
   Held h{};
@@ -355,18 +367,14 @@ void GovernedPipe::Program(const nand::ProgramRequest& req, FlashCallback accept
   h.accepted = std::move(accepted);
   h.done = std::move(done);
   h.since = now;
-  HoldBlock(h.die, h.block, 1);
-  writes_.push_back(std::move(h));
-  gov_.NoteHeld(1);
-  if (timer_ == 0) Pump();
+  HoldWrite(std::move(h));
 }
 
 void GovernedPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCallback done) {
   if (req.dst.die >= dies_ || req.src.die >= dies_) return inner_.Copy(req, std::move(accepted), std::move(done));
   const double j = gov_.CopyJ();
   const TimeNs now = clock_->Now();
-  if (writes_.empty() && PipeWriteAllows(j) && gov_.TryTake(now, j, true)) {
-    if (write_share_ < 1.0) pipe_tokens_ -= j;
+  if (WriteGoesNow(now, j)) {
     return inner_.Copy(req, std::move(accepted), std::move(done));
   }
   const uint32_t meta = gov_.meta_bytes();
@@ -381,10 +389,7 @@ void GovernedPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, Fl
   h.accepted = std::move(accepted);
   h.done = std::move(done);
   h.since = now;
-  HoldBlock(h.die, h.block, 1);
-  writes_.push_back(std::move(h));
-  gov_.NoteHeld(1);
-  if (timer_ == 0) Pump();
+  HoldWrite(std::move(h));
 }
 
 void GovernedPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
@@ -392,8 +397,7 @@ void GovernedPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
   if (die >= dies_) return inner_.Erase(die, block, std::move(done));
   const double j = gov_.EraseJ();
   const TimeNs now = clock_->Now();
-  if (writes_.empty() && PipeWriteAllows(j) && gov_.TryTake(now, j, true)) {
-    if (write_share_ < 1.0) pipe_tokens_ -= j;
+  if (WriteGoesNow(now, j)) {
     return inner_.Erase(die, block, std::move(done));
   }
   Held h{};

@@ -201,6 +201,10 @@ class GovernedPipe final : public nand::FlashPipe {
     TimeNs since = 0;
   };
   void Issue(Held& h);
+  // A write (program, copy, erase) goes to the controller now: nothing held before it and
+  // the budget has `joules` (taken). Else it is held, in order, until Pump lets it go.
+  bool WriteGoesNow(TimeNs now, double joules);
+  void HoldWrite(Held h);
   void Pump();
   void Arm(DurNs delay);
   // A read waits only behind a held write to its own block (a die runs its commands in
