@@ -134,6 +134,119 @@ TEST_F(CopyTest, AnUnreadableSourceLeavesAPageHoldingNothing) {
   EXPECT_EQ(d, h);
 }
 
+// A gathered copy: the destination's data area assembled from codeword ranges of
+// several pages (the groomer packing the live sectors of two victim pages into one),
+// the rest zeroed, each segment read in the controller and nothing sent over the link;
+// the accumulator takes what was assembled.
+TEST_F(CopyTest, GathersCodewordRangesOfSeveralPagesIntoOne) {
+  Make("test-small");
+  const uint32_t sb = Fresh(0, 1), tb = Fresh(2, 1), db = Fresh(1, 1), pb = Fresh(3, 1);
+  const uint32_t cw = g().ecc_codeword_bytes, cws = g().codewords_per_page();
+  ASSERT_GE(cws, 4u);
+  const auto a = Pattern(1, page_bytes()), b = Pattern(2, page_bytes());
+  ASSERT_TRUE(Program(0, {0, sb, 0}, a).ok());
+  ASSERT_TRUE(Program(0, {2, tb, 0}, b).ok());
+  const uint32_t q = cws / 4;  // a quarter page: the last quarter of a, then the first of b
+  CopyRequest req;
+  req.dst = {1, db, 0};
+  const auto meta = Meta(3);
+  req.meta = meta.data();
+  req.acc = 2;
+  req.segment_count = 2;
+  req.segments[0] = {{0, sb, 0}, cws - q, q};
+  req.segments[1] = {{2, tb, 0}, 0, q};
+  const uint64_t link_before = card_->stats(0).link_bytes;
+  const uint64_t reads_before = card_->stats(0).reads;
+  Result r;
+  Submit(req, &r);
+  RunUntil(r.done);
+  ASSERT_TRUE(r.done->ok()) << nand::FlashStatusName(r.done->status);
+  EXPECT_TRUE(r.accepted.has_value());
+  EXPECT_EQ(card_->stats(0).link_bytes, link_before);
+  EXPECT_EQ(card_->stats(0).reads - reads_before, 2u) << "one read per segment";
+  std::vector<uint8_t> want(page_bytes(), 0);
+  std::copy(a.end() - uint64_t{q} * cw, a.end(), want.begin());
+  std::copy(b.begin(), b.begin() + uint64_t{q} * cw, want.begin() + uint64_t{q} * cw);
+  std::vector<uint8_t> d, m;
+  ASSERT_TRUE(Read(0, {1, db, 0}, &d, &m).ok());
+  EXPECT_EQ(d, want);
+  EXPECT_EQ(m, meta);
+  std::optional<Completion> pc;
+  pipe(0).Program({{3, pb, 0}, nullptr, nullptr, false, 2, nand::AccOp::kTake}, nullptr,
+                  [&](const Completion& x) { pc = x; });
+  RunUntil(pc);
+  ASSERT_TRUE(pc->ok());
+  ASSERT_TRUE(Read(0, {3, pb, 0}, &d).ok());
+  EXPECT_EQ(d, want) << "the accumulator holds the assembled page";
+}
+
+// One unreadable segment fails the whole gathered copy: the destination holds nothing
+// (zeros, fail_meta), no `accepted`, and `done` reports the read.
+TEST_F(CopyTest, AGatherWithAnUnreadableSegmentHoldsNothing) {
+  Make("test-small");
+  const uint32_t sb = Fresh(0, 1), db = Fresh(1, 1);
+  const uint32_t cws = g().codewords_per_page();
+  ASSERT_TRUE(Program(0, {0, sb, 0}, Pattern(1, page_bytes())).ok());
+  card_->InjectProgramFail(0, {0, sb, 1});
+  ASSERT_EQ(Program(0, {0, sb, 1}, Pattern(2, page_bytes())).status, FlashStatus::kProgramFail);
+  const auto meta = Meta(5), fail_meta = Meta(6);
+  CopyRequest req;
+  req.dst = {1, db, 0};
+  req.meta = meta.data();
+  req.fail_meta = fail_meta.data();
+  req.segment_count = 2;
+  req.segments[0] = {{0, sb, 0}, 0, cws / 2};
+  req.segments[1] = {{0, sb, 1}, cws / 2, cws / 2};
+  Result r;
+  Submit(req, &r);
+  RunUntil(r.done);
+  EXPECT_EQ(r.done->status, FlashStatus::kUncorrectable);
+  EXPECT_FALSE(r.accepted.has_value());
+  std::vector<uint8_t> d, m;
+  ASSERT_TRUE(Read(0, {1, db, 0}, &d, &m).ok());
+  EXPECT_EQ(d, std::vector<uint8_t>(page_bytes(), 0));
+  EXPECT_EQ(m, fail_meta);
+}
+
+// Segments that do not fit the page, or name nothing, are a host bug: refused whole.
+TEST_F(CopyTest, RefusesSegmentsThatDoNotFitThePage) {
+  Make("test-small");
+  const uint32_t sb = Fresh(0, 1), db = Fresh(1, 1);
+  const uint32_t cws = g().codewords_per_page();
+  ASSERT_TRUE(Program(0, {0, sb, 0}, Pattern(1, page_bytes())).ok());
+  auto refused = [&](const std::vector<nand::CopySegment>& segs) {
+    CopyRequest req;
+    req.dst = {1, db, 0};
+    req.segment_count = static_cast<uint32_t>(segs.size());
+    for (std::size_t i = 0; i < segs.size() && i < nand::kMaxCopySegments; ++i) req.segments[i] = segs[i];
+    Result r;
+    Submit(req, &r);
+    RunUntil(r.done);
+    return r.done->status == FlashStatus::kInvalidAddress;
+  };
+  EXPECT_TRUE(refused({{{0, sb, 0}, 0, cws}, {{0, sb, 0}, 0, 1}})) << "more than a page";
+  EXPECT_TRUE(refused({{{0, sb, 0}, 0, 0}})) << "an empty segment";
+  EXPECT_TRUE(refused({{{0, sb, 0}, cws - 1, 2}})) << "past the page's end";
+  EXPECT_TRUE(refused(std::vector<nand::CopySegment>(nand::kMaxCopySegments + 1, {{0, sb, 0}, 0, 1})));
+  EXPECT_EQ(card_->stats(0).copies, 0u);
+  // The page is untouched: a whole-page copy to it still goes.
+  EXPECT_TRUE(Copy({0, sb, 0}, {1, db, 0}).done->ok());
+}
+
+// A read with no data buffer (the metadata-only look at a page) sends only the
+// metadata over the link.
+TEST_F(CopyTest, AMetadataOnlyReadSendsOnlyTheMetadata) {
+  Make("test-small");
+  const uint32_t sb = Fresh(0, 1);
+  const auto meta = Meta(4);
+  ASSERT_TRUE(Program(0, {0, sb, 0}, Pattern(1, page_bytes()), &meta).ok());
+  const uint64_t before = card_->stats(0).link_bytes;
+  std::vector<uint8_t> m;
+  ASSERT_TRUE(Read(0, {0, sb, 0}, nullptr, &m, g().codewords_per_page() - 1, 1).ok());
+  EXPECT_EQ(m, meta);
+  EXPECT_EQ(card_->stats(0).link_bytes - before, meta_bytes());
+}
+
 // A row's parity with copied members: the copies go into an accumulator, the parity
 // program takes it (its data XOR the copies'), and leaves it zeroed.
 TEST_F(CopyTest, AProgramTakesTheAccumulatorOfItsRowsCopies) {

@@ -68,10 +68,10 @@ PowerGovernor::PowerGovernor(const model::Power& model, const nand::Geometry& g,
   Configure();
 }
 
-double PowerGovernor::ReadJ(uint32_t sectors, bool meta) const {
+double PowerGovernor::ReadJ(uint32_t sectors, bool meta, bool data) const {
   const uint64_t m = meta ? geo_.meta_bytes_per_page() : 0;
   const uint64_t bus = uint64_t{sectors} * (geo_.ecc_codeword_bytes + geo_.ecc_parity_bytes) + m;
-  const uint64_t link = uint64_t{sectors} * geo_.ecc_codeword_bytes + m;
+  const uint64_t link = (data ? uint64_t{sectors} * geo_.ecc_codeword_bytes : 0) + m;
   return model_.read_uj * 1e-6 + (bus * model_.channel_nj_per_byte + link * model_.link_nj_per_byte) * 1e-9;
 }
 
@@ -83,11 +83,17 @@ double PowerGovernor::ProgramJ(bool data) const {
 
 double PowerGovernor::EraseJ() const { return model_.erase_uj * 1e-6; }
 
-double PowerGovernor::CopyJ() const {
-  const uint64_t cws = geo_.codewords_per_page();
+double PowerGovernor::CopyJ(const nand::CopyRequest& req) const {
+  uint64_t reads = 1, cws = geo_.codewords_per_page();
+  if (req.segment_count != 0) {
+    reads = req.segment_count;
+    cws = 0;
+    for (uint32_t i = 0; i < req.segment_count && i < nand::kMaxCopySegments; ++i) cws += req.segments[i].cw_count;
+  }
   const uint64_t bus = cws * (geo_.ecc_codeword_bytes + geo_.ecc_parity_bytes) + geo_.page_data_bytes +
                        geo_.page_spare_bytes;
-  return (model_.read_uj + model_.program_uj) * 1e-6 + bus * model_.channel_nj_per_byte * 1e-9;
+  return (static_cast<double>(reads) * model_.read_uj + model_.program_uj) * 1e-6 +
+         static_cast<double>(bus) * model_.channel_nj_per_byte * 1e-9;
 }
 
 // The bucket: over any window W, admitted energy <= burst + rate * (W + lag), and the
@@ -319,8 +325,11 @@ void GovernedPipe::Arm(DurNs delay) {
 
 void GovernedPipe::Read(const nand::ReadRequest& req, FlashCallback done) {
   if (req.ppa.die >= dies_) return inner_.Read(req, std::move(done));
-  const uint32_t sectors = req.sector_count;
-  const double j = gov_.ReadJ(sectors, req.meta != nullptr);
+  // sector_count 0 reads the rest of the page from first_sector.
+  const uint32_t cws = gov_.codewords_per_page();
+  const uint32_t sectors = req.sector_count != 0 ? req.sector_count
+                           : req.first_sector < cws ? cws - req.first_sector : 0;
+  const double j = gov_.ReadJ(sectors, req.meta != nullptr, req.data != nullptr);
   const TimeNs now = clock_->Now();
   if (reads_.empty() && !BlockHasHeldWrite(req.ppa.die, req.ppa.block) && gov_.TryTake(now, j, false)) {
     return inner_.Read(req, std::move(done));
@@ -372,7 +381,7 @@ void GovernedPipe::Program(const nand::ProgramRequest& req, FlashCallback accept
 
 void GovernedPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCallback done) {
   if (req.dst.die >= dies_ || req.src.die >= dies_) return inner_.Copy(req, std::move(accepted), std::move(done));
-  const double j = gov_.CopyJ();
+  const double j = gov_.CopyJ(req);
   const TimeNs now = clock_->Now();
   if (WriteGoesNow(now, j)) {
     return inner_.Copy(req, std::move(accepted), std::move(done));

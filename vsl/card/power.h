@@ -84,14 +84,17 @@ class PowerGovernor {
                 const PowerPolicy& policy);
 
   // Energy the card spends on each operation (the card model's own accounting).
-  double ReadJ(uint32_t sectors, bool meta) const;
+  // A read of `sectors` codewords (and the metadata if `meta`); `data` false: the
+  // codewords are checked in the controller but not sent (a metadata-only read).
+  double ReadJ(uint32_t sectors, bool meta, bool data = true) const;
   // A program; `data` false: one whose page data is formed in the controller (a take or
   // peek of an accumulator with no host data), so only its metadata crosses the link.
   double ProgramJ(bool data = true) const;
-  // A controller-side copy: the source read and the destination program inside the
-  // controller (both on the channel, nothing on the host link).
-  double CopyJ() const;
+  // A controller-side copy: the source reads (one per gathered segment) and the
+  // destination program inside the controller (on the channel, nothing on the host link).
+  double CopyJ(const nand::CopyRequest& req) const;
   uint32_t meta_bytes() const { return geo_.meta_bytes_per_page(); }
+  uint32_t codewords_per_page() const { return geo_.codewords_per_page(); }
   double EraseJ() const;
 
   // Takes `joules` for an operation at `now` if the bucket has them (writes: above the

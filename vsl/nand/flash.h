@@ -56,8 +56,11 @@ struct Completion {
 using FlashCallback = Function<void(const Completion&)>;
 
 // Read page `ppa`: `sector_count` ECC codewords from `first_sector` (0 = the whole page)
-// into `data` (sector_count * codeword bytes, may be null), and the page's host metadata
-// into `meta` (meta_bytes_per_page, may be null). An erased page reads as all 0xFF.
+// into `data` (sector_count * codeword bytes), and the page's host metadata into `meta`
+// (meta_bytes_per_page, may be null). With `data` null the codewords are read off the
+// die and checked but not sent to the host: a metadata-only read names the last
+// codeword, which carries the metadata (the scan's, and the groomer's look at a victim
+// page it will copy). An erased page reads as all 0xFF.
 struct ReadRequest {
   Ppa ppa;
   uint32_t first_sector = 0;
@@ -103,12 +106,27 @@ struct ProgramRequest {
 // later ones may be queued behind it) with a zeroed data area and `fail_meta` (null:
 // 0xFF): the host seals that as a page holding nothing. `acc` (optional) is an
 // accumulator the copied data is added to (kAdd) once it is read.
+//
+// Gather: with `segment_count` > 0 the destination's data area is assembled inside the
+// controller from `segments` in order (each `cw_count` codewords of page `src` from
+// codeword `first_cw`; `CopyRequest::src` is then unused), and whatever they leave of
+// the page is zeroed. Every segment is read and corrected there; if any cannot be read
+// the copy fails as one whose source is unreadable. This is how the groomer packs the
+// live sectors of several victim pages into one page without moving them over the link.
+struct CopySegment {
+  Ppa src;
+  uint32_t first_cw = 0;
+  uint32_t cw_count = 0;
+};
+static constexpr uint32_t kMaxCopySegments = 16;
 struct CopyRequest {
   Ppa src;
   Ppa dst;
   const uint8_t* meta = nullptr;
   const uint8_t* fail_meta = nullptr;
   uint32_t acc = kNoAccumulator;
+  uint32_t segment_count = 0;  // 0: the whole page `src`
+  CopySegment segments[kMaxCopySegments] = {};
 };
 
 enum class PlpState : uint8_t { kHealthy = 0, kFailed, kAbsent };

@@ -85,7 +85,8 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->qseq = 0;
   op->fence = false;
   op->parity = false;
-  op->copy_to = op->copy_from = nullptr;
+  op->copy_to = nullptr;
+  op->copy_reads.clear();
   op->internal = false;
   op->acc = nand::kNoAccumulator;
   op->acc_op = nand::AccOp::kAdd;
@@ -130,20 +131,24 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
     }
   }
   if (op->copy_to != nullptr) {
-    // A copy's source read: the copy goes on (or ends) with its program.
+    // A copy's source read: the copy goes on (or ends) with its program once every
+    // segment is read; the first failure is the copy's.
     Op* prog = op->copy_to;
     op->copy_to = nullptr;
-    prog->copy_from = nullptr;
+    auto& rs = prog->copy_reads;
+    rs.erase(std::find(rs.begin(), rs.end(), op));
+    if (prog->copy_failed == FlashStatus::kOk) prog->copy_failed = status;
+    prog->corrected += corrected;
     FreeOp(op);
-    CopyReadDone(prog, status, corrected);
+    if (rs.empty()) CopyReadDone(prog);
     return;
   }
-  if (op->copy_from != nullptr) {
-    // A copy's program ended first: its read runs on, with nowhere to put its data.
-    op->copy_from->copy_to = nullptr;
-    op->copy_from->data = nullptr;
-    op->copy_from = nullptr;
+  for (Op* rd : op->copy_reads) {
+    // A copy's program ended first: its reads run on, with nowhere to put their data.
+    rd->copy_to = nullptr;
+    rd->data = nullptr;
   }
+  op->copy_reads.clear();
   DropTaker(op);
   if (op->dead_add) {
     auto it = std::find(dead_adds_.begin(), dead_adds_.end(), op);
@@ -156,13 +161,11 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
   if (cb) Deliver(std::move(cb), c);  // a copy's read has no callback of its own
 }
 
-void SimPipe::CopyReadDone(Op* prog, FlashStatus st, uint32_t corrected) {
-  prog->corrected = corrected;
-  if (st != FlashStatus::kOk) {
+void SimPipe::CopyReadDone(Op* prog) {
+  if (prog->copy_failed != FlashStatus::kOk) {
     // The destination is programmed all the same (its die's later pages may be queued
     // behind it), holding nothing: zeros and the host's fail_meta. The accumulator does
     // not take it, and no `accepted` fires.
-    prog->copy_failed = st;
     prog->accepted.Reset();
     prog->acc = nand::kNoAccumulator;
     uint8_t* s = prog->slot.get();
@@ -354,10 +357,20 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
 
 void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCallback done) {
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
-  if (acc_.empty() || !ValidPpa(req.src) || !ValidPpa(req.dst) ||
-      (req.acc != nand::kNoAccumulator && req.acc >= acc_.size())) {
-    return Reject(std::move(done), FlashStatus::kInvalidAddress);
+  const uint32_t cws = g_.codewords_per_page();
+  nand::CopySegment whole[1] = {{req.src, 0, cws}};
+  const nand::CopySegment* segs = req.segment_count == 0 ? whole : req.segments;
+  const uint32_t nsegs = req.segment_count == 0 ? 1 : req.segment_count;
+  bool valid = !acc_.empty() && ValidPpa(req.dst) && nsegs <= nand::kMaxCopySegments &&
+               (req.acc == nand::kNoAccumulator || req.acc < acc_.size());
+  uint32_t total = 0;
+  for (uint32_t i = 0; valid && i < nsegs; ++i) {
+    const nand::CopySegment& g = segs[i];
+    valid = ValidPpa(g.src) && g.cw_count != 0 && g.first_cw < cws && g.cw_count <= cws - g.first_cw &&
+            g.cw_count <= cws - total;
+    total += g.cw_count;
   }
+  if (!valid) return Reject(std::move(done), FlashStatus::kInvalidAddress);
   Op* prog = NewOp(Op::Kind::kProgram, std::move(done));
   prog->ppa = req.dst;
   prog->internal = true;
@@ -367,6 +380,8 @@ void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCa
   if (!prog->slot) prog->slot = std::make_unique<uint8_t[]>(scratch_.size());
   uint8_t* s = prog->slot.get();
   const uint32_t meta = g_.meta_bytes_per_page();
+  const uint64_t cw_bytes = g_.ecc_codeword_bytes;
+  std::memset(s + total * cw_bytes, 0, g_.page_data_bytes - total * cw_bytes);
   if (req.meta != nullptr) {
     std::memcpy(s + g_.page_data_bytes, req.meta, meta);
   } else {
@@ -379,21 +394,27 @@ void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCa
     prog->fail_meta.clear();
   }
   prog->acc = req.acc;  // an add, if any
-  Op* rd = NewOp(Op::Kind::kRead, FlashCallback{});
-  rd->ppa = req.src;
-  rd->sector_count = g_.codewords_per_page();
-  rd->data = s;
-  rd->internal = true;
-  rd->copy_to = prog;
-  prog->copy_from = rd;
-  // The read first: with the source on the destination's die, the program waits behind it.
-  Enqueue(rd);
-  // The read may have ended at once (a dead source die times out later; nothing ends
-  // synchronously), so the program is still ours here.
+  // The reads first: with a source on the destination's die, the program waits behind it.
+  uint64_t at = 0;
+  for (uint32_t i = 0; i < nsegs; ++i) {
+    Op* rd = NewOp(Op::Kind::kRead, FlashCallback{});
+    rd->ppa = segs[i].src;
+    rd->first_sector = segs[i].first_cw;
+    rd->sector_count = segs[i].cw_count;
+    rd->data = s + at;
+    rd->internal = true;
+    rd->copy_to = prog;
+    prog->copy_reads.push_back(rd);
+    at += uint64_t{segs[i].cw_count} * cw_bytes;
+  }
+  // Queue them all before any can end (nothing ends synchronously: a dead die times out
+  // later), so the program is still ours after the loop.
+  const std::vector<Op*> reads = prog->copy_reads;
+  for (Op* rd : reads) Enqueue(rd);
   Enqueue(prog);
   if (DieFailed(prog->ppa.die)) return;  // it left the queue to time out
   // Its place in the die's admission order is taken now: later programs of the die
-  // enter the buffer after it (TryAdmit holds it until its read is done).
+  // enter the buffer after it (TryAdmit holds it until its reads are done).
   dies_[prog->ppa.die].admit_wait.push_back(prog);
 }
 
@@ -465,7 +486,7 @@ DurNs SimPipe::StageErasesNs(const Die& d, const Op* op) const {
 // page always reaches flash. With nothing but staged images buffered, a program is always
 // admitted (progress; the profiles' hold-up covers one program plus the stage slots).
 bool SimPipe::TryAdmit(Op* op) {
-  if (op->copy_from != nullptr) return false;  // a copy whose source is still being read
+  if (!op->copy_reads.empty()) return false;  // a copy whose sources are still being read
   if (AddMustWait(op)) return false;           // an older take or peek of its accumulator
   const uint64_t slot_bytes = scratch_.size();
   const bool buffer_empty = buffer_used_bytes_ == stage_bytes_;
@@ -730,7 +751,7 @@ void SimPipe::StartRead(Op* op) {
     const Power& pw = card_.profile_.power;
     const uint64_t meta = op->meta != nullptr ? g_.meta_bytes_per_page() : 0;
     const uint64_t bus = uint64_t{op->sector_count} * (g_.ecc_codeword_bytes + g_.ecc_parity_bytes) + meta;
-    const uint64_t link = op->internal ? 0 : uint64_t{op->sector_count} * g_.ecc_codeword_bytes + meta;
+    const uint64_t link = op->internal ? 0 : (op->data != nullptr ? uint64_t{op->sector_count} * g_.ecc_codeword_bytes : 0) + meta;
     Spend(pw.read_uj * 1e-6 + (bus * pw.channel_nj_per_byte + link * pw.link_nj_per_byte) * 1e-9);
   }
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
@@ -763,7 +784,8 @@ void SimPipe::ReadFinish(Op* op, uint64_t serial) {
   d.busy = false;
   ++stats_.reads;
   stats_.corrected_bits += corrected;
-  const uint64_t host_bytes = uint64_t{op->sector_count} * g_.ecc_codeword_bytes +
+  // With no data buffer (a metadata-only read) the codewords stay in the controller.
+  const uint64_t host_bytes = (op->data != nullptr ? uint64_t{op->sector_count} * g_.ecc_codeword_bytes : 0) +
                               (op->meta != nullptr ? g_.meta_bytes_per_page() : 0);
   life_.nand_read_bytes += host_bytes;
   if (op->internal) {

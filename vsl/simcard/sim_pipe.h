@@ -45,12 +45,13 @@ struct Op : QueueHook, AllHook {
   uint64_t qseq = 0;        // queue order (journal replay order)
   bool fence = false;       // admitted only after every earlier program (ProgramRequest::fence)
   bool parity = false;      // `slot` carries its ECC parity (bit-exact mode)
-  // Controller-side copy (FlashPipe::Copy): the source read (kRead) and the program of
-  // the destination (kProgram) point at each other while the read is outstanding; the
-  // read's data goes straight into the program's slot. Either may end first (a reset,
-  // a dead die, a power cut): the other is then unlinked.
-  Op* copy_to = nullptr;    // the read: its program
-  Op* copy_from = nullptr;  // the program: its read, until it is done
+  // Controller-side copy (FlashPipe::Copy): the source reads (kRead, one per segment)
+  // and the program of the destination (kProgram) point at each other while the reads
+  // are outstanding; each read's data goes straight into its place in the program's
+  // slot. Either side may end first (a reset, a dead die, a power cut): the other is
+  // then unlinked.
+  Op* copy_to = nullptr;          // a read: its program
+  std::vector<Op*> copy_reads;    // the program: its reads not yet done
   bool internal = false;    // the program's data is already in the controller (no link)
   uint32_t acc = nand::kNoAccumulator;  // the accumulator it adds to, takes or peeks
   nand::AccOp acc_op = nand::AccOp::kAdd;  // a copy adds; a stage peeks
@@ -60,8 +61,8 @@ struct Op : QueueHook, AllHook {
   bool counted = false;      // its status is already counted (a copy failed by its read)
   bool dead_add = false;     // an add to a dead die: lands (adds its data), then times out
   bool meta_only = false;    // a take or peek with no host data: only metadata on the link
-  uint32_t corrected = 0;    // copy: the source read's corrected bits, reported at done
-  nand::FlashStatus copy_failed = nand::FlashStatus::kOk;  // copy: its source read's failure
+  uint32_t corrected = 0;    // copy: the source reads' corrected bits, reported at done
+  nand::FlashStatus copy_failed = nand::FlashStatus::kOk;  // copy: its first failed read's status
   std::vector<uint8_t> fail_meta;  // copy: the metadata programmed if its source fails
   TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
   DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
@@ -158,7 +159,7 @@ class SimPipe final : public nand::FlashPipe {
   void ReleaseBudget(Op* op);
   // A copy's source read ended (`st`): on success the program may enter the buffer, else
   // the copy ends with `st`.
-  void CopyReadDone(Op* read, nand::FlashStatus st, uint32_t corrected);
+  void CopyReadDone(Op* prog);  // every source read of a copy is done
   // The program's data has landed in the buffer: accumulator bookkeeping.
   void AccLanded(Op* op, uint8_t* slot);
   // Takes `bytes` of the controller's host link from now; when they have moved.
