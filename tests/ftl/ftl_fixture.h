@@ -99,6 +99,7 @@ class FtlFixture : public ::testing::Test {
       ecc_totals_.corrected_bits += st.corrected_bits;
       ecc_totals_.uncorrectable_reads += st.uncorrectable_reads;
       ecc_totals_.miscorrected_reads += st.miscorrected_reads;
+      ecc_totals_.copies += st.copies;
     }
   }
 

@@ -203,12 +203,18 @@ Ftl::PageBuf* Ftl::Impl::MakeBuf(uint32_t leb, uint32_t die, uint32_t page, f::P
 }
 
 Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
-                        Leb* src_victim, Psa prev) {
-  if (ap.open != nullptr && ap.open->type != f::PageType::kData) SubmitOpen(ap);
+                        Leb* src_victim, Psa prev, Psa copy_from, uint32_t copy_crc) {
+  const bool copy = src == nullptr;
+  if (ap.open != nullptr && (ap.open->type != f::PageType::kData || ap.open->copy != copy)) SubmitOpen(ap);
   if (ap.open == nullptr) {
     ap.open = NewPage(ap, f::PageType::kData);
     if (ap.open == nullptr) return nullptr;
     PageBuf* b = ap.open;
+    if (copy) {
+      b->copy = true;
+      b->csrc.assign(S(), kUnmapped);
+      b->ccrc.assign(S(), 0);
+    }
     // Groomer pages are never padded on idle: they fill, or are pushed out when a
     // victim must be released. Host pages are programmed when nothing more is coming.
     if (!ap.gc) {
@@ -224,11 +230,17 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
   }
   PageBuf* b = ap.open;
   if (lba == TraceLba()) {
-    fmt::print(stderr, "trace t={} append gc={} was psa {} -> leb {} die {} page {} slot {} data {:02x}{:02x}\n",
-               f.clock_.Now(), ap.gc, f.map_.Get(lba), b->leb, b->die, b->page, b->used, src[0], src[1]);
+    fmt::print(stderr, "trace t={} append gc={} was psa {} -> leb {} die {} page {} slot {} {}\n",
+               f.clock_.Now(), ap.gc, f.map_.Get(lba), b->leb, b->die, b->page, b->used,
+               copy ? fmt::format("copy of psa {}", copy_from) : fmt::format("data {:02x}{:02x}", src[0], src[1]));
   }
   const uint32_t slot = b->used++;
-  std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
+  if (copy) {
+    b->csrc[slot] = copy_from;
+    b->ccrc[slot] = copy_crc;
+  } else {
+    std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
+  }
   b->lbas[slot] = lba;
   if (ctx != nullptr) {
     ++ctx->remaining;
@@ -278,6 +290,21 @@ void Ftl::Impl::Submit(PageBuf* b) {
       l.par->row != b->page && !l.par->submitted) {
     SubmitParity(l);
   }
+  // The row's accumulator: its first member takes one. A member adds to it and the
+  // parity page takes it (no page data over the link: the controller's XOR of the
+  // members is the page); without one the host sends the parity page.
+  uint32_t acc = nand::kNoAccumulator;
+  if (l.par && b->type != f::PageType::kParity) {
+    const bool first = l.par->row != b->page;
+    if (first) {
+      l.par->acc = TakeRowAcc();
+      acc = l.par->acc;
+    } else if (!l.par->submitted) {
+      acc = l.par->acc;  // (a page after its row's parity adds to nothing)
+    }
+    // A copied member exists only in the accumulator: a row without one cannot have it.
+    if (b->copy && acc == nand::kNoAccumulator && (first || !l.par->submitted)) RevertCopy(b);
+  }
   b->seq = f.next_seq_++;
   b->submitted = true;
   if (b->group && b->group->IsCurrent(b->attempt)) {
@@ -293,6 +320,7 @@ void Ftl::Impl::Submit(PageBuf* b) {
   content.used = b->used;
   content.lbas = b->lbas.data();
   content.trims = &b->trims;
+  if (b->copy) content.crcs = b->ccrc.data();
   if (b->type == f::PageType::kTrim) {
     l.trim_pages.push_back(b->page * D() + b->die);
     ++f.stats_.trim_pages;
@@ -301,37 +329,38 @@ void Ftl::Impl::Submit(PageBuf* b) {
     SummaryEntry(content, &l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())]);
   }
   if (b->type == f::PageType::kParity) {
+    // Formed in the controller: it XORs in the members' metadata as they landed.
+    if (b->acc != nand::kNoAccumulator) std::fill(b->pmeta.begin(), b->pmeta.end(), 0);
     stripe.FillParityMeta(b->meta.data(), b->seq, b->lbas[0], b->pmeta, f.epoch_);
   } else {
     SealPage(content, b->data, b->meta.data());
   }
   if (Traced(b)) {
-    fmt::print(stderr, "trace t={} submit leb {} die {} page {} seq {} good dies {}\n", f.clock_.Now(),
-               b->leb, b->die, b->page, b->seq, l.good_dies());
+    fmt::print(stderr, "trace t={} submit leb {} die {} page {} seq {} good dies {}{}\n", f.clock_.Now(),
+               b->leb, b->die, b->page, b->seq, l.good_dies(), b->copy ? " (copy)" : "");
   }
   ++l.inflight;
   inflight_seqs.Insert(b->seq);
   ++f.stats_.pages_programmed;
   // A parity page is fenced: accepted only once every member before it is, so a
-  // durable parity page always has its members in the buffer or on flash. With the
-  // row's accumulator, a member adds to it and the parity page takes it (no page data
-  // over the link: the controller's XOR of the members is the page).
+  // durable parity page always has its members in the buffer or on flash.
   nand::ProgramRequest req{{b->die, b->leb, b->page}, b->data.data(), b->meta.data(),
                            b->type == f::PageType::kParity};
-  if (l.par && b->type != f::PageType::kParity) {
-    if (l.par->row != b->page) {
-      l.par->acc = TakeRowAcc();  // the row's first member
-      req.acc = l.par->acc;
-    } else if (!l.par->submitted) {
-      req.acc = l.par->acc;  // (a page after its row's parity adds to nothing)
-    }
-  } else if (b->type == f::PageType::kParity && b->acc != nand::kNoAccumulator) {
+  req.acc = acc;
+  if (b->type == f::PageType::kParity && b->acc != nand::kNoAccumulator) {
     req.acc = b->acc;
     req.acc_op = b->final_parity ? nand::AccOp::kTake : nand::AccOp::kPeek;
     req.data = nullptr;
+    SetAccMeta(req);
   }
-  f.pipe_.Program(req, [this, b](const Completion&) { OnAccepted(b); },
-                  [this, b](const Completion& c) { OnDone(b, c); });
+  b->acc_used = b->copy ? acc : req.acc;
+  if (b->acc_used < row_accs) ++acc_users[b->acc_used];
+  if (b->copy) {
+    SendCopy(b, acc);
+  } else {
+    f.pipe_.Program(req, [this, b](const Completion&) { OnAccepted(b); },
+                    [this, b](const Completion& c) { OnDone(b, c); });
+  }
   if (l.par && b->type != f::PageType::kParity) {
     const uint32_t pd = stripe.RowParityDie(l, b->page);
     // A member is covered once a durable parity includes it; a row without a parity
@@ -349,6 +378,46 @@ void Ftl::Impl::Submit(PageBuf* b) {
       ScheduleRowProtection(l, b->page);
     }
   }
+}
+
+void Ftl::Impl::SendCopy(PageBuf* b, uint32_t acc) {
+  // What the page holds if a source cannot be read: nothing (every slot padding).
+  PageContent none;
+  none.type = f::PageType::kData;
+  none.seq = b->seq;
+  none.epoch = f.epoch_;
+  none.spp = S();
+  none.sector_bytes = f.sector_bytes_;
+  none.used = 0;
+  std::vector<uint64_t> pads(S(), f::kNoLba);
+  none.lbas = pads.data();
+  copy_zero.resize(f.geo_.page_data_bytes);
+  b->fail_meta.assign(f.geo_.meta_bytes_per_page(), 0xFF);
+  SealPage(none, copy_zero, b->fail_meta.data());
+  nand::CopyRequest req;
+  req.dst = {b->die, b->leb, b->page};
+  req.meta = b->meta.data();
+  req.fail_meta = b->fail_meta.data();
+  req.acc = acc;
+  // Slots whose sources follow each other in one page go as one segment.
+  const uint32_t cps = f.sector_bytes_ / f.geo_.ecc_codeword_bytes;
+  for (uint32_t s = 0; s < b->used; ++s) {
+    const Psa p = b->csrc[s];
+    const nand::Ppa src{addr.DieOf(p), addr.LebOf(p), addr.PageOf(p)};
+    const uint32_t cw = addr.SlotOf(p) * cps;
+    if (req.segment_count != 0) {
+      nand::CopySegment& last = req.segments[req.segment_count - 1];
+      if (last.src.die == src.die && last.src.block == src.block && last.src.page == src.page &&
+          last.first_cw + last.cw_count == cw) {
+        last.cw_count += cps;
+        continue;
+      }
+    }
+    req.segments[req.segment_count++] = {src, cw, cps};
+  }
+  ++f.stats_.copy_pages;
+  f.pipe_.Copy(req, [this, b](const Completion&) { OnAccepted(b); },
+               [this, b](const Completion& c) { OnDone(b, c); });
 }
 
 void Ftl::Impl::ScheduleRowProtection(Leb& l, uint32_t row) {

@@ -7,15 +7,23 @@
 namespace vsl::ftl {
 
 void Ftl::Impl::InitAccumulators() {
-  use_accs = f.opts_.controller_parity && f.pipe_.copy_accumulators() >= kRowAccs;
+  use_accs = f.opts_.controller_parity && f.pipe_.copy_accumulators() >= kMinRowAccs;
+  row_accs = use_accs ? std::min(f.pipe_.copy_accumulators(), kMaxRowAccs) : 0;
+  use_copy = use_accs && f.opts_.copy_relocation && f.opts_.separate_gc_stream;
   if (!use_accs) return;
   // Whatever a previous attach left in them (a killed process mid-row) is not ours.
-  for (uint32_t k = 0; k < kRowAccs; ++k) f.pipe_.ClearAccumulator(k);
+  for (uint32_t k = 0; k < row_accs; ++k) f.pipe_.ClearAccumulator(k);
+}
+
+void Ftl::Impl::SetAccMeta(nand::ProgramRequest& req) const {
+  req.acc_meta_at = static_cast<uint16_t>(sizeof(f::PageHeader) + 8);
+  req.acc_meta_len = static_cast<uint16_t>(f::MetaBytes(S()));
+  req.acc_crc_at = static_cast<uint16_t>(f::ParityMetaBytes(S()) - 4);
 }
 
 uint32_t Ftl::Impl::TakeRowAcc() {
   if (!use_accs) return nand::kNoAccumulator;
-  for (uint32_t k = 0; k < kRowAccs; ++k) {
+  for (uint32_t k = 0; k < row_accs; ++k) {
     if (accs[k] == AccState::kFree) {
       accs[k] = AccState::kBusy;
       return k;
@@ -31,11 +39,19 @@ void Ftl::Impl::AccumulateParity(Leb& l, PageBuf* b) {
     rp.row = b->page;
     rp.submitted = false;
     rp.mask = 0;
-    std::memcpy(rp.data.data(), b->data.data(), rp.data.size());
+    rp.copy_mask = 0;
+    // A copied member's data is only in the controller's accumulator.
+    if (b->copy) std::fill(rp.data.begin(), rp.data.end(), 0);
+    else std::memcpy(rp.data.data(), b->data.data(), rp.data.size());
     std::memcpy(rp.meta.data(), b->meta.data(), rp.meta.size());
+    rp.copy_meta.assign(rp.meta.size(), 0);
   } else {
-    stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
+    if (!b->copy) stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
     stripe.XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
+  }
+  if (b->copy) {
+    rp.copy_mask |= uint64_t{1} << b->die;
+    stripe.XorInto(rp.copy_meta.data(), b->meta.data(), rp.copy_meta.size());
   }
   rp.mask |= uint64_t{1} << b->die;
   if (stripe.IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
@@ -51,7 +67,10 @@ void Ftl::Impl::SubmitParity(Leb& l) {
   if (pd == kNoDie || !l.good[pd] || dies.failed(pd)) {
     // This row goes unprotected (its parity die failed): nothing more can cover it, and
     // nothing takes its accumulator.
-    if (rp.acc < kRowAccs) accs[rp.acc] = AccState::kDirty;
+    if (rp.acc < row_accs) {
+      accs[rp.acc] = AccState::kDirty;
+      ReuseDirtyAcc(rp.acc);
+    }
     rp.acc = nand::kNoAccumulator;
     return CoverRow(l.index, rp.row, ~uint64_t{0}, true);
   }
@@ -170,7 +189,12 @@ void Ftl::Impl::StageRows() {
     auto img = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
     if (rp.acc == nand::kNoAccumulator) img->first = rp.data;
     img->second.assign(f.geo_.meta_bytes_per_page(), 0xFF);
-    stripe.FillParityMeta(img->second.data(), f.next_seq_++, rp.mask, rp.meta, f.epoch_);
+    if (rp.acc == nand::kNoAccumulator) {
+      stripe.FillParityMeta(img->second.data(), f.next_seq_++, rp.mask, rp.meta, f.epoch_);
+    } else {
+      stripe.FillParityMeta(img->second.data(), f.next_seq_++, rp.mask,
+                            std::vector<uint8_t>(rp.meta.size(), 0), f.epoch_);
+    }
     rc.staged_mask = rp.mask;
     ++f.stats_.parity_stages;
     const uint32_t leb = l->index, row = rp.row, pd = rc.pd;
@@ -182,6 +206,7 @@ void Ftl::Impl::StageRows() {
       req.data = nullptr;
       req.acc = rp.acc;
       req.acc_op = nand::AccOp::kPeek;
+      SetAccMeta(req);
     }
     f.pipe_.Stage(static_cast<uint32_t>(rc.slot), req,
                   [this, img, leb, row, mask](const Completion&) {

@@ -21,10 +21,14 @@ void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDon
   r->done = std::move(done);
   if (leb < f.lebs_.size()) {
     Leb& l = f.lebs_.leb(leb);
-    if (l.par && l.par->row == row && !l.par->submitted && ((l.par->mask >> die) & 1)) {
-      r->acc_mask = l.par->mask;
+    // (Members copied inside the controller are not in host memory: the running parity
+    // rebuilds only the others, XORed without them.)
+    if (l.par && l.par->row == row && !l.par->submitted && ((l.par->mask >> die) & 1) &&
+        !((l.par->copy_mask >> die) & 1)) {
+      r->acc_mask = l.par->mask & ~l.par->copy_mask;
       r->acc_data = l.par->data;
       r->acc_meta = l.par->meta;
+      if (l.par->copy_mask != 0) stripe.XorInto(r->acc_meta.data(), l.par->copy_meta.data(), r->acc_meta.size());
     }
   }
   r->data.resize(D());
@@ -189,6 +193,15 @@ void Ftl::Impl::DeclareDieFailed(uint32_t d) {
     if (l.state == LebState::kOpen) l.good[d] = 0;  // no more pages there
   }
   f.lebs_.Recount();  // free LEBs left too narrow to carry parity are out
+  // Copy pages on the die whose rows are not protected yet cannot be rebuilt from host
+  // memory (their data is only in the accumulator): their sectors go back to their
+  // sources, which their victims still hold, and move through host memory.
+  std::vector<PageBuf*> copies;
+  for (const auto& owned : pages.live()) {
+    PageBuf* b = owned.get();
+    if (b->copy && b->submitted && b->die == d && !b->durable && b->victim != nullptr) copies.push_back(b);
+  }
+  for (PageBuf* b : copies) RevertCopy(b);
   // The open LEBs' earlier rows include the die: they close now, without a summary (a
   // scan reads them page by page; a summary placed mid-row would break the dies' page
   // order), and join the rebuild instead of waiting to fill. Done at the engine's next

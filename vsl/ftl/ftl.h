@@ -155,6 +155,13 @@ struct FtlOptions {
   // The host still keeps the row's running parity for rebuilds. False: the host sends
   // every parity page and image.
   bool controller_parity = true;
+  // Controller-side relocation (FlashPipe::Copy, gathered): the groomer reads only a
+  // victim page's metadata and has the controller pack its live sectors into the
+  // groomer's pages, so relocated data never crosses the host link. Needs the
+  // controller's accumulators (controller_parity) and the groomer's own append point
+  // (separate_gc_stream); relocation goes through host memory otherwise, and for pages
+  // a copy could not move (an unreadable source, a row without an accumulator).
+  bool copy_relocation = true;
 };
 
 // One operation of an atomic batch (Ftl::WriteAtomic).
@@ -190,6 +197,9 @@ struct FtlStats {
   // Running parity of part-written rows parked in the controller's stage slots, and times
   // a row found every slot taken (its writes then wait for the row's parity page).
   uint64_t parity_stages = 0, stage_slot_waits = 0;
+  // Controller-side relocation: sectors and pages moved by copy, and copy pages that
+  // failed or could not be sent (their sectors then went through host memory).
+  uint64_t gc_copy_sectors = 0, copy_pages = 0, copy_fallbacks = 0;
   double Waf() const {
     return host_write_sectors ? static_cast<double>(host_write_sectors + gc_write_sectors +
                                                     pad_sectors) / host_write_sectors

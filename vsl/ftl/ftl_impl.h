@@ -85,6 +85,13 @@ struct Ftl::PageBuf {
   std::vector<WriteCtx*> waiters;
   std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
   Leb* victim = nullptr;  // the LEB whose data this GC page relocates (holds a reference)
+  // A copy page (FlashPipe::Copy): its sectors are not in `data`; per slot, where the
+  // controller reads it from and the CRC its source's metadata gives.
+  bool copy = false;
+  uint32_t acc_used = nand::kNoAccumulator;  // the accumulator it was submitted with
+  std::vector<Psa> csrc;
+  std::vector<uint32_t> ccrc;
+  std::vector<uint8_t> fail_meta;  // what the page holds if a source cannot be read
   // Per slot: where the sector was before this copy (kUnmapped: nowhere; kKeepMapping: do
   // not revert). Until the page is durable the LEBs of those places are pinned (not
   // erased), and if the page can never be stored the map goes back to them, so a failed
@@ -209,15 +216,47 @@ struct Ftl::Impl {
   // in the controller; with none free the row's parity goes from the host. Rows overlap (a
   // closed LEB's summary row and the next LEB's first rows; the groomer's stream), so
   // they are not tied to streams. One a row left without its parity page (a failed
-  // parity die) is not used again until the next attach: it holds members nothing took.
-  static constexpr uint32_t kRowAccs = 4;
+  // parity die) is zeroed and reused once nothing that added to it is in flight.
+  // The FTL uses up to kMaxRowAccs of the controller's, and none with fewer than
+  // kMinRowAccs.
+  static constexpr uint32_t kMinRowAccs = 4, kMaxRowAccs = 16;
+  uint32_t row_accs = 0;
   enum class AccState : uint8_t { kFree, kBusy, kDirty };
   bool use_accs = false;
-  std::array<AccState, kRowAccs> accs{};
+  bool use_copy = false;  // controller-side relocation (FtlOptions::copy_relocation)
+  const Leb* nofree_victim_ = nullptr;  // CopyRelocate said it found no room for this one
+  // A parity page or image taking or peeking the row's accumulator: the controller puts
+  // the members' metadata XOR where FillParityMeta puts it, and seals the CRC.
+  void SetAccMeta(nand::ProgramRequest& req) const;
+  std::array<AccState, kMaxRowAccs> accs{};
   uint32_t TakeRowAcc();
   // A row's accumulator back: free once its parity page took it (`taken`), else dirty.
   void ReleaseRowAcc(uint32_t acc, bool taken) {
-    if (acc < kRowAccs && accs[acc] == AccState::kBusy) accs[acc] = taken ? AccState::kFree : AccState::kDirty;
+    if (acc < row_accs && accs[acc] == AccState::kBusy) accs[acc] = taken ? AccState::kFree : AccState::kDirty;
+    ReuseDirtyAcc(acc);
+  }
+  // Pages submitted with each accumulator and not done: a dirty one (its row's parity
+  // never took it) is zeroed and reused once nothing can still add to it.
+  std::array<uint32_t, kMaxRowAccs> acc_users{};
+  void ReuseDirtyAcc(uint32_t acc) {
+    if (acc < row_accs && accs[acc] == AccState::kDirty && acc_users[acc] == 0 && !device_lost) {
+      f.pipe_.ClearAccumulator(acc);
+      accs[acc] = AccState::kFree;
+    }
+  }
+  // The groomer's next copy page can join a row with an accumulator: its open row has
+  // one, or one is free for a new row.
+  bool CopyRowReady() const {
+    if (!use_copy) return false;
+    const Leb* l = gcap.leb();
+    if (l != nullptr && l->par && !l->par->submitted && l->par->acc < row_accs && gcap.open != nullptr &&
+        gcap.open->copy && gcap.open->page == l->par->row) {
+      return true;
+    }
+    for (uint32_t k = 0; k < row_accs; ++k) {
+      if (accs[k] == AccState::kFree) return true;
+    }
+    return l != nullptr && !l->par;  // no parity in this format: no accumulator needed
   }
   void InitAccumulators();
   void AccumulateParity(Leb& l, PageBuf* b);
@@ -385,8 +424,12 @@ struct Ftl::Impl {
 
   // Appends one sector to `ap`. Null when no page position could be had.
   // Returns the page the sector went into (submitted already if it filled), or null.
+  // `src` null: a copy (FtlOptions::copy_relocation): the sector is at `copy_from` on
+  // flash, its CRC `copy_crc`, and the controller moves it; copy and data sectors never
+  // share a page.
   PageBuf* AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
-                        Leb* src_victim, Psa prev = kUnmapped - 2);
+                        Leb* src_victim, Psa prev = kUnmapped - 2, Psa copy_from = kUnmapped,
+                        uint32_t copy_crc = 0);
 
   void SubmitOpen(AppendPoint& ap);
 
@@ -511,6 +554,21 @@ struct Ftl::Impl {
 
   void Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
                 const std::vector<uint8_t>& data, const std::vector<uint8_t>& meta, bool is_trim);
+  // Reads victim page (`die`, `page`) whole into host memory (rebuilding it from parity
+  // if it cannot be read) and relocates its live sectors; counted as a relocation read.
+  void ReadAndRelocate(Leb* v, uint32_t die, uint32_t page, bool is_trim);
+  void ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim);  // (the read itself)
+  // Controller-side relocation of a victim page whose metadata `meta` was read: its
+  // live sectors go to the groomer's copy pages.
+  void CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vector<uint8_t>& meta);
+  // Sends sealed copy page `b` (Submit) as a gathered copy adding to `acc`.
+  void SendCopy(PageBuf* b, uint32_t acc);
+  std::vector<uint8_t> copy_zero;  // SendCopy's zeroed page, to seal a failed copy's metadata
+  // Copy page `b`'s live sectors go back to their sources in the victim (still held by
+  // `b`) and are moved through host memory: a copy that failed, was never sent, or sits
+  // on a die that failed before its row was protected.
+  void RevertCopy(PageBuf* b);
+  void CopyFailed(PageBuf* b, const Completion& c);
 
   uint64_t OldestDataSeqOnFlash() const;
 

@@ -114,6 +114,41 @@ void Ftl::Impl::GroomStep() {
   while (const auto r = gc.reloc.NextRead(f.opts_.gc_max_reads)) {
     const uint32_t die = r->die, page = r->page;
     const bool is_trim = r->is_trim;
+    if (use_copy && !is_trim) {
+      // Controller-side relocation: only the page's metadata comes over the link.
+      Relocation::Buffer buf = gc.reloc.TakeBuffer(0, f.geo_.meta_bytes_per_page());
+      f.pipe_.Read({{die, v->index, page}, f.geo_.codewords_per_page() - 1, 1, nullptr, buf->second.data()},
+                   [this, v, die, page, buf](const Completion& c) {
+                     if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
+                     if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
+                     if (gc.reloc.victim() == v && !device_lost) {
+                       if (c.ok()) {
+                         CopyRelocate(*v, die, page, buf->second);
+                       } else if (c.status == FlashStatus::kAborted) {
+                         DeviceLost();
+                       } else {
+                         ReadAndRelocate(v, die, page, false);  // through host memory, rebuilt
+                       }
+                     }
+                     gc.reloc.ReadDone();
+                     gc.reloc.ReturnBuffer(buf);
+                     GroomStep();
+                   });
+      continue;
+    }
+    ReadPage(v, die, page, is_trim);
+  }
+  // A victim with nothing (left) to read is finished here, not by a read callback.
+  if (gc.reloc.reads() == 0) MaybeFinishVictim();
+}
+
+void Ftl::Impl::ReadAndRelocate(Leb* v, uint32_t die, uint32_t page, bool is_trim) {
+  gc.reloc.ExtraRead();
+  ReadPage(v, die, page, is_trim);
+}
+
+void Ftl::Impl::ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim) {
+  {
     Relocation::Buffer buf = gc.reloc.TakeBuffer(f.geo_.page_data_bytes, f.geo_.meta_bytes_per_page());
     f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
                  [this, v, die, page, buf, is_trim](const Completion& c) {
@@ -140,8 +175,73 @@ void Ftl::Impl::GroomStep() {
                    GroomStep();
                  });
   }
-  // A victim with nothing (left) to read is finished here, not by a read callback.
-  if (gc.reloc.reads() == 0) MaybeFinishVictim();
+}
+
+void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vector<uint8_t>& meta) {
+  // No accumulator for the row the copy would join (every one is forming another row's
+  // parity): this page moves through host memory instead.
+  if (!CopyRowReady()) return ReadAndRelocate(&v, die, page, false);
+  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
+  for (uint32_t s = 0; s < S(); ++s) {
+    const Psa p = addr.Make(v.index, die, page, s);
+    const uint64_t lba = e[s].lba;
+    if (lba == f::kNoLba || lba >= f.map_.sectors() || f.map_.Get(lba) != p) continue;
+    if (!AppendSector(gcap, lba, nullptr, nullptr, &v, p, p, e[s].crc)) {
+      if (nofree_victim_ != &v) {  // once per victim: every page of it would say the same
+        Logger("ftl")->error("groomer has no free LEB to copy into (leb={} die={} page={}); its sectors stay",
+                             v.index, die, page);
+        nofree_victim_ = &v;
+      }
+      return;
+    }
+    ++f.stats_.gc_write_sectors;
+    ++f.stats_.gc_copy_sectors;
+    gc.pacer.Earn();
+    if (!pending.empty() && gc.pacer.CanSpend()) {
+      Post([this] { RunPending(); });
+    }
+  }
+}
+
+void Ftl::Impl::RevertCopy(PageBuf* b) {
+  Leb* v = b->victim;
+  std::vector<std::pair<uint32_t, uint32_t>> srcs;  // (die, page) of the victim to read
+  uint32_t back = 0;
+  for (uint32_t s = 0; s < b->used && s < b->csrc.size(); ++s) {
+    const uint64_t lba = b->lbas[s];
+    if (lba == f::kNoLba || b->csrc[s] >= kKeepMapping) continue;
+    if (f.map_.Get(lba) != addr.Make(b->leb, b->die, b->page, s)) continue;  // written again since
+    const Psa from = b->csrc[s];
+    Remap(lba, from);  // back in the victim, which `b` holds
+    ++back;
+    const std::pair<uint32_t, uint32_t> at{addr.DieOf(from), addr.PageOf(from)};
+    if (std::find(srcs.begin(), srcs.end(), at) == srcs.end()) srcs.push_back(at);
+  }
+  ++f.stats_.copy_fallbacks;
+  if (!b->submitted) {
+    // Never sent: it goes as a padding page instead.
+    f.stats_.pad_sectors += b->used;
+    f.stats_.gc_write_sectors -= std::min<uint64_t>(f.stats_.gc_write_sectors, back);
+    f.stats_.gc_copy_sectors -= std::min<uint64_t>(f.stats_.gc_copy_sectors, back);
+    std::fill(b->lbas.begin(), b->lbas.end(), f::kNoLba);
+    b->used = 0;
+    b->copy = false;
+  }
+  if (v == nullptr || gc.reloc.victim() != v || device_lost) return;
+  for (const auto& [die, page] : srcs) ReadAndRelocate(v, die, page, false);
+}
+
+void Ftl::Impl::CopyFailed(PageBuf* b, const Completion& c) {
+  Logger("ftl")->warn("copy to leb={} die={} page={} failed ({}): its sectors move through host memory",
+                      b->leb, b->die, b->page, nand::FlashStatusName(c.status));
+  Leb& l = f.lebs_.leb(b->leb);
+  // The page holds nothing (fail_meta; the row's parity took that in): the summary must
+  // list nothing there either.
+  if (!l.summary.empty()) {
+    uint64_t* ent = &l.summary[(uint64_t{b->page} * D() + b->die) * (1 + S())];
+    for (uint32_t s = 0; s < S(); ++s) ent[1 + s] = f::kNoLba;
+  }
+  RevertCopy(b);
 }
 
 void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,

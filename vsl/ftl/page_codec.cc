@@ -40,7 +40,7 @@ void SealPage(const PageContent& page, std::vector<uint8_t>& data, uint8_t* meta
     if (page.used < S) std::memset(data.data() + page.used * sb, 0, (S - page.used) * sb);
     for (uint32_t s = 0; s < S; ++s) {
       e[s].lba = page.lbas[s];
-      e[s].crc = Crc32c(data.data() + s * sb, sb);
+      e[s].crc = page.crcs != nullptr && s < page.used ? page.crcs[s] : Crc32c(data.data() + s * sb, sb);
     }
   } else if (page.type == f::PageType::kTrim) {
     std::memcpy(data.data(), page.trims->data(), page.trims->size() * sizeof(f::TrimRecord));

@@ -22,6 +22,9 @@ struct PageContent {
   uint32_t used = 0;          // data and atomic pages: slots filled; the rest are padding
   const uint64_t* lbas = nullptr;  // per slot (kNoLba: padding); summary pages: [0] = its index and count
   const std::vector<format::TrimRecord>* trims = nullptr;  // trim pages: the records
+  // Data pages whose sectors are not in `data` (copied inside the controller): the
+  // CRCs of slots below `used`, as their sources' metadata holds them.
+  const uint32_t* crcs = nullptr;
 };
 
 // Seals a page for programming: the header (type, version, sector count, epoch, seq) and

@@ -72,6 +72,10 @@ void Ftl::Impl::MarkDurable(PageBuf* b) {
 void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
   Leb& l = f.lebs_.leb(b->leb);
   --l.inflight;
+  if (b->acc_used < row_accs) {
+    --acc_users[b->acc_used];
+    ReuseDirtyAcc(b->acc_used);
+  }
   // A parity page that never landed (its die dead, the power gone) took nothing: its
   // accumulator still holds the row.
   if (b->final_parity && !b->landed) ReleaseRowAcc(b->acc, false);
@@ -83,6 +87,15 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
     FailWaiters(b);
     pages.Release(b);
     FailUncovered();
+  } else if (b->copy && (c.status == FlashStatus::kUncorrectable ||
+                          (c.status == FlashStatus::kDieTimeout && !dies.failed(b->die)))) {
+    // A source of the copy could not be read: the page is on flash holding nothing, and
+    // its sectors go back to their sources to move through host memory (rebuilt there
+    // from parity if need be). The host's own reads of those sources find the die at
+    // fault.
+    CopyFailed(b, c);
+    b->flash_done = true;
+    Progress(b);
   } else if (!c.ok()) {
     ++f.stats_.program_failures;
     Uncover(b);
@@ -114,6 +127,20 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
                           nand::FlashStatusName(c.status));
       if (b->group && b->group->IsCurrent(b->attempt)) b->group->Fail();
       FailWaiters(b);
+    } else if (b->copy) {
+      Logger("ftl")->warn("copy failed to program leb={} die={} page={} status={}", b->leb, b->die,
+                          b->page, nand::FlashStatusName(c.status));
+      if (b->victim != nullptr) {
+        RevertCopy(b);  // its sources are still there
+      } else {
+        // Durable already (its row's parity holds it) and its victim gone: rebuild it.
+        const uint32_t leb = b->leb, die = b->die, page = b->page;
+        RebuildPage(leb, die, page, [this, leb, die, page](bool ok, std::vector<uint8_t> data,
+                                                           std::vector<uint8_t> meta) {
+          if (ok) RelocateRebuilt(leb, die, page, data, meta);
+        });
+      }
+      MarkDurable(b);
     } else {
       Logger("ftl")->warn("program failed leb={} die={} page={} status={}; rewriting", b->leb,
                           b->die, b->page, nand::FlashStatusName(c.status));

@@ -67,6 +67,8 @@ Relocation::Buffer Relocation::TakeBuffer(uint32_t data_bytes, uint32_t meta_byt
   if (!pool_.empty()) {
     Buffer b = std::move(pool_.back());
     pool_.pop_back();
+    b->first.resize(data_bytes);  // (metadata-only reads take no data area)
+    b->second.resize(meta_bytes);
     return b;
   }
   auto b = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();

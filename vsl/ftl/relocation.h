@@ -49,6 +49,9 @@ class Relocation {
   // in flight or no position is left.
   std::optional<Read> NextRead(uint32_t max_reads);
   void ReadDone() { --reads_; }
+  // A read of the victim outside NextRead's order (a page a copy could not move, read
+  // again through host memory): counted like the others.
+  void ExtraRead() { ++reads_; }
   uint32_t reads() const { return reads_; }
   uint32_t cursor() const { return cursor_; }
   // Positions are still to be handed out, or reads are in flight.

@@ -89,6 +89,12 @@ struct ReadRequest {
 // add lands only after every earlier take or peek of its accumulator.
 static constexpr uint32_t kNoAccumulator = UINT32_MAX;
 enum class AccOp : uint8_t { kAdd = 0, kTake, kPeek };
+// An accumulator also XORs the metadata its adds program (what lands: a copy's `meta`,
+// or its `fail_meta` if a source failed), so the parity page's record of its members'
+// metadata matches what they hold even when the host cannot know it (a copy that fails
+// after the parity was sent). A take or peek with `acc_meta_len` > 0 XORs the first
+// `acc_meta_len` bytes of that into its own metadata at `acc_meta_at`, then stores the
+// CRC-32C of its metadata's first `acc_crc_at` bytes at `acc_crc_at` (little-endian).
 struct ProgramRequest {
   Ppa ppa;
   const uint8_t* data = nullptr;
@@ -96,6 +102,7 @@ struct ProgramRequest {
   bool fence = false;
   uint32_t acc = kNoAccumulator;
   AccOp acc_op = AccOp::kAdd;
+  uint16_t acc_meta_at = 0, acc_meta_len = 0, acc_crc_at = 0;
 };
 
 // Copy page `src` to page `dst` inside the controller (controller-side relocation): the
@@ -199,8 +206,10 @@ class FlashPipe {
   // the page through its own memory instead.
   //
   // Ordering: the copy takes its place among `dst`'s die's commands when it is submitted
-  // (a later program of that die runs after it: pages of a block stay in order), and
-  // among `src`'s die's commands as a read. Both metadata buffers are copied at once.
+  // (a later program of that die runs after it: pages of a block stay in order). Its
+  // source reads go ahead of their dies' queued programs and erases (the copy's program,
+  // and the fenced parity behind it, wait for them); the host must have no erase of a
+  // source block outstanding. Both metadata buffers are copied at once.
   // Completion: `accepted` fires once the source is read and corrected and the page is
   // in the controller's protected write buffer (as a program's `accepted`: a power cut
   // then still programs it); `done` fires when `dst` is on flash, with the source read's
@@ -211,9 +220,9 @@ class FlashPipe {
   // page's data itself (FlashBack rebuilds it). A power cut aborts a copy not yet
   // accepted, like a program not yet in the buffer.
   //
-  // Accumulators (ProgramRequest::acc; page data only, the host XORs the metadata
-  // itself): a copy with `acc` adds its data when it lands in the buffer (a failed copy
-  // adds nothing), in submission order with the programs that take or peek. An
+  // Accumulators (ProgramRequest::acc): a copy with `acc` adds its data and metadata
+  // when it lands in the buffer (a failed copy adds what it programs: zeros and
+  // `fail_meta`), in submission order with the programs that take or peek. An
   // accumulator starts zeroed, is zeroed by a take, by ClearAccumulator and by a power
   // cut; a staged image that peeked holds its own copy.
   virtual uint32_t copy_accumulators() const { return 0; }

@@ -30,9 +30,12 @@ struct Profile {
   Plp plp;
   Power power;
   // Controller-side copy (FlashPipe::Copy): the XOR accumulators each pipe has for the
-  // parity of rows with copied members, each one page of data in controller DRAM. 0: the
-  // controller offers no copy (the host relocates through its memory).
-  uint32_t copy_accumulators = 4;
+  // parity of rows with copied members, each one page of data and metadata in controller
+  // DRAM. 0: the controller offers no copy (the host relocates through its memory). A row
+  // holds one from its first member until its parity page enters the protected buffer,
+  // which under a full buffer is many rows later: with 4, half the groomer's copies found
+  // none free (ftl_copy_relocation_test) and went through host memory.
+  uint32_t copy_accumulators = 16;
   std::string manufacturer = "OPENVSL";
   std::string model;
   uint8_t jedec_id = 0x2C;

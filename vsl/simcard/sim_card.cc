@@ -562,6 +562,9 @@ void SimCard::InjectDieFailure(uint32_t pipe, uint32_t die) {
 void SimCard::InjectProgramFail(uint32_t pipe, nand::Ppa ppa) {
   pipes_.at(pipe)->InjectProgramFail(ppa);
 }
+void SimCard::InjectUncorrectable(uint32_t pipe, nand::Ppa ppa) {
+  pipes_.at(pipe)->InjectUncorrectable(ppa);
+}
 void SimCard::InjectEraseFail(uint32_t pipe, uint32_t die, uint32_t block) {
   pipes_.at(pipe)->InjectEraseFail(die, block);
 }

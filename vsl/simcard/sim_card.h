@@ -173,6 +173,10 @@ class SimCard {
   void InjectDieFailure(uint32_t pipe, uint32_t die);
   void InjectProgramFail(uint32_t pipe, nand::Ppa ppa);            // next program there fails
   void InjectEraseFail(uint32_t pipe, uint32_t die, uint32_t block);  // next erase fails
+  // A page's data decays past what ECC corrects: every read of its data codewords (and
+  // every copy from it) is uncorrectable until its block is erased; its last codeword,
+  // which carries the metadata, still reads.
+  void InjectUncorrectable(uint32_t pipe, nand::Ppa ppa);
   void CorruptParameterPage(uint32_t pipe, uint32_t die, uint32_t copy_mask);
   void TEST_SetEraseCount(uint32_t pipe, uint32_t die, uint32_t block, uint32_t pe);
 

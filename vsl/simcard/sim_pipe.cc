@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hls/bch.h"
+#include "vsl/core/crc.h"
 #include "vsl/core/log.h"
 #include "vsl/nand/onfi.h"
 #include "vsl/simcard/ecc.h"
@@ -28,7 +29,8 @@ SimPipe::SimPipe(SimCard& card, Clock& clock, uint32_t controller, uint32_t pipe
       channels_(card.geometry_.channels_per_pipe),
       scratch_(uint64_t{card.geometry_.page_data_bytes} + card.geometry_.page_spare_bytes),
       stage_(card.profile_.plp.present ? card.profile_.plp.stage_slots : 0, nullptr),
-      acc_(card.profile_.copy_accumulators, std::vector<uint8_t>(card.geometry_.page_data_bytes, 0)),
+      acc_(card.profile_.copy_accumulators,
+           std::vector<uint8_t>(card.geometry_.page_data_bytes + card.geometry_.meta_bytes_per_page(), 0)),
       acc_takers_(card.profile_.copy_accumulators) {
   topology_.controller = controller;
   topology_.pipe = pipe_in_ctrl;
@@ -90,6 +92,7 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->internal = false;
   op->acc = nand::kNoAccumulator;
   op->acc_op = nand::AccOp::kAdd;
+  op->acc_meta_at = op->acc_meta_len = op->acc_crc_at = 0;
   op->acc_pending = false;
   op->acc_order = op->serial;
   op->counted = false;
@@ -164,10 +167,9 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
 void SimPipe::CopyReadDone(Op* prog) {
   if (prog->copy_failed != FlashStatus::kOk) {
     // The destination is programmed all the same (its die's later pages may be queued
-    // behind it), holding nothing: zeros and the host's fail_meta. The accumulator does
-    // not take it, and no `accepted` fires.
+    // behind it), holding nothing: zeros and the host's fail_meta, which is what the
+    // accumulator takes in. No `accepted` fires.
     prog->accepted.Reset();
-    prog->acc = nand::kNoAccumulator;
     uint8_t* s = prog->slot.get();
     std::memset(s, 0, g_.page_data_bytes);
     const uint32_t meta = g_.meta_bytes_per_page();
@@ -184,10 +186,18 @@ void SimPipe::AccLanded(Op* op, uint8_t* slot) {
   if (op->acc == nand::kNoAccumulator) return;
   std::vector<uint8_t>& a = acc_[op->acc];
   if (op->acc_op == nand::AccOp::kAdd) {
-    for (uint32_t i = 0; i < g_.page_data_bytes; ++i) a[i] ^= slot[i];
+    // Data and metadata as they will be programmed (the slot holds both, in order).
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] ^= slot[i];
     return;
   }
   for (uint32_t i = 0; i < g_.page_data_bytes; ++i) slot[i] ^= a[i];
+  const uint32_t meta = g_.meta_bytes_per_page();
+  if (op->acc_meta_len != 0 && op->acc_meta_at + op->acc_meta_len <= meta && op->acc_crc_at + 4u <= meta) {
+    uint8_t* m = slot + g_.page_data_bytes;
+    for (uint32_t i = 0; i < op->acc_meta_len; ++i) m[op->acc_meta_at + i] ^= a[g_.page_data_bytes + i];
+    const uint32_t crc = Crc32c(m, op->acc_crc_at);
+    std::memcpy(m + op->acc_crc_at, &crc, 4);
+  }
   if (op->acc_op == nand::AccOp::kTake) std::fill(a.begin(), a.end(), 0);
   ++stats_.acc_pages;
   DropTaker(op);
@@ -240,6 +250,8 @@ void SimPipe::LandDeadAdds() {
       if (op->serial != serial) return;
       std::vector<uint8_t>& a = acc_[op->acc];
       for (uint32_t b = 0; b < g_.page_data_bytes; ++b) a[b] ^= op->src_data[b];
+      const uint32_t mb = g_.meta_bytes_per_page();
+      for (uint32_t b = 0; b < mb; ++b) a[g_.page_data_bytes + b] ^= op->src_meta != nullptr ? op->src_meta[b] : 0xFF;
       clock_->After(t_.die_timeout_ns, [this, op, serial] {
         if (op->serial == serial) Complete(op, FlashStatus::kDieTimeout);
       });
@@ -334,6 +346,9 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
   if (acc) {
     op->acc = req.acc;
     op->acc_op = req.acc_op;
+    op->acc_meta_at = req.acc_meta_at;
+    op->acc_meta_len = req.acc_meta_len;
+    op->acc_crc_at = req.acc_crc_at;
     if (taker) {
       op->acc_pending = true;
       op->acc_order = op->serial;
@@ -410,7 +425,7 @@ void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCa
   // Queue them all before any can end (nothing ends synchronously: a dead die times out
   // later), so the program is still ours after the loop.
   const std::vector<Op*> reads = prog->copy_reads;
-  for (Op* rd : reads) Enqueue(rd);
+  for (Op* rd : reads) EnqueueCopyRead(rd);
   Enqueue(prog);
   if (DieFailed(prog->ppa.die)) return;  // it left the queue to time out
   // Its place in the die's admission order is taken now: later programs of the die
@@ -431,6 +446,21 @@ void SimPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
     op->journal = journal_->Add(PlpJournal::Kind::kErase, next_qseq_, die, block, 0, after, nullptr);
   }
   Enqueue(op);
+}
+
+// A copy's source read goes ahead of its die's queued programs and erases (after the
+// running command and earlier copy reads): the copy's program, and every fenced parity
+// page submitted after it, wait for it, so it must not sit behind the die's program
+// backlog. Safe because a source page is already programmed and the host erases no
+// source block while copies from it are outstanding.
+void SimPipe::EnqueueCopyRead(Op* op) {
+  op->qseq = next_qseq_++;
+  all_.push_back(*op);
+  OpQueue& q = dies_[op->ppa.die].queue;
+  auto it = q.begin();
+  while (it != q.end() && (it->started || (it->kind == Op::Kind::kRead && it->internal))) ++it;
+  q.insert(it, *op);
+  TryStartDie(op->ppa.die);
 }
 
 void SimPipe::Enqueue(Op* op) {
@@ -592,6 +622,9 @@ void SimPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCallbac
   if (acc) {
     op->acc = req.acc;
     op->acc_op = nand::AccOp::kPeek;  // a stage never consumes it
+    op->acc_meta_at = req.acc_meta_at;
+    op->acc_meta_len = req.acc_meta_len;
+    op->acc_crc_at = req.acc_crc_at;
     op->acc_pending = true;
     op->acc_order = op->serial;
     acc_takers_[req.acc].push_back(op->acc_order);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <map>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -55,6 +56,7 @@ struct Op : QueueHook, AllHook {
   bool internal = false;    // the program's data is already in the controller (no link)
   uint32_t acc = nand::kNoAccumulator;  // the accumulator it adds to, takes or peeks
   nand::AccOp acc_op = nand::AccOp::kAdd;  // a copy adds; a stage peeks
+  uint16_t acc_meta_at = 0, acc_meta_len = 0, acc_crc_at = 0;  // a take or peek (ProgramRequest)
   bool acc_pending = false;  // a take or peek listed in acc_takers_ until it lands
   uint64_t acc_order = 0;    // its place among accumulator operations (its first serial:
                              // `serial` changes when a landing is voided)
@@ -106,6 +108,7 @@ class SimPipe final : public nand::FlashPipe {
   void PowerOn();
   void InjectDieFailure(uint32_t die);
   void InjectProgramFail(nand::Ppa ppa) { inject_program_fail_.insert(Key(ppa)); }
+  void InjectUncorrectable(const nand::Ppa& ppa);
   void InjectEraseFail(uint32_t die, uint32_t block) {
     inject_erase_fail_.insert(Key({die, block, 0}));
   }
@@ -159,7 +162,8 @@ class SimPipe final : public nand::FlashPipe {
   void ReleaseBudget(Op* op);
   // A copy's source read ended (`st`): on success the program may enter the buffer, else
   // the copy ends with `st`.
-  void CopyReadDone(Op* prog);  // every source read of a copy is done
+  void CopyReadDone(Op* prog);
+  void EnqueueCopyRead(Op* op);  // every source read of a copy is done
   // The program's data has landed in the buffer: accumulator bookkeeping.
   void AccLanded(Op* op, uint8_t* slot);
   // Takes `bytes` of the controller's host link from now; when they have moved.
@@ -234,6 +238,9 @@ class SimPipe final : public nand::FlashPipe {
   uint64_t buffer_used_bytes_ = 0;     // accepted or in-DMA programs in the write buffer
   uint64_t stage_bytes_ = 0;           // of which staged images
   std::set<std::tuple<uint32_t, uint32_t, uint32_t>> inject_program_fail_, inject_erase_fail_;
+  // Pages whose data codewords (not the last, with the metadata) read uncorrectable, and
+  // the erase count of their block then: an erase ends it.
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> inject_uncorrectable_;
   std::vector<uint8_t> scratch_;       // one slot
   std::vector<uint8_t> raw_;           // one slot: a page as the array gives it (bit-exact reads)
   std::vector<Op*> stage_;             // per stage slot: the landed image, or null

@@ -92,6 +92,11 @@ void SimPipe::ApplyTornProgram(const nand::Ppa& p) {
                          garbage ? PageState::kTornGarbage : PageState::kTornUncorrectable);
 }
 
+void SimPipe::InjectUncorrectable(const nand::Ppa& p) {
+  if (!ValidPpa(p)) return;
+  inject_uncorrectable_[Key(p)] = image().block(image_die(p.die), p.block).erase_count;
+}
+
 void SimPipe::ApplyTornErase(uint32_t die, uint32_t block) {
   const uint32_t idie = image_die(die);
   auto& rec = image().block(idie, block);
@@ -134,6 +139,14 @@ FlashStatus SimPipe::DoRead(Op* op, uint32_t* corrected) {
       if (op->data) rng.Fill(op->data, data_len);
       if (op->meta) rng.Fill(op->meta, meta_bytes);
       return FlashStatus::kUncorrectable;
+  }
+  if (!inject_uncorrectable_.empty() && op->first_sector < g_.codewords_per_page() - 1) {
+    auto it = inject_uncorrectable_.find(Key(p));
+    if (it != inject_uncorrectable_.end() && it->second == rec.erase_count) {
+      if (op->data) rng.Fill(op->data, data_len);
+      if (op->meta) rng.Fill(op->meta, meta_bytes);
+      return FlashStatus::kUncorrectable;
+    }
   }
   if (card_.opts_.ecc == EccMode::kBitExact) return ReadBitExact(op, state, rec, corrected);
   Status s = Status::Ok();

@@ -1,0 +1,152 @@
+// Controller-side relocation (FtlOptions::copy_relocation, FlashPipe::Copy): the groomer
+// reads only a victim page's metadata and has the controller pack the live sectors into
+// its pages. Against relocation through host memory on the same workload: the same
+// contents, through a clean restart and a power cut, and no relocated data over the
+// host link; a copy whose source cannot be read is moved through host memory, rebuilt
+// from parity, losing nothing.
+#include <filesystem>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "tests/ftl/ftl_fixture.h"
+#include "vsl/core/crc.h"
+
+namespace vsl::testing {
+namespace {
+
+class CopyRelocationTest : public FtlFixture {
+ protected:
+  struct Outcome {
+    std::vector<uint32_t> crcs;  // per LBA: CRC of what it reads back
+    ftl::FtlStats stats;
+    uint64_t link_bytes = 0, copies = 0;
+  };
+
+  void Fresh(bool copy) {
+    ftl_.reset();
+    card_.reset();
+    std::filesystem::remove_all(tmp_.Sub("card"));
+    MakeCard();
+    ASSERT_TRUE(Format().ok());
+    opts_ = {};
+    opts_.copy_relocation = copy;
+    ASSERT_TRUE(Attach(opts_).ok());
+    n_ = ftl_->sectors();
+    version_.clear();
+  }
+  // Fills the LUN, then overwrites even LBAs `rounds` times (odd ones stay where the
+  // fill put them, so every victim has live sectors to move), trims a few.
+  void Churn(uint32_t rounds) {
+    for (uint64_t lba = 0; lba < n_; ++lba) Put(lba, 1);
+    Rng rng(7);
+    for (uint32_t r = 0; r < rounds; ++r) {
+      for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 2 + r);
+    }
+    ASSERT_TRUE(Trim(12, 3).ok());
+    for (uint64_t l = 12; l < 15; ++l) version_[l] = 0;
+    clock_.RunUntilIdle();
+  }
+  void Put(uint64_t lba, uint64_t v) {
+    ASSERT_TRUE(Write(lba, Sector(lba, v)).ok()) << lba;
+    version_[lba] = v;
+  }
+  std::vector<uint8_t> Want(uint64_t lba) const {
+    const auto it = version_.find(lba);
+    if (it == version_.end() || it->second == 0) return std::vector<uint8_t>(ftl_->sector_bytes(), 0);
+    return Sector(lba, it->second);
+  }
+  std::vector<uint32_t> Check(const char* when) {
+    std::vector<uint32_t> crcs;
+    std::vector<uint8_t> out;
+    for (uint64_t lba = 0; lba < n_; ++lba) {
+      const Status s = Read(lba, 1, &out);
+      EXPECT_TRUE(s.ok()) << when << " lba " << lba << ": " << s.ToString();
+      EXPECT_EQ(out, Want(lba)) << when << " lba " << lba;
+      if (!s.ok() || out != Want(lba)) return {};
+      crcs.push_back(Crc32c(out.data(), out.size()));
+    }
+    return crcs;
+  }
+  Outcome Run(bool copy) {
+    Outcome o;
+    Fresh(copy);
+    Churn(6);
+    o.stats = ftl_->stats();
+    o.link_bytes = card_->stats(0).link_bytes;
+    o.copies = card_->stats(0).copies;
+    o.crcs = Check("after the churn");
+    EXPECT_TRUE(Shutdown().ok());
+    EXPECT_TRUE(Attach(opts_).ok());
+    EXPECT_EQ(Check("after a clean restart"), o.crcs);
+    // A power cut in the middle of more grooming.
+    for (uint64_t i = 0; i < n_ / 4; ++i) Put((4 * i) % n_, 50);
+    card_->PowerCut();
+    clock_.RunUntilIdle();
+    PowerCycle();
+    EXPECT_TRUE(Attach(opts_).ok());
+    EXPECT_FALSE(Check("after a power cut").empty());
+    return o;
+  }
+
+  ftl::FtlOptions opts_;
+  uint64_t n_ = 0;
+  std::map<uint64_t, uint64_t> version_;
+};
+
+TEST_F(CopyRelocationTest, CopyAndHostRelocationKeepTheSameContentsAndCopiesSpareTheLink) {
+  const Outcome copy = Run(true);
+  const Outcome host = Run(false);
+  ASSERT_FALSE(copy.crcs.empty());
+  EXPECT_EQ(copy.crcs, host.crcs);
+  EXPECT_GT(host.stats.gc_write_sectors, 0u);
+  EXPECT_EQ(host.stats.gc_copy_sectors, 0u);
+  EXPECT_EQ(host.copies, 0u);
+  // Most relocation went by copy (a page whose row found no free accumulator goes
+  // through host memory).
+  EXPECT_GT(copy.stats.gc_copy_sectors, copy.stats.gc_write_sectors * 9 / 10) << "fallbacks " << copy.stats.copy_fallbacks;
+  EXPECT_GT(copy.copies, 0u);
+  EXPECT_EQ(copy.copies, copy.stats.copy_pages);
+  // What relocation through host memory sent over the link, copies did not: each
+  // relocated sector was read and written again there.
+  const uint64_t sb = 4096;
+  ASSERT_GT(host.link_bytes, copy.link_bytes);
+  EXPECT_GT(host.link_bytes - copy.link_bytes, host.stats.gc_write_sectors * sb);
+}
+
+// A victim page whose data cannot be read but whose metadata can: the copy from it fails
+// (the destination holds nothing), its sectors go back to it and move through host
+// memory, rebuilt from the row's parity. Nothing is lost, before and after a power cut.
+TEST_F(CopyRelocationTest, ACopyFromAnUncorrectablePageIsRebuiltFromParity) {
+  Fresh(true);
+  for (uint64_t lba = 0; lba < n_; ++lba) Put(lba, 1);
+  clock_.RunUntilIdle();
+  ASSERT_TRUE(ftl_->flashback_status().enabled);
+  // Two blocks the fill wrote on die 1 decay.
+  uint32_t hit = 0;
+  const nand::Geometry g = card_->geometry();
+  for (uint32_t b = 0; b < g.blocks_per_lun && hit < 2; ++b) {
+    const simcard::BlockInfo bi = card_->block_info(0, 1, b);
+    if (bi.next_page < g.pages_per_block) continue;  // metadata or open
+    for (uint32_t p = 0; p < g.pages_per_block; ++p) card_->InjectUncorrectable(0, {1, b, p});
+    ++hit;
+  }
+  ASSERT_EQ(hit, 2u);
+  Rng rng(3);
+  for (uint32_t r = 0; r < 4; ++r) {
+    for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 2 + r);
+  }
+  clock_.RunUntilIdle();
+  const ftl::FtlStats st = ftl_->stats();
+  EXPECT_GT(st.copy_fallbacks, 0u) << "no copy met the decayed pages";
+  EXPECT_GT(st.gc_copy_sectors, 0u);
+  EXPECT_GT(ftl_->flashback_status().rebuilt_pages, 0u);
+  EXPECT_TRUE(ftl_->flashback_status().lost_lbas.empty());
+  EXPECT_FALSE(Check("after grooming over decayed pages").empty());
+  PowerCycle();
+  ASSERT_TRUE(Attach(opts_).ok());
+  EXPECT_FALSE(Check("after a power cut").empty());
+}
+
+}  // namespace
+}  // namespace vsl::testing
