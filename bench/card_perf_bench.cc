@@ -9,6 +9,7 @@
 // usage: card_perf_bench [--blocks N] [--format stock|hp] [--steady] [--quick] [--json F]
 //                        [--round-fraction F] [--max-rounds N] [--window-ms MS]
 //                        [--span-gib G] [--seed S] [--power-override W] [--settle-ms MS]
+//                        [--sector-size 512|4096] [--no-copy]
 //
 //   --blocks N   blocks per die (0, the default: the full-size card, 16,384 per die).
 //   --steady     precondition to steady state (sequential fill, then rounds of 4 KiB random
@@ -17,6 +18,8 @@
 //                times over, so it is meant for small --blocks; without it the card is
 //                fresh: burst writes, then a sequential write of --span-gib and reads over it.
 //   --power-override W  the card's power limit (default: the 24.75 W slot limit, as shipped).
+//   --no-copy    the groomer relocates through host memory instead of by controller copy
+//                (FtlOptions::copy_relocation), to compare the two.
 //
 // Phases, in order (each in the JSON under "phases"):
 //   attach_fresh  format + attach time (card ms) and host memory of the empty card
@@ -96,6 +99,7 @@ struct Window {
   DurNs span = 0;
   std::vector<DurNs> lat, read_lat, write_lat;
   double waf = 0;  // flash data sectors written / host sectors, over the window
+  double copy_share = 0;  // of the sectors the groomer relocated in the window: by controller copy
 
   static json Stats(std::vector<DurNs>& v) {
     if (v.empty()) return json::object();
@@ -111,6 +115,7 @@ struct Window {
               {"mb_s", secs > 0 ? static_cast<double>(bytes) / 1e6 / secs : 0},
               {"lat", Stats(lat)}, {"read_lat", Stats(read_lat)}, {"write_lat", Stats(write_lat)}};
     if (writes) j["waf"] = waf;
+    if (writes) j["copy_share"] = copy_share;
     return j;
   }
 };
@@ -121,6 +126,16 @@ class Bench {
       : clock_(clock), card_(c), vol_(vol), rng_(seed) {
     wbuf_.resize(1 << 20);
     for (std::size_t i = 0; i < wbuf_.size(); ++i) wbuf_[i] = static_cast<uint8_t>(i * 131 + seed);
+  }
+
+  // Sectors the groomer relocated, and of those by controller copy, summed over LUNs.
+  std::pair<uint64_t, uint64_t> CopyCounters() {
+    uint64_t gc = 0, copied = 0;
+    for (card::Lun* l : card_.luns()) {
+      gc += l->ftl()->stats().gc_write_sectors;
+      copied += l->ftl()->stats().gc_copy_sectors;
+    }
+    return {gc, copied};
   }
 
   // Flash data sectors written (host, relocated, padding) and host sectors, summed over LUNs.
@@ -153,7 +168,13 @@ class Bench {
     uint64_t inflight = 0, issued = 0;
     const TimeNs t0 = clock_.Now() + ramp;
     auto [flash0, host0] = WafCounters();
-    if (ramp > 0) clock_.At(t0, [&] { std::tie(flash0, host0) = WafCounters(); });
+    auto [gc0, copied0] = CopyCounters();
+    if (ramp > 0) {
+      clock_.At(t0, [&] {
+        std::tie(flash0, host0) = WafCounters();
+        std::tie(gc0, copied0) = CopyCounters();
+      });
+    }
     std::function<void(uint32_t)> issue = [&](uint32_t slot) {
       if (stop || issued >= max_ops) return;
       ++issued;
@@ -210,6 +231,8 @@ class Bench {
     clock_.RunUntilTrue([&] { return inflight == 0; });
     const auto [flash1, host1] = WafCounters();
     if (host1 > host0) w.waf = static_cast<double>(flash1 - flash0) / static_cast<double>(host1 - host0);
+    const auto [gc1, copied1] = CopyCounters();
+    if (gc1 > gc0) w.copy_share = static_cast<double>(copied1 - copied0) / static_cast<double>(gc1 - gc0);
     errors_ += w.errors;
     return w;
   }
@@ -279,6 +302,7 @@ int main(int argc, char** argv) {
   double override_w = 0;
   uint64_t settle_ms = 2000;
   uint32_t sector_bytes = 4096;
+  bool copy = true;  // --no-copy: the groomer relocates through host memory (FtlOptions::copy_relocation)
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) { return !std::strcmp(argv[i], name) && i + 1 < argc; };
     if (arg("--blocks")) blocks = static_cast<uint32_t>(std::atoi(argv[++i]));
@@ -294,11 +318,12 @@ int main(int argc, char** argv) {
     else if (arg("--power-override")) override_w = std::atof(argv[++i]);
     else if (arg("--settle-ms")) settle_ms = std::strtoull(argv[++i], nullptr, 10);
     else if (arg("--sector-size")) sector_bytes = static_cast<uint32_t>(std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--no-copy")) copy = false;
     else {
       std::fprintf(stderr,
                    "usage: %s [--blocks N] [--format stock|hp] [--steady] [--quick] [--json F]\n"
                    "          [--round-fraction F] [--max-rounds N] [--window-ms MS] [--span-gib G] [--seed S]\n"
-                   "          [--power-override W] [--settle-ms MS] [--sector-size 512|4096]\n",
+                   "          [--power-override W] [--settle-ms MS] [--sector-size 512|4096] [--no-copy]\n",
                    argv[0]);
       return 2;
     }
@@ -327,6 +352,7 @@ int main(int argc, char** argv) {
   card::CardOptions o;
   o.clock = &clock;
   o.power.override_w = override_w;
+  o.ftl.copy_relocation = copy;
   o.power.slot_capability_w = std::max(o.power.slot_capability_w, override_w);
   auto opened = card::Card::Open(tmp.Sub("card"), o);
   if (!opened.ok()) {
@@ -463,6 +489,19 @@ int main(int argc, char** argv) {
     }
     ph["rounds"] = rounds;
     ph["steady_state"] = SteadyState(iops);
+    // How the groomer moved data over the rounds (and the fill): by controller copy or
+    // through host memory.
+    uint64_t gc = 0, copied = 0, fallbacks = 0;
+    for (card::Lun* l : c->luns()) {
+      const auto& s = l->ftl()->stats();
+      gc += s.gc_write_sectors;
+      copied += s.gc_copy_sectors;
+      fallbacks += s.copy_fallbacks;
+    }
+    ph["relocation"] = {{"sectors", gc}, {"by_copy", copied}, {"copy_fallbacks", fallbacks}};
+    std::fprintf(stderr, "  relocation: %llu sectors, %llu by controller copy, %llu copy pages fell back\n",
+                 static_cast<unsigned long long>(gc), static_cast<unsigned long long>(copied),
+                 static_cast<unsigned long long>(fallbacks));
     // Reads right after the writes stop, while the groomer works off its backlog; then
     // the card idles for --settle-ms before the workloads.
     Window w = bench->Run(mixes[0], 16, 16, span, window);

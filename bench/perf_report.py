@@ -406,11 +406,13 @@ def ceilings(d):
 def ceiling_iops(d, r):
     """What the model's resources allow a window's mix at most (ops/s), and which binds.
     Per request of b bytes with read share rs and write amplification WAF: the host link
-    moves b, plus every relocated byte twice (the groomer runs on the host: read up,
-    written back down); the channels move every page read and programmed; the dies spend
-    tR per page read (host reads and relocations) and tPROG per page programmed (WAF x
-    (1 + parity)); the power limit pays each of those operations' energy above static
-    power."""
+    moves b, plus every byte the groomer relocated through host memory twice (read up,
+    written back down) and nothing of what it relocated by controller copy (the window's
+    copy_share: only victim pages' metadata crosses the link); the channels move every
+    page read and programmed; the dies spend tR per page read (host reads, relocation
+    reads, and for copies one more per victim page: its metadata read) and tPROG per page
+    programmed (WAF x (1 + parity)); the power limit pays each of those operations'
+    energy above static power."""
     c = ceilings(d)
     if r["iops"] <= 0:
         return 0, "-"
@@ -421,9 +423,10 @@ def ceiling_iops(d, r):
     waf = r.get("waf") or 1.0
     wb = (1 - rs) * b                       # host bytes written per request
     moved = wb * (waf - 1)                  # relocated bytes per request
-    read_pages = rs * max(1.0, b / page) + moved / page
+    cs = r.get("copy_share") or 0.0         # of those, moved by controller copy
+    read_pages = rs * max(1.0, b / page) + moved / page * (1 + cs)
     prog_pages = wb * waf * c["parity"] / page
-    t = {"link": (b + 2 * moved) / c["link"],
+    t = {"link": (b + 2 * moved * (1 - cs)) / c["link"],
          "channels": (rs * b + moved + prog_pages * page) / c["channel"],  # reads move only what they need
          "NAND": read_pages / c["read_pages"] + prog_pages * page / c["program"]}
     bound = max(t, key=t.get)
@@ -432,7 +435,7 @@ def ceiling_iops(d, r):
     if pw and d.get("power_limit_w"):
         uj = (prog_pages * (pw["program_uj"] + pw["erase_uj"] / g["pages_per_block"]) + read_pages * pw["read_uj"] +
               (rs * b + moved + prog_pages * page) * pw["channel_nj_per_byte"] / 1e3 +  # as the channels move
-              (b + 2 * moved) * pw["link_nj_per_byte"] / 1e3)
+              (b + 2 * moved * (1 - cs)) * pw["link_nj_per_byte"] / 1e3)
         spare_w = d["power_limit_w"] - pw["static_w_per_controller"] * g["controllers"]
         if uj > 0 and spare_w > 0 and spare_w / (uj * 1e-6) < best[0]:
             best = (spare_w / (uj * 1e-6), "power %.2f W" % d["power_limit_w"])
@@ -550,7 +553,9 @@ def render(res, out_md, quick):
             p99_ms = max(r["lat"]["p99_us"] for r in win) / 1e3
             max_ms = max(r["lat"]["max_us"] for r in win) / 1e3
             waf = sum(r.get("waf", 0) for r in win) / len(win)
-            cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf})
+            cs = sum(r.get("copy_share", 0) for r in win) / len(win)
+            cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf,
+                                          "copy_share": cs})
             w("| 4K random write, steady state, %s format, 16T/16Q | - | %s IOPS, avg %s ms, max %s ms | %s IOPS, avg %.2f ms, p99 %.1f ms, max %.1f ms (WAF %.2f; last 5 rounds) | %s (%s) |" % (
                 name, fmt_n(ref), avg, REF["review_max_ms_linux"], fmt_n(iops), avg_ms, p99_ms, max_ms, waf,
                 fmt_n(cap), bound))
@@ -614,11 +619,14 @@ def render(res, out_md, quick):
             win = d["phases"]["rounds"][-5:]
             iops = sum(r["iops"] for r in win) / len(win)
             waf = sum(r.get("waf", 0) for r in win) / len(win)
-            cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf})
-            w("- Steady state, %s format, with the override: %s IOPS against %s the model's resources allow (%s): "
-              "%.0f%%. What is left is the FTL's own pace: its groomer relocates one victim LEB at a time per pipe, "
-              "through host memory, and host writes are paced against it." % (lab, fmt_n(iops), fmt_n(cap), bound,
-                                                                               100 * iops / cap))
+            cs = sum(r.get("copy_share", 0) for r in win) / len(win)
+            cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf,
+                                          "copy_share": cs})
+            w("- Steady state, %s format, with the override: %s IOPS against %s the model's resources allow (%s), "
+              "%.0f%%, with %.0f%% of the relocated sectors moved by controller copy (no link; the ceiling counts "
+              "them so). What is left is the FTL's own pace: its groomer works one victim LEB at a time per pipe "
+              "and host writes are paced against it." % (lab, fmt_n(iops), fmt_n(cap), bound, 100 * iops / cap,
+                                                         100 * cs))
         w("")
 
     # ---- burst vs steady plot + rounds table
