@@ -491,17 +491,24 @@ int main(int argc, char** argv) {
     ph["steady_state"] = SteadyState(iops);
     // How the groomer moved data over the rounds (and the fill): by controller copy or
     // through host memory.
-    uint64_t gc = 0, copied = 0, fallbacks = 0;
+    uint64_t gc = 0, copied = 0, fallbacks = 0, host = 0, pad = 0, victims = 0;
     for (card::Lun* l : c->luns()) {
       const auto& s = l->ftl()->stats();
       gc += s.gc_write_sectors;
       copied += s.gc_copy_sectors;
       fallbacks += s.copy_fallbacks;
+      host += s.host_write_sectors;
+      pad += s.pad_sectors;
+      victims += s.victims;
     }
-    ph["relocation"] = {{"sectors", gc}, {"by_copy", copied}, {"copy_fallbacks", fallbacks}};
-    std::fprintf(stderr, "  relocation: %llu sectors, %llu by controller copy, %llu copy pages fell back\n",
+    ph["relocation"] = {{"sectors", gc},       {"by_copy", copied}, {"copy_fallbacks", fallbacks},
+                        {"host_sectors", host}, {"pad_sectors", pad}, {"victims", victims}};
+    std::fprintf(stderr,
+                 "  relocation: %llu sectors, %llu by controller copy, %llu copy pages fell back; "
+                 "%llu host sectors, %llu padding, %llu victims\n",
                  static_cast<unsigned long long>(gc), static_cast<unsigned long long>(copied),
-                 static_cast<unsigned long long>(fallbacks));
+                 static_cast<unsigned long long>(fallbacks), static_cast<unsigned long long>(host),
+                 static_cast<unsigned long long>(pad), static_cast<unsigned long long>(victims));
     // Reads right after the writes stop, while the groomer works off its backlog; then
     // the card idles for --settle-ms before the workloads.
     Window w = bench->Run(mixes[0], 16, 16, span, window);

@@ -296,7 +296,11 @@ void Ftl::Impl::Submit(PageBuf* b) {
   uint32_t acc = nand::kNoAccumulator;
   if (l.par && b->type != f::PageType::kParity) {
     const bool first = l.par->row != b->page;
-    if (first) {
+    if (first && b->copy && gc_acc_reserved != nand::kNoAccumulator) {
+      l.par->acc = gc_acc_reserved;  // reserved for it (CopyRowReady)
+      gc_acc_reserved = nand::kNoAccumulator;
+      acc = l.par->acc;
+    } else if (first) {
       l.par->acc = TakeRowAcc();
       acc = l.par->acc;
     } else if (!l.par->submitted) {

@@ -244,19 +244,35 @@ struct Ftl::Impl {
       accs[acc] = AccState::kFree;
     }
   }
-  // The groomer's next copy page can join a row with an accumulator: its open row has
-  // one, or one is free for a new row.
-  bool CopyRowReady() const {
+  // The groomer's next copy sector will be in a row with an accumulator: its open copy
+  // page's row has one (or holds the reservation), the next position is in a row that
+  // has one, or a free one is reserved now for the new row the next page starts (a host
+  // row could take the last free one between here and the page's Submit, and a copy
+  // page that finds none there becomes padding).
+  uint32_t gc_acc_reserved = nand::kNoAccumulator;
+  bool CopyRowReady() {
     if (!use_copy) return false;
     const Leb* l = gcap.leb();
-    if (l != nullptr && l->par && !l->par->submitted && l->par->acc < row_accs && gcap.open != nullptr &&
-        gcap.open->copy && gcap.open->page == l->par->row) {
-      return true;
+    if (l != nullptr && !l->par) return true;  // no parity in this format: no accumulator needed
+    if (gc_acc_reserved != nand::kNoAccumulator) return true;
+    if (l != nullptr && !l->par->submitted && l->par->acc < row_accs) {
+      const uint32_t row = gcap.open != nullptr ? gcap.open->page : gcap.pos.row();
+      if (row == l->par->row) return true;
     }
     for (uint32_t k = 0; k < row_accs; ++k) {
-      if (accs[k] == AccState::kFree) return true;
+      if (accs[k] == AccState::kFree) {
+        accs[k] = AccState::kBusy;
+        gc_acc_reserved = k;
+        return true;
+      }
     }
-    return l != nullptr && !l->par;  // no parity in this format: no accumulator needed
+    return false;
+  }
+  // The reservation back (the groomer stopped before it started a row with it).
+  void DropCopyReservation() {
+    if (gc_acc_reserved == nand::kNoAccumulator) return;
+    accs[gc_acc_reserved] = AccState::kFree;
+    gc_acc_reserved = nand::kNoAccumulator;
   }
   void InitAccumulators();
   void AccumulateParity(Leb& l, PageBuf* b);

@@ -396,6 +396,7 @@ void Ftl::Impl::MaybeFinishVictim() {
     for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
   }
   gc.reloc.End();
+  if (gcap.open == nullptr || !gcap.open->copy) DropCopyReservation();
   Post([this] {
     RunPending();
     MaybeGroom();
