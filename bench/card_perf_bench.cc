@@ -9,7 +9,7 @@
 // usage: card_perf_bench [--blocks N] [--format stock|hp] [--steady] [--quick] [--json F]
 //                        [--round-fraction F] [--max-rounds N] [--window-ms MS]
 //                        [--span-gib G] [--seed S] [--power-override W] [--settle-ms MS]
-//                        [--sector-size 512|4096] [--no-copy]
+//                        [--sector-size 512|4096] [--copy|--no-copy]
 //
 //   --blocks N   blocks per die (0, the default: the full-size card, 16,384 per die).
 //   --steady     precondition to steady state (sequential fill, then rounds of 4 KiB random
@@ -18,8 +18,9 @@
 //                times over, so it is meant for small --blocks; without it the card is
 //                fresh: burst writes, then a sequential write of --span-gib and reads over it.
 //   --power-override W  the card's power limit (default: the 24.75 W slot limit, as shipped).
-//   --no-copy    the groomer relocates through host memory instead of by controller copy
-//                (FtlOptions::copy_relocation), to compare the two.
+//   --copy, --no-copy  the groomer relocates by controller copy / through host memory;
+//                neither: as the card decides (CardOptions::copy_relocation: by copy with
+//                the power override, through host memory at the slot limit).
 //
 // Phases, in order (each in the JSON under "phases"):
 //   attach_fresh  format + attach time (card ms) and host memory of the empty card
@@ -302,7 +303,9 @@ int main(int argc, char** argv) {
   double override_w = 0;
   uint64_t settle_ms = 2000;
   uint32_t sector_bytes = 4096;
-  bool copy = true;  // --no-copy: the groomer relocates through host memory (FtlOptions::copy_relocation)
+  // --copy / --no-copy: the groomer relocates by controller copy / through host memory;
+  // neither: as the card decides (CardOptions::copy_relocation, kAuto).
+  card::CardOptions::CopyRelocation copy = card::CardOptions::CopyRelocation::kAuto;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) { return !std::strcmp(argv[i], name) && i + 1 < argc; };
     if (arg("--blocks")) blocks = static_cast<uint32_t>(std::atoi(argv[++i]));
@@ -318,12 +321,13 @@ int main(int argc, char** argv) {
     else if (arg("--power-override")) override_w = std::atof(argv[++i]);
     else if (arg("--settle-ms")) settle_ms = std::strtoull(argv[++i], nullptr, 10);
     else if (arg("--sector-size")) sector_bytes = static_cast<uint32_t>(std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--no-copy")) copy = false;
+    else if (!std::strcmp(argv[i], "--no-copy")) copy = card::CardOptions::CopyRelocation::kOff;
+    else if (!std::strcmp(argv[i], "--copy")) copy = card::CardOptions::CopyRelocation::kOn;
     else {
       std::fprintf(stderr,
                    "usage: %s [--blocks N] [--format stock|hp] [--steady] [--quick] [--json F]\n"
                    "          [--round-fraction F] [--max-rounds N] [--window-ms MS] [--span-gib G] [--seed S]\n"
-                   "          [--power-override W] [--settle-ms MS] [--sector-size 512|4096] [--no-copy]\n",
+                   "          [--power-override W] [--settle-ms MS] [--sector-size 512|4096] [--copy|--no-copy]\n",
                    argv[0]);
       return 2;
     }
@@ -352,7 +356,7 @@ int main(int argc, char** argv) {
   card::CardOptions o;
   o.clock = &clock;
   o.power.override_w = override_w;
-  o.ftl.copy_relocation = copy;
+  o.copy_relocation = copy;
   o.power.slot_capability_w = std::max(o.power.slot_capability_w, override_w);
   auto opened = card::Card::Open(tmp.Sub("card"), o);
   if (!opened.ok()) {

@@ -159,7 +159,9 @@ void Lun::Attach(Done done) {
   if (ftl_) return done(Status::Ok());
   SetState(LunState::kAttaching);
   Logger("card")->info("{}: attaching", name());
-  ftl::Ftl::Open(*counted_, engine_->clock(), card_.opts_.ftl,
+  ftl::FtlOptions fo = card_.opts_.ftl;
+  fo.copy_relocation = fo.copy_relocation && card_.opts_.CopyRelocationNow();
+  ftl::Ftl::Open(*counted_, engine_->clock(), fo,
                  [this, done = std::move(done)](Result<std::unique_ptr<ftl::Ftl>> r) mutable {
                    if (!r.ok()) {
                      const Status s = r.status();

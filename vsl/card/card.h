@@ -64,6 +64,18 @@ struct CardOptions {
   model::SimCardOptions sim;
   ftl::FtlOptions ftl;
   PowerPolicy power;  // checked by Open (CheckPowerPolicy)
+  // Controller-side relocation (FtlOptions::copy_relocation), decided when a LUN
+  // attaches. kAuto follows the power policy: on with the power override, where the host
+  // link binds steady-state writes and copies spare it (stock, 64 blocks/die: 222,168
+  // IOPS against 198,091 through host memory); off at the slot limit, where power binds
+  // and a copy's extra metadata read per victim page costs more than the link energy it
+  // saves (98K against 110K; docs/performance.md).
+  enum class CopyRelocation : uint8_t { kAuto, kOn, kOff };
+  CopyRelocation copy_relocation = CopyRelocation::kAuto;
+  bool CopyRelocationNow() const {
+    return copy_relocation == CopyRelocation::kOn ||
+           (copy_relocation == CopyRelocation::kAuto && power.override_w > 0);
+  }
 };
 
 // What the power and thermal governor reports (Card::power_status).
