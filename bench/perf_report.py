@@ -612,7 +612,10 @@ def render(res, out_md, quick):
         w("- Writes as shipped are held to the 24.75 W slot limit by the power governor (the reference needs "
           "its external power cable or the power override for its 2.5 GB/s too); the override rows show the "
           "flash and link ceilings. Steady-state random writes spend more energy per host write (WAF programs, "
-          "relocation reads, erases), so the slot limit binds them too: compare the as-shipped and override rows.")
+          "relocation reads, erases), so the slot limit binds them too: compare the as-shipped and override rows. "
+          "The card relocates by controller copy with the override (the link binds: copies spare it) and through "
+          "host memory at the slot limit (power binds: a copy's extra metadata read per victim page costs more "
+          "than the link energy it saves); CardOptions::copy_relocation, docs/ftl.md.")
         for d, lab in ((sso, "stock"), (sho, "high-performance")):
             if d is None:
                 continue
