@@ -335,6 +335,79 @@ TEST_F(CardTest, VolumeStripesChunksAcrossTheLuns) {
 // seeds: the FTL over JoinedPipe (fenced parity across both pipes, stage slots on either)
 // loses no acknowledged write. 30 seeds on test-small (one controller, two pipes of 4
 // dies), each four cut/attach rounds.
+// Controller-side relocation follows the power policy (CardOptions::copy_relocation,
+// kAuto): by copy with the power override, through host memory at the slot limit; kOn
+// and kOff force it. The same churn of one LUN, whose contents survive either way.
+TEST(CardCopyPolicyTest, CopiesWithTheOverrideHostMemoryAtTheSlotLimit) {
+  using CR = CardOptions::CopyRelocation;
+  struct Case {
+    double override_w;
+    CR policy;
+    bool copies;
+  };
+  for (const Case& k : {Case{0, CR::kAuto, false}, Case{55, CR::kAuto, true}, Case{0, CR::kOn, true},
+                        Case{55, CR::kOff, false}}) {
+    TempDir tmp;
+    VirtualClock clock(1);
+    auto p = simcard::FindProfile("duo-slc-small");
+    ASSERT_TRUE(p.ok());
+    simcard::CreateOptions co;
+    co.blocks_per_lun = 24;
+    ASSERT_TRUE(simcard::SimCard::Create(tmp.Sub("card"), *p, co).ok());
+    CardOptions o;
+    o.clock = &clock;
+    o.power.override_w = k.override_w;
+    o.power.slot_capability_w = 55;
+    o.copy_relocation = k.policy;
+    auto c = Card::Open(tmp.Sub("card"), o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    std::unique_ptr<Card> card = std::move(c).value();
+    ASSERT_TRUE(card->FormatController(0, PipeMode::kDual, {}).ok());
+    ASSERT_TRUE(card->AttachAll().ok());
+    Lun& l = *card->lun(0);
+    ASSERT_EQ(l.state(), LunState::kOnline);
+    uint64_t n = 0;
+    uint32_t sb = 0;
+    ASSERT_TRUE(l.Call([&](Lun::Done d) {
+      n = l.ftl()->sectors();
+      sb = l.ftl()->sector_bytes();
+      d(Status::Ok());
+    }).ok());
+    auto write = [&](uint64_t lba, uint64_t v) {
+      const auto data = Pattern(0, lba, v, sb);
+      return l.Call([&](Lun::Done d) { l.ftl()->Write(lba, 1, data.data(), false, std::move(d)); });
+    };
+    std::map<uint64_t, uint64_t> ver;
+    for (uint64_t lba = 0; lba < n; ++lba) {
+      ASSERT_TRUE(write(lba, 1).ok());
+      ver[lba] = 1;
+    }
+    Rng rng(5);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t lba = 2 * rng.Below(n / 2);
+      ASSERT_TRUE(write(lba, 2 + i).ok());
+      ver[lba] = 2 + i;
+    }
+    ftl::FtlStats st;
+    ASSERT_TRUE(l.Call([&](Lun::Done d) {
+      st = l.ftl()->stats();
+      d(Status::Ok());
+    }).ok());
+    SCOPED_TRACE(::testing::Message() << "override " << k.override_w << " policy " << static_cast<int>(k.policy));
+    ASSERT_GT(st.gc_write_sectors, 0u);
+    if (k.copies) {
+      EXPECT_GT(st.gc_copy_sectors, st.gc_write_sectors / 2);
+    } else {
+      EXPECT_EQ(st.gc_copy_sectors, 0u);
+    }
+    std::vector<uint8_t> out(sb);
+    for (uint64_t lba = 0; lba < n; lba += 7) {
+      ASSERT_TRUE(l.Call([&](Lun::Done d) { l.ftl()->Read(lba, 1, out.data(), std::move(d)); }).ok());
+      ASSERT_EQ(out, Pattern(0, lba, ver[lba], sb)) << lba;
+    }
+  }
+}
+
 TEST(CardPowerCutTest, SinglePipeLunLosesNoAcknowledgedWriteAcrossCuts) {
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     TempDir tmp;
