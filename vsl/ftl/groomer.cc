@@ -148,33 +148,31 @@ void Ftl::Impl::ReadAndRelocate(Leb* v, uint32_t die, uint32_t page, bool is_tri
 }
 
 void Ftl::Impl::ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim) {
-  {
-    Relocation::Buffer buf = gc.reloc.TakeBuffer(f.geo_.page_data_bytes, f.geo_.meta_bytes_per_page());
-    f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
-                 [this, v, die, page, buf, is_trim](const Completion& c) {
-                   if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
-                   if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
-                   if (!c.ok() && c.status != FlashStatus::kAborted && !device_lost) {
-                     // FlashBack: rebuild the page from its row, then move it as usual.
-                     RebuildPage(v->index, die, page,
-                                 [this, v, die, page, is_trim, st = c.status](
-                                     bool ok, std::vector<uint8_t> data, std::vector<uint8_t> meta) {
-                                   gc.reloc.ReadDone();
-                                   if (gc.reloc.victim() == v) {
-                                     Completion rc;
-                                     rc.status = ok ? FlashStatus::kOk : st;
-                                     Relocate(*v, die, page, rc, data, meta, is_trim);
-                                   }
-                                   GroomStep();
-                                 });
-                     return;
-                   }
-                   gc.reloc.ReadDone();
-                   if (gc.reloc.victim() == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
-                   gc.reloc.ReturnBuffer(buf);  // read through: reusable
-                   GroomStep();
-                 });
-  }
+  Relocation::Buffer buf = gc.reloc.TakeBuffer(f.geo_.page_data_bytes, f.geo_.meta_bytes_per_page());
+  f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
+               [this, v, die, page, buf, is_trim](const Completion& c) {
+                 if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
+                 if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
+                 if (!c.ok() && c.status != FlashStatus::kAborted && !device_lost) {
+                   // FlashBack: rebuild the page from its row, then move it as usual.
+                   RebuildPage(v->index, die, page,
+                               [this, v, die, page, is_trim, st = c.status](
+                                   bool ok, std::vector<uint8_t> data, std::vector<uint8_t> meta) {
+                                 gc.reloc.ReadDone();
+                                 if (gc.reloc.victim() == v) {
+                                   Completion rc;
+                                   rc.status = ok ? FlashStatus::kOk : st;
+                                   Relocate(*v, die, page, rc, data, meta, is_trim);
+                                 }
+                                 GroomStep();
+                               });
+                   return;
+                 }
+                 gc.reloc.ReadDone();
+                 if (gc.reloc.victim() == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
+                 gc.reloc.ReturnBuffer(buf);  // read through: reusable
+                 GroomStep();
+               });
 }
 
 void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vector<uint8_t>& meta) {
