@@ -129,25 +129,29 @@ class Bench {
     for (std::size_t i = 0; i < wbuf_.size(); ++i) wbuf_[i] = static_cast<uint8_t>(i * 131 + seed);
   }
 
-  // Sectors the groomer relocated, and of those by controller copy, summed over LUNs.
-  std::pair<uint64_t, uint64_t> CopyCounters() {
-    uint64_t gc = 0, copied = 0;
-    for (card::Lun* l : card_.luns()) {
-      gc += l->ftl()->stats().gc_write_sectors;
-      copied += l->ftl()->stats().gc_copy_sectors;
-    }
-    return {gc, copied};
-  }
-
-  // Flash data sectors written (host, relocated, padding) and host sectors, summed over LUNs.
-  std::pair<uint64_t, uint64_t> WafCounters() {
-    uint64_t flash = 0, host = 0;
+  // The FTL counters the report uses, summed over the LUNs.
+  ftl::FtlStats Totals() {
+    ftl::FtlStats t;
     for (card::Lun* l : card_.luns()) {
       const auto& s = l->ftl()->stats();
-      flash += s.host_write_sectors + s.gc_write_sectors + s.pad_sectors;
-      host += s.host_write_sectors;
+      t.host_write_sectors += s.host_write_sectors;
+      t.gc_write_sectors += s.gc_write_sectors;
+      t.gc_copy_sectors += s.gc_copy_sectors;
+      t.copy_fallbacks += s.copy_fallbacks;
+      t.pad_sectors += s.pad_sectors;
+      t.victims += s.victims;
     }
-    return {flash, host};
+    return t;
+  }
+  // Flash data sectors written (host, relocated, padding) and host sectors.
+  std::pair<uint64_t, uint64_t> WafCounters() {
+    const ftl::FtlStats t = Totals();
+    return {t.host_write_sectors + t.gc_write_sectors + t.pad_sectors, t.host_write_sectors};
+  }
+  // Sectors the groomer relocated, and of those by controller copy.
+  std::pair<uint64_t, uint64_t> CopyCounters() {
+    const ftl::FtlStats t = Totals();
+    return {t.gc_write_sectors, t.gc_copy_sectors};
   }
 
   // Runs `mix` with threads*queue requests outstanding over the first `span` sectors:
@@ -495,16 +499,9 @@ int main(int argc, char** argv) {
     ph["steady_state"] = SteadyState(iops);
     // How the groomer moved data over the rounds (and the fill): by controller copy or
     // through host memory.
-    uint64_t gc = 0, copied = 0, fallbacks = 0, host = 0, pad = 0, victims = 0;
-    for (card::Lun* l : c->luns()) {
-      const auto& s = l->ftl()->stats();
-      gc += s.gc_write_sectors;
-      copied += s.gc_copy_sectors;
-      fallbacks += s.copy_fallbacks;
-      host += s.host_write_sectors;
-      pad += s.pad_sectors;
-      victims += s.victims;
-    }
+    const ftl::FtlStats tot = bench->Totals();
+    const uint64_t gc = tot.gc_write_sectors, copied = tot.gc_copy_sectors, fallbacks = tot.copy_fallbacks,
+                   host = tot.host_write_sectors, pad = tot.pad_sectors, victims = tot.victims;
     ph["relocation"] = {{"sectors", gc},       {"by_copy", copied}, {"copy_fallbacks", fallbacks},
                         {"host_sectors", host}, {"pad_sectors", pad}, {"victims", victims}};
     std::fprintf(stderr,

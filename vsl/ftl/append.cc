@@ -206,6 +206,12 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
                         Leb* src_victim, Psa prev, Psa copy_from, uint32_t copy_crc) {
   const bool copy = src == nullptr;
   if (ap.open != nullptr && (ap.open->type != f::PageType::kData || ap.open->copy != copy)) SubmitOpen(ap);
+  // A gathered copy has at most kMaxCopySegments runs: a sector that would start one more
+  // (small sectors on a large page) goes to the next page.
+  if (copy && ap.open != nullptr && ap.open->used != 0 && ap.open->copy_runs >= nand::kMaxCopySegments &&
+      !CopyRunContinues(ap.open->csrc[ap.open->used - 1], copy_from)) {
+    SubmitOpen(ap);
+  }
   if (ap.open == nullptr) {
     ap.open = NewPage(ap, f::PageType::kData);
     if (ap.open == nullptr) return nullptr;
@@ -236,6 +242,7 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
   }
   const uint32_t slot = b->used++;
   if (copy) {
+    if (slot == 0 || !CopyRunContinues(b->csrc[slot - 1], copy_from)) ++b->copy_runs;
     b->csrc[slot] = copy_from;
     b->ccrc[slot] = copy_crc;
   } else {
@@ -385,39 +392,32 @@ void Ftl::Impl::Submit(PageBuf* b) {
 }
 
 void Ftl::Impl::SendCopy(PageBuf* b, uint32_t acc) {
-  // What the page holds if a source cannot be read: nothing (every slot padding).
-  PageContent none;
-  none.type = f::PageType::kData;
-  none.seq = b->seq;
-  none.epoch = f.epoch_;
-  none.spp = S();
-  none.sector_bytes = f.sector_bytes_;
-  none.used = 0;
-  std::vector<uint64_t> pads(S(), f::kNoLba);
-  none.lbas = pads.data();
-  copy_zero.resize(f.geo_.page_data_bytes);
+  // What the page holds if a source cannot be read: nothing (every slot padding, as
+  // SealPage seals one: no LBA, the CRC of a zeroed sector).
+  if (zero_sector_crc_ == 0) {
+    const std::vector<uint8_t> zeros(f.sector_bytes_, 0);
+    zero_sector_crc_ = Crc32c(zeros.data(), zeros.size());
+  }
   b->fail_meta.assign(f.geo_.meta_bytes_per_page(), 0xFF);
-  SealPage(none, copy_zero, b->fail_meta.data());
+  WriteSpareHeader(b->fail_meta.data(), f::PageType::kData, b->seq, f.epoch_, S());
+  auto* e = reinterpret_cast<f::SectorEntry*>(b->fail_meta.data() + sizeof(f::PageHeader));
+  for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, zero_sector_crc_};
+  SealSpareCrc(b->fail_meta.data(), S());
   nand::CopyRequest req;
   req.dst = {b->die, b->leb, b->page};
   req.meta = b->meta.data();
   req.fail_meta = b->fail_meta.data();
   req.acc = acc;
-  // Slots whose sources follow each other in one page go as one segment.
+  // Slots whose sources follow each other in one page go as one segment (AppendSector
+  // kept their runs within kMaxCopySegments).
   const uint32_t cps = f.sector_bytes_ / f.geo_.ecc_codeword_bytes;
   for (uint32_t s = 0; s < b->used; ++s) {
     const Psa p = b->csrc[s];
-    const nand::Ppa src{addr.DieOf(p), addr.LebOf(p), addr.PageOf(p)};
-    const uint32_t cw = addr.SlotOf(p) * cps;
-    if (req.segment_count != 0) {
-      nand::CopySegment& last = req.segments[req.segment_count - 1];
-      if (last.src.die == src.die && last.src.block == src.block && last.src.page == src.page &&
-          last.first_cw + last.cw_count == cw) {
-        last.cw_count += cps;
-        continue;
-      }
+    if (s != 0 && CopyRunContinues(b->csrc[s - 1], p)) {
+      req.segments[req.segment_count - 1].cw_count += cps;
+      continue;
     }
-    req.segments[req.segment_count++] = {src, cw, cps};
+    req.segments[req.segment_count++] = {{addr.DieOf(p), addr.LebOf(p), addr.PageOf(p)}, addr.SlotOf(p) * cps, cps};
   }
   ++f.stats_.copy_pages;
   f.pipe_.Copy(req, [this, b](const Completion&) { OnAccepted(b); },

@@ -88,6 +88,7 @@ struct Ftl::PageBuf {
   // A copy page (FlashPipe::Copy): its sectors are not in `data`; per slot, where the
   // controller reads it from and the CRC its source's metadata gives.
   bool copy = false;
+  uint32_t copy_runs = 0;  // copy: runs of slots from one source page (gathered segments)
   uint32_t acc_used = nand::kNoAccumulator;  // the accumulator it was submitted with
   std::vector<Psa> csrc;
   std::vector<uint32_t> ccrc;
@@ -579,7 +580,13 @@ struct Ftl::Impl {
   void CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vector<uint8_t>& meta);
   // Sends sealed copy page `b` (Submit) as a gathered copy adding to `acc`.
   void SendCopy(PageBuf* b, uint32_t acc);
-  std::vector<uint8_t> copy_zero;  // SendCopy's zeroed page, to seal a failed copy's metadata
+  // Copy sector `next` continues the run of `prev` (the next slot of the same page): one
+  // gathered segment holds both.
+  bool CopyRunContinues(Psa prev, Psa next) const {
+    return prev < kKeepMapping && next == prev + 1 && addr.PageOf(next) == addr.PageOf(prev) &&
+           addr.DieOf(next) == addr.DieOf(prev) && addr.LebOf(next) == addr.LebOf(prev);
+  }
+  uint32_t zero_sector_crc_ = 0;  // CRC-32C of a zeroed sector (0: not computed yet)
   // Copy page `b`'s live sectors go back to their sources in the victim (still held by
   // `b`) and are moved through host memory: a copy that failed, was never sent, or sits
   // on a die that failed before its row was protected.
