@@ -6,6 +6,7 @@
 #include "hls/bch.h"
 #include "vsl/core/crc.h"
 #include "vsl/core/log.h"
+#include "vsl/core/xor.h"
 #include "vsl/nand/onfi.h"
 #include "vsl/simcard/ecc.h"
 
@@ -187,14 +188,14 @@ void SimPipe::AccLanded(Op* op, uint8_t* slot) {
   std::vector<uint8_t>& a = acc_[op->acc];
   if (op->acc_op == nand::AccOp::kAdd) {
     // Data and metadata as they will be programmed (the slot holds both, in order).
-    for (std::size_t i = 0; i < a.size(); ++i) a[i] ^= slot[i];
+    XorInto(a.data(), slot, a.size());
     return;
   }
-  for (uint32_t i = 0; i < g_.page_data_bytes; ++i) slot[i] ^= a[i];
+  XorInto(slot, a.data(), g_.page_data_bytes);
   const uint32_t meta = g_.meta_bytes_per_page();
   if (op->acc_meta_len != 0 && op->acc_meta_at + op->acc_meta_len <= meta && op->acc_crc_at + 4u <= meta) {
     uint8_t* m = slot + g_.page_data_bytes;
-    for (uint32_t i = 0; i < op->acc_meta_len; ++i) m[op->acc_meta_at + i] ^= a[g_.page_data_bytes + i];
+    XorInto(m + op->acc_meta_at, a.data() + g_.page_data_bytes, op->acc_meta_len);
     const uint32_t crc = Crc32c(m, op->acc_crc_at);
     std::memcpy(m + op->acc_crc_at, &crc, 4);
   }
@@ -249,9 +250,13 @@ void SimPipe::LandDeadAdds() {
       if (!cutting_) clock_->Post([this] { RetryAdmission(); });  // fences waiting for it
       if (op->serial != serial) return;
       std::vector<uint8_t>& a = acc_[op->acc];
-      for (uint32_t b = 0; b < g_.page_data_bytes; ++b) a[b] ^= op->src_data[b];
+      XorInto(a.data(), op->src_data, g_.page_data_bytes);
       const uint32_t mb = g_.meta_bytes_per_page();
-      for (uint32_t b = 0; b < mb; ++b) a[g_.page_data_bytes + b] ^= op->src_meta != nullptr ? op->src_meta[b] : 0xFF;
+      if (op->src_meta != nullptr) {
+        XorInto(a.data() + g_.page_data_bytes, op->src_meta, mb);
+      } else {
+        for (uint32_t b = 0; b < mb; ++b) a[g_.page_data_bytes + b] ^= 0xFF;  // programmed as 0xFF
+      }
       clock_->After(t_.die_timeout_ns, [this, op, serial] {
         if (op->serial == serial) Complete(op, FlashStatus::kDieTimeout);
       });
