@@ -13,6 +13,7 @@ module vsl_axil_regs #(
     parameter int NUM_PIPES = 0,  // signed: the comparisons with 0 pipes stay meaningful
     parameter int unsigned LUNS_PER_CHANNEL = 4,
     parameter int unsigned ECC_T = 8,
+    parameter int unsigned ACCS = 0,  // accumulators per pipe (CAPS.ACCUMULATORS)
     parameter int NP = (NUM_PIPES > 0) ? NUM_PIPES : 1  // port width only
 ) (
     input  logic                    clk,
@@ -320,6 +321,7 @@ module vsl_axil_regs #(
           rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_CHANNELS_PER_PIPE_LSB +: 4] = NUM_PIPES > 0 ? 4'd1 : 4'(NUM_CHAN);
           rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_LUNS_PER_CHANNEL_LSB +: 4]  = 4'(LUNS_PER_CHANNEL);
           rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_ECC_T_LSB +: 5]             = 5'(ECC_T);
+          rdata[vsl_regmap_pkg::VSL_CTRL_CAPS_ACCUMULATORS_LSB +: 8]      = 8'(ACCS);
         end
         vsl_regmap_pkg::VSL_CTRL_SCRATCH:    rdata = scratch_q;
         vsl_regmap_pkg::VSL_CTRL_SENSOR_TEMP:  rdata = sensor_temp_q;

@@ -11,7 +11,8 @@
 module vsl_ctrl #(
     parameter int unsigned NUM_PIPES = 2,
     parameter int unsigned LUNS = 4,
-    parameter int unsigned BUF_WORDS = 2304
+    parameter int unsigned BUF_WORDS = 2304,
+    parameter int unsigned ACCS = 16  // page-sized XOR accumulators per pipe (FlashBack parity, copies)
 ) (
     input  logic                   clk,
     input  logic                   rst_n,
@@ -93,7 +94,7 @@ module vsl_ctrl #(
     irq_events[2] = |err_event;
   end
 
-  vsl_axil_regs #(.NUM_CHAN(NUM_PIPES), .NUM_PIPES(NUM_PIPES), .LUNS_PER_CHANNEL(LUNS), .ECC_T(8)) regs (
+  vsl_axil_regs #(.NUM_CHAN(NUM_PIPES), .NUM_PIPES(NUM_PIPES), .LUNS_PER_CHANNEL(LUNS), .ECC_T(8), .ACCS(ACCS)) regs (
       .clk, .rst_n,
       .s_awaddr, .s_awvalid, .s_awready, .s_wdata, .s_wstrb, .s_wvalid, .s_wready,
       .s_bresp, .s_bvalid, .s_bready, .s_araddr, .s_arvalid, .s_arready,
@@ -110,7 +111,7 @@ module vsl_ctrl #(
   );
 
   for (genvar p = 0; p < NUM_PIPES; p++) begin : g_pipe
-    vsl_pipe #(.LUNS(LUNS), .BUF_WORDS(BUF_WORDS), .ECC_ID(p)) pipe (
+    vsl_pipe #(.LUNS(LUNS), .BUF_WORDS(BUF_WORDS), .ACCS(ACCS), .ECC_ID(p)) pipe (
         .clk, .rst_n(pipe_rst_n),
         .run(ap_start && enable[p]),
         .sq_base(sq_base[64*p +: 64]), .sq_size(sq_size[32*p +: 32]), .sq_tail(sq_tail[32*p +: 32]),

@@ -5,7 +5,7 @@
 package vsl_regmap_pkg;
 
   localparam int unsigned VSL_REGMAP_MAJOR = 1;
-  localparam int unsigned VSL_REGMAP_MINOR = 1;
+  localparam int unsigned VSL_REGMAP_MINOR = 2;
   localparam int unsigned VSL_REG_ADDR_BITS = 16;
 
   // CTRL: Control block. 0x00-0x0C follow the layout XRT expects of a user-managed RTL kernel (ap_ctrl_hs registers, interrupt enables and status).
@@ -42,7 +42,7 @@ package vsl_regmap_pkg;
   localparam logic [15:0] VSL_CTRL_ID = 16'h0010;  // ro
   localparam logic [31:0] VSL_CTRL_ID_RESET = 32'h4F56534C;
   localparam logic [15:0] VSL_CTRL_VERSION = 16'h0014;  // ro
-  localparam logic [31:0] VSL_CTRL_VERSION_RESET = 32'h00010001;
+  localparam logic [31:0] VSL_CTRL_VERSION_RESET = 32'h00010002;
   localparam int unsigned VSL_CTRL_VERSION_MINOR_LSB = 0;
   localparam int unsigned VSL_CTRL_VERSION_MINOR_WIDTH = 16;
   localparam int unsigned VSL_CTRL_VERSION_MAJOR_LSB = 16;
@@ -56,6 +56,8 @@ package vsl_regmap_pkg;
   localparam int unsigned VSL_CTRL_CAPS_LUNS_PER_CHANNEL_WIDTH = 4;
   localparam int unsigned VSL_CTRL_CAPS_ECC_T_LSB = 16;
   localparam int unsigned VSL_CTRL_CAPS_ECC_T_WIDTH = 5;
+  localparam int unsigned VSL_CTRL_CAPS_ACCUMULATORS_LSB = 24;
+  localparam int unsigned VSL_CTRL_CAPS_ACCUMULATORS_WIDTH = 8;
   localparam logic [15:0] VSL_CTRL_SCRATCH = 16'h001C;  // rw
   localparam logic [15:0] VSL_CTRL_SOFT_RESET = 16'h0020;  // wo
   localparam int unsigned VSL_CTRL_SOFT_RESET_RESET_LSB = 0;

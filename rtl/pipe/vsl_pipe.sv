@@ -6,10 +6,29 @@
 // - The host writes 64-byte descriptors into the submission ring (SQ_BASE, SQ_SIZE
 //   entries) and the index after the last one into SQ_TAIL (the doorbell). The pipe
 //   fetches them in ring order (SQ_HEAD) while `run`.
-// - Descriptor, little-endian 64-bit words (vsl_desc_* below):
+// - Descriptor, little-endian 64-bit words:
 //     w0: [7:0] opcode, [31:16] tag, [39:32] LUN;  w1: [23:0] row, [47:32] column,
 //     [63:48] length;  w2: data address;  w3: metadata address;
-//     w4: [15:0] page data bytes, [31:16] metadata bytes, [47:32] spare bytes.
+//     w4: [15:0] page data bytes, [31:16] metadata bytes, [47:32] spare bytes,
+//     [63:48] window bytes;
+//     w5: [15:0] window offset, [23:16] accumulator, [25:24] accumulator operation
+//     (0 none, 1 add, 2 take, 3 peek), [26] window on, [27] no metadata out,
+//     [63:48] CRC offset (take / peek).
+// - Windows (register map 1.2; how the host copies pages inside the card): a READ with
+//   a window writes only `window bytes` of the corrected data area from `window offset`
+//   to the data address (a gathered copy's segment, into card memory), and with "no
+//   metadata out" no metadata; a PROGRAM with a window fetches only the first `window
+//   bytes` of its data area and zeroes the rest (0: all zeros, nothing fetched).
+// - Accumulators (ACCS page-sized XOR registers of data and metadata: FlashBack parity
+//   formed in the controller). A PROGRAM's operation, once its data and metadata are in
+//   the page buffer and before they are encoded: add XORs them into the accumulator;
+//   take and peek XOR the accumulator's data area into the page's, and, with column
+//   (meta offset, a multiple of 8) and length (meta bytes) set, the accumulator's first
+//   `length` metadata bytes into the page's metadata at `column`, then write the CRC-32C
+//   of the metadata's first `CRC offset` bytes (a multiple of 4) at `CRC offset`; take
+//   then zeroes the accumulator. ACC_CLEAR zeroes one. Operations take effect in the
+//   order the pipe starts its commands (a LUN's slot at a time), so a host orders the
+//   operations on one accumulator itself (vsl/hw/ctrl_pipe.h).
 // - Each command ends with one 16-byte completion at CQ_TAIL (then CQ_TAIL advances and
 //   cq_event pulses): w0: [15:0] tag, [23:16] status code, [31:24] the LUN's last status
 //   byte, [47:32] bits corrected, [55:48] LUN, [63] phase (1 on the first pass round the
@@ -40,6 +59,7 @@
 module vsl_pipe #(
     parameter int unsigned LUNS = 4,
     parameter int unsigned BUF_WORDS = 2304,  // 18 KiB: a 16 KiB page, 2 KiB spare, staging
+    parameter int unsigned ACCS = 16,         // accumulators, each a page and its spare
     parameter int ECC_ID = 0
 ) (
     input  logic        clk,
@@ -109,14 +129,18 @@ module vsl_pipe #(
 );
   localparam int unsigned AW = $clog2(BUF_WORDS);
   localparam int unsigned LW = (LUNS > 1) ? $clog2(LUNS) : 1;
-  localparam logic [AW-1:0] DESC_W = AW'(BUF_WORDS - 8);  // 5 descriptor words
+  localparam logic [AW-1:0] DESC_W = AW'(BUF_WORDS - 8);  // 6 descriptor words
   localparam logic [AW-1:0] CPL_W  = AW'(BUF_WORDS - 2);  // 2 completion words
   localparam logic [15:0] PAGE_MAX = 16'((BUF_WORDS - 8) * 8);
+  localparam int unsigned ACC_WORDS = BUF_WORDS - 8;  // a page and its spare
+  localparam int unsigned NACC = (ACCS > 0) ? ACCS : 1;
+  localparam int unsigned XW = $clog2(NACC * ACC_WORDS);
 
   // Opcodes and completion status codes (vsl/hw/descriptor.h has the same).
   localparam logic [7:0] OPC_READ = 8'd1, OPC_PROGRAM = 8'd2, OPC_ERASE = 8'd3, OPC_RESET = 8'd4,
                          OPC_RESET_LUN = 8'd5, OPC_READ_ID = 8'd6, OPC_READ_PARAM = 8'd7,
-                         OPC_GET_FEAT = 8'd8, OPC_SET_FEAT = 8'd9, OPC_STATUS = 8'd10;
+                         OPC_GET_FEAT = 8'd8, OPC_SET_FEAT = 8'd9, OPC_STATUS = 8'd10, OPC_ACC_CLEAR = 8'd11;
+  localparam logic [1:0] ACC_NONE = 2'd0, ACC_ADD = 2'd1, ACC_PEEK = 2'd3;  // 2: take
   localparam logic [7:0] ST_OK = 8'd0, ST_UNCORRECTABLE = 8'd1, ST_PROGRAM_FAIL = 8'd2, ST_ERASE_FAIL = 8'd3,
                          ST_TIMEOUT = 8'd4, ST_ABORTED = 8'd5, ST_INVALID = 8'd6, ST_DMA_ERROR = 8'd7,
                          ST_FAIL = 8'd8;
@@ -148,12 +172,37 @@ module vsl_pipe #(
     b_rdata <= pbuf[b_raddr];
   end
 
+  // ---- accumulators: one write port, one read port with a cycle of latency ----
+  logic [63:0]   abuf [NACC * ACC_WORDS];
+  logic          a_we;
+  logic [XW-1:0] a_waddr, a_raddr;
+  logic [63:0]   a_wdata, a_rdata;
+  always_ff @(posedge clk) begin
+    if (a_we) abuf[a_waddr] <= a_wdata;
+    a_rdata <= abuf[a_raddr];
+  end
+
+  // CRC-32C (Castagnoli, reflected; vsl/core/crc.h) of `n` little-endian bytes of `w`.
+  function automatic logic [31:0] crc32c_bytes(input logic [31:0] crc_in, input logic [63:0] w,
+                                                input logic [3:0] n);
+    logic [31:0] c;
+    c = crc_in;
+    for (int b = 0; b < 8; b++) begin
+      if (4'(b) < n) begin
+        c = c ^ {24'd0, w[8*b +: 8]};
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (32'h82F63B78 & {32{c[0]}});
+      end
+    end
+    crc32c_bytes = c;
+  endfunction
+
   // ---- slots: one command per LUN ----
   // Per-LUN fields, LUN i in slice i (flat vectors: yosys 0.23 has no packed arrays of
   // vectors).
   logic [LUNS*3-1:0]  s_state;
   logic [LUNS*8-1:0]  s_op, s_result, s_nand;
-  logic [LUNS*16-1:0] s_tag, s_col, s_len, s_dbytes, s_mbytes, s_sbytes, s_corr;
+  logic [LUNS*16-1:0] s_tag, s_col, s_len, s_dbytes, s_mbytes, s_sbytes, s_corr, s_win;
+  logic [LUNS*64-1:0] s_w5;
   logic [LUNS*24-1:0] s_row;
   logic [LUNS*64-1:0] s_daddr, s_maddr;
   logic [LUNS*32-1:0] s_started, s_polled;
@@ -162,7 +211,7 @@ module vsl_pipe #(
 
   // The descriptor fetched and waiting for its LUN's slot.
   logic        p_valid;
-  logic [63:0] p_w0, p_w1, p_w2, p_w3, p_w4;
+  logic [63:0] p_w0, p_w1, p_w2, p_w3, p_w4, p_w5;
   logic [7:0]  p_lun;
   assign p_lun = p_w0[39:32];
 
@@ -219,6 +268,22 @@ module vsl_pipe #(
   logic [LW-1:0] cur;  // the LUN being worked on
   logic [7:0]    cur_lun8;
   assign cur_lun8 = 8'(cur);
+  // The current command's window and accumulator fields, and its page in words.
+  logic [63:0]   cur_w5;
+  logic [15:0]   cur_win, cur_dw, cur_mw, cur_at_w, cur_len_w, cur_crc_w;
+  logic [1:0]    cur_aop;
+  logic [XW-1:0] acc_base;
+  logic [63:0]   cur_len_mask;  // bytes of the last metadata word a take / peek XORs
+  assign cur_w5    = s_w5[64*(cur) +: 64];
+  assign cur_win   = s_win[16*(cur) +: 16];
+  assign cur_aop   = cur_w5[25:24];
+  assign cur_dw    = (s_dbytes[16*(cur) +: 16] + 16'd7) >> 3;
+  assign cur_mw    = (s_mbytes[16*(cur) +: 16] + 16'd7) >> 3;
+  assign cur_at_w  = s_col[16*(cur) +: 16] >> 3;
+  assign cur_len_w = (s_len[16*(cur) +: 16] + 16'd7) >> 3;
+  assign cur_crc_w = (cur_w5[63:48] + 16'd7) >> 3;
+  assign acc_base  = XW'(cur_w5[23:16]) * XW'(ACC_WORDS);
+  assign cur_len_mask = s_len[16*(cur) +: 3] == 3'd0 ? {64{1'b1}} : ~({64{1'b1}} << {s_len[16*(cur) +: 3], 3'd0});
   vsl_ecc #(.ID(ECC_ID)) ecc (
       .clk, .rst_n, .start(e_start), .decode(e_decode), .data_bytes(s_dbytes[16*(cur) +: 16]), .meta_bytes(s_mbytes[16*(cur) +: 16]),
       .spare_bytes(s_sbytes[16*(cur) +: 16]), .in_valid(e_in_valid), .in_word(e_in_word), .in_nbytes(e_in_nbytes),
@@ -231,7 +296,8 @@ module vsl_pipe #(
     M_IDLE, M_SEQ, M_SEQ_WAIT, M_DMA, M_DMA_WAIT,
     M_FETCH, M_FETCH_RD, M_PROG_META, M_PROG_ENC, M_PROG_ENC_WAIT, M_PROG_ISSUE, M_STARTED,
     M_POLLED, M_PROBED, M_RDOUT_DEC, M_RDOUT_DMA, M_RDOUT_DONE, M_MISC_SEQ, M_MISC_DONE, M_ABORTED,
-    M_CPL0, M_CPL1, M_CPL_DONE
+    M_CPL0, M_CPL1, M_CPL_DONE,
+    M_PROG_ZERO, M_PROG_ACC, M_ACC_META, M_ACC, M_ACC_CRC, M_ACC_CRCW, M_ACC_CLR
   } state_e;
   state_e state, ret;
 
@@ -258,6 +324,12 @@ module vsl_pipe #(
   // ECC encode feed.
   logic [15:0] enc_word, enc_words;
   logic        enc_rd;
+
+  // Accumulator passes (M_ACC_META, M_ACC, M_ACC_CRC, M_ACC_CLR) and the program's zero
+  // fill: x_i is the word read this cycle, x_j the one whose data arrives (x_rd).
+  logic [15:0] x_i, x_j, x_end, z_ptr;
+  logic        x_rd;
+  logic [31:0] x_crc;
 
   logic        ecc_done;  // the ECC engine finished since it was last started (its
                           // done pulse may come before the state machine waits for it)
@@ -301,9 +373,30 @@ module vsl_pipe #(
   assign p_mb  = p_w4[31:16];
   assign p_sb  = p_w4[47:32];
   assign p_len = p_w1[63:48];
+  logic [15:0] p_win, p_win_off, p_crc_at;
+  logic [7:0]  p_acc;
+  logic [1:0]  p_aop;
+  logic        p_win_en;
+  assign p_win     = p_w4[63:48];
+  assign p_win_off = p_w5[15:0];
+  assign p_acc     = p_w5[23:16];
+  assign p_aop     = p_w5[25:24];
+  assign p_win_en  = p_w5[26];
+  assign p_crc_at  = p_w5[63:48];
   always_comb begin
     p_bad = 1'b0;
-    if (p_opc == 8'd0 || p_opc > OPC_STATUS) p_bad = 1'b1;
+    if (p_opc == 8'd0 || p_opc > OPC_ACC_CLEAR) p_bad = 1'b1;
+    if (p_opc == OPC_ACC_CLEAR && (ACCS == 0 || p_acc >= 8'(ACCS))) p_bad = 1'b1;
+    if (p_win_en && (p_opc == OPC_READ || p_opc == OPC_PROGRAM) &&
+        (p_win[2:0] != 3'd0 || p_win_off[2:0] != 3'd0 || {1'b0, p_win_off} + {1'b0, p_win} > {1'b0, p_db} ||
+         (p_opc == OPC_PROGRAM && p_win_off != 16'd0))) p_bad = 1'b1;
+    if (p_aop != ACC_NONE) begin
+      if (p_opc != OPC_PROGRAM || ACCS == 0 || p_acc >= 8'(ACCS)) p_bad = 1'b1;
+      // Take / peek with metadata: the offsets the pass handles, inside the metadata.
+      if (p_aop != ACC_ADD && p_len != 16'd0 &&
+          (p_w1[34:32] != 3'd0 || p_crc_at[1:0] != 2'd0 || {1'b0, p_w1[47:32]} + {1'b0, p_len} > {1'b0, p_mb} ||
+           {1'b0, p_crc_at} + 17'd4 > {1'b0, p_mb})) p_bad = 1'b1;
+    end
     if (p_opc == OPC_READ || p_opc == OPC_PROGRAM) begin
       if (p_db == 16'd0 || p_db[2:0] != 3'd0 || p_mb[2:0] != 3'd0 || p_sb[2:0] != 3'd0 || p_mb > p_sb ||
           {1'b0, p_db} + {1'b0, p_sb} > {1'b0, PAGE_MAX}) p_bad = 1'b1;
@@ -332,6 +425,23 @@ module vsl_pipe #(
       b_waddr = e_fix_addr[AW+2:3];
       b_wdata = {8{e_fix_data}};
       b_wbe   = 8'd1 << e_fix_addr[2:0];
+    end else if (state == M_PROG_ZERO && !r_derr && z_ptr != cur_dw) begin
+      b_we    = 1'b1;
+      b_waddr = z_ptr[AW-1:0];
+      b_wdata = 64'd0;
+    end else if (state == M_ACC_META && x_rd) begin
+      b_we    = 1'b1;
+      b_waddr = AW'(cur_dw + cur_at_w + x_j);
+      b_wdata = b_rdata ^ (a_rdata & ((x_j + 16'd1 == cur_len_w) ? cur_len_mask : {64{1'b1}}));
+    end else if (state == M_ACC && x_rd && cur_aop != ACC_ADD && x_j < cur_dw) begin
+      b_we    = 1'b1;
+      b_waddr = x_j[AW-1:0];
+      b_wdata = b_rdata ^ a_rdata;
+    end else if (state == M_ACC_CRCW) begin
+      b_we    = 1'b1;
+      b_waddr = AW'(cur_dw + (cur_w5[63:48] >> 3));
+      b_wdata = {~x_crc, ~x_crc};
+      b_wbe   = cur_w5[50] ? 8'hF0 : 8'h0F;
     end else if (state == M_CPL0 || state == M_CPL1) begin
       b_we    = 1'b1;
       b_waddr = state == M_CPL0 ? CPL_W : CPL_W + 1'b1;
@@ -341,6 +451,26 @@ module vsl_pipe #(
     if (c_din && state == M_SEQ_WAIT) b_raddr = din_ptr[AW+2:3];
     else if (state == M_PROG_ENC) b_raddr = enc_word[AW-1:0];
     else if (state == M_FETCH_RD) b_raddr = DESC_W + AW'(fetch_i);
+    else if (state == M_ACC_META) b_raddr = AW'(cur_dw + cur_at_w + x_i);
+    else if (state == M_ACC) b_raddr = x_i[AW-1:0];
+    else if (state == M_ACC_CRC) b_raddr = AW'(cur_dw + x_i);
+  end
+
+  // Accumulator port: reads in the passes, writes of their results (zeroes for a take and
+  // ACC_CLEAR).
+  always_comb begin
+    a_we    = 1'b0;
+    a_waddr = acc_base + XW'(x_j);
+    a_wdata = 64'd0;
+    a_raddr = acc_base + XW'(x_i);
+    if (state == M_ACC_META) a_raddr = acc_base + XW'(cur_dw + x_i);
+    if (state == M_ACC && x_rd && cur_aop != ACC_PEEK) begin
+      a_we    = 1'b1;
+      a_wdata = cur_aop == ACC_ADD ? (a_rdata ^ b_rdata) : 64'd0;
+    end else if (state == M_ACC_CLR && x_i != x_end) begin
+      a_we    = 1'b1;
+      a_waddr = acc_base + XW'(x_i);
+    end
   end
 
   assign din_valid = din_have;
@@ -384,6 +514,8 @@ module vsl_pipe #(
       state <= M_IDLE; ret <= M_IDLE; cur <= '0; rr <= '0;
       s_state <= '0; s_op <= '0; s_result <= '0; s_nand <= '0; s_tag <= '0; s_col <= '0; s_len <= '0;
       s_dbytes <= '0; s_mbytes <= '0; s_sbytes <= '0; s_corr <= '0; s_row <= '0; s_daddr <= '0;
+      s_win <= '0; s_w5 <= '0; p_w5 <= '0;
+      x_i <= '0; x_j <= '0; x_end <= '0; z_ptr <= '0; x_rd <= 1'b0; x_crc <= '0;
       s_maddr <= '0; s_started <= '0; s_polled <= '0; s_abort <= '0; s_dead <= '0;
       p_valid <= 1'b0; p_w0 <= '0; p_w1 <= '0; p_w2 <= '0; p_w3 <= '0; p_w4 <= '0;
       sq_head <= 32'd0; cq_tail <= 32'd0; completions <= 32'd0; phase <= 1'b1; dma_error <= 1'b0;
@@ -412,6 +544,12 @@ module vsl_pipe #(
         din_ptr <= din_ptr + 16'd1;
       end
       if (c_dout && state == M_SEQ_WAIT && dout_valid) dout_ptr <= dout_ptr + 16'd1;
+      // The passes' read pipeline: x_i read this cycle, its word next cycle as x_j.
+      if (state == M_ACC_META || state == M_ACC || state == M_ACC_CRC) begin
+        x_rd <= x_i != x_end;
+        x_j  <= x_i;
+        if (x_i != x_end) x_i <= x_i + 16'd1;
+      end
 
       case (state)
         M_IDLE: begin
@@ -443,6 +581,8 @@ module vsl_pipe #(
             s_dbytes[16*(p_lun[LW-1:0]) +: 16] <= p_db;
             s_mbytes[16*(p_lun[LW-1:0]) +: 16] <= p_mb;
             s_sbytes[16*(p_lun[LW-1:0]) +: 16] <= p_sb;
+            s_win[16*(p_lun[LW-1:0]) +: 16]    <= p_win;
+            s_w5[64*(p_lun[LW-1:0]) +: 64]     <= p_w5;
             s_nand[8*(p_lun[LW-1:0]) +: 8]   <= 8'd0;
             s_corr[16*(p_lun[LW-1:0]) +: 16]   <= 16'd0;
             s_abort[p_lun[LW-1:0]]  <= 1'b0;
@@ -457,11 +597,11 @@ module vsl_pipe #(
           end else if (running && !p_valid && (sq_head & sq_mask) != (sq_tail & sq_mask)) begin
             c_dwrite <= 1'b0;
             c_daddr  <= sq_base + {26'd0, (sq_head & sq_mask), 6'd0};
-            c_dwords <= 16'd5;
+            c_dwords <= 16'd6;
             c_dbuf   <= DESC_W;
             state <= M_DMA; ret <= M_FETCH;
           end else if (f_new && s_dead[i_new] && s_op[8*(i_new) +: 8] != OPC_RESET_LUN &&
-                       s_op[8*(i_new) +: 8] != OPC_RESET) begin
+                       s_op[8*(i_new) +: 8] != OPC_RESET && s_op[8*(i_new) +: 8] != OPC_ACC_CLEAR) begin
             // A LUN that timed out gets no new command while it is still busy: one status
             // poll first (a command to a busy LUN breaks the protocol).
             cur <= i_new;
@@ -480,11 +620,24 @@ module vsl_pipe #(
                 state <= M_SEQ; ret <= M_STARTED;
               end
               OPC_PROGRAM: begin
-                c_dwrite <= 1'b0;
-                c_daddr  <= s_daddr[64*(i_new) +: 64];
-                c_dwords <= words_of(s_dbytes[16*(i_new) +: 16]);
-                c_dbuf   <= '0;
-                state <= M_DMA; ret <= M_PROG_META;
+                // Data in (a window: its first bytes; the rest of the data area zeroed).
+                z_ptr <= s_w5[64*(i_new) + 26] ? words_of(s_win[16*(i_new) +: 16])
+                                               : words_of(s_dbytes[16*(i_new) +: 16]);
+                if (s_w5[64*(i_new) + 26] && s_win[16*(i_new) +: 16] == 16'd0) begin
+                  r_derr <= 1'b0;
+                  state  <= M_PROG_ZERO;
+                end else begin
+                  c_dwrite <= 1'b0;
+                  c_daddr  <= s_daddr[64*(i_new) +: 64];
+                  c_dwords <= s_w5[64*(i_new) + 26] ? words_of(s_win[16*(i_new) +: 16])
+                                                    : words_of(s_dbytes[16*(i_new) +: 16]);
+                  c_dbuf   <= '0;
+                  state <= M_DMA; ret <= M_PROG_ZERO;
+                end
+              end
+              OPC_ACC_CLEAR: begin
+                x_i <= '0; x_end <= 16'(ACC_WORDS);
+                state <= M_ACC_CLR;
               end
               OPC_SET_FEAT: begin
                 c_dwrite <= 1'b0;
@@ -559,33 +712,87 @@ module vsl_pipe #(
               3'd2: p_w1 <= b_rdata;
               3'd3: p_w2 <= b_rdata;
               3'd4: p_w3 <= b_rdata;
+              3'd5: p_w4 <= b_rdata;
               default: ;
             endcase
           end
           fetch_i <= fetch_i + 3'd1;
-          if (fetch_rd && fetch_i == 3'd5) begin
-            p_w4    <= b_rdata;
+          if (fetch_rd && fetch_i == 3'd6) begin
+            p_w5    <= b_rdata;
             p_valid <= 1'b1;
             state   <= M_IDLE;
           end
         end
 
         // -- program: data in, metadata in, encode, the page to the LUN --
-        M_PROG_META: begin
+        M_PROG_ZERO: begin
           if (r_derr) begin
             s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
-          end else if (s_mbytes[16*(cur) +: 16] == 16'd0) begin
-            state <= M_PROG_ENC; enc_word <= 16'd0; enc_rd <= 1'b0; e_start <= 1'b1; e_decode <= 1'b0;
-            enc_words <= words_of(s_dbytes[16*(cur) +: 16]);
+          end else if (z_ptr != cur_dw) begin
+            z_ptr <= z_ptr + 16'd1;  // the word is zeroed by the buffer's write port
+          end else begin
+            state <= M_PROG_META;
+          end
+        end
+        M_PROG_META: begin
+          if (s_mbytes[16*(cur) +: 16] == 16'd0) begin
+            state <= M_PROG_ACC;
           end else begin
             c_dwrite <= 1'b0;
             c_daddr  <= s_maddr[64*(cur) +: 64];
             c_dwords <= words_of(s_mbytes[16*(cur) +: 16]);
             c_dbuf   <= AW'(words_of(s_dbytes[16*(cur) +: 16]));
-            e_start <= 1'b1; e_decode <= 1'b0;
-            enc_word <= 16'd0; enc_rd <= 1'b0;
-            enc_words <= words_of(s_dbytes[16*(cur) +: 16]) + words_of(s_mbytes[16*(cur) +: 16]);
-            state <= M_DMA; ret <= M_PROG_ENC;
+            state <= M_DMA; ret <= M_PROG_ACC;
+          end
+        end
+        // The page is in the buffer: its accumulator operation, then the encode.
+        M_PROG_ACC: begin
+          x_i <= '0; x_rd <= 1'b0;
+          if (r_derr) begin
+            s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+          end else if (cur_aop == ACC_NONE) begin
+            state <= M_PROG_ENC; enc_word <= 16'd0; enc_rd <= 1'b0; e_start <= 1'b1; e_decode <= 1'b0;
+            enc_words <= cur_dw + cur_mw;
+          end else if (cur_aop != ACC_ADD && s_len[16*(cur) +: 16] != 16'd0) begin
+            x_end <= cur_len_w;
+            state <= M_ACC_META;
+          end else begin
+            x_end <= cur_aop == ACC_PEEK ? cur_dw : cur_dw + cur_mw;
+            state <= M_ACC;
+          end
+        end
+        M_ACC_META: if (!x_rd && x_i == x_end) begin
+          x_i <= '0;
+          x_end <= cur_aop == ACC_PEEK ? cur_dw : cur_dw + cur_mw;
+          state <= M_ACC;
+        end
+        M_ACC: if (!x_rd && x_i == x_end) begin
+          x_i <= '0;
+          if (cur_aop != ACC_ADD && s_len[16*(cur) +: 16] != 16'd0) begin
+            x_end <= cur_crc_w;
+            x_crc <= 32'hFFFFFFFF;
+            state <= M_ACC_CRC;
+          end else begin
+            state <= M_PROG_ENC; enc_word <= 16'd0; enc_rd <= 1'b0; e_start <= 1'b1; e_decode <= 1'b0;
+            enc_words <= cur_dw + cur_mw;
+          end
+        end
+        M_ACC_CRC: begin
+          if (x_rd) begin
+            x_crc <= crc32c_bytes(x_crc, b_rdata,
+                                  ({x_j, 3'd0} + 19'd8 <= {3'd0, cur_w5[63:48]}) ? 4'd8 : 4'd4);
+          end
+          if (!x_rd && x_i == x_end) state <= M_ACC_CRCW;
+        end
+        M_ACC_CRCW: begin  // the CRC is written by the buffer's write port
+          state <= M_PROG_ENC; enc_word <= 16'd0; enc_rd <= 1'b0; e_start <= 1'b1; e_decode <= 1'b0;
+          enc_words <= cur_dw + cur_mw;
+        end
+        M_ACC_CLR: begin  // zeroes one word a cycle through the accumulator's write port
+          if (x_i != x_end) begin
+            x_i <= x_i + 16'd1;
+          end else begin
+            s_result[8*(cur) +: 8] <= ST_OK; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
           end
         end
         M_PROG_ENC: begin
@@ -639,17 +846,22 @@ module vsl_pipe #(
           end else if (ecc_done) begin
             s_corr[16*(cur) +: 16]   <= e_corr;
             s_result[8*(cur) +: 8] <= e_unc ? ST_UNCORRECTABLE : ST_OK;
-            c_dwrite <= 1'b1;
-            c_daddr  <= s_daddr[64*(cur) +: 64];
-            c_dwords <= words_of(s_dbytes[16*(cur) +: 16]);
-            c_dbuf   <= '0;
-            state <= M_DMA; ret <= M_RDOUT_DMA;
+            if (cur_w5[26] && cur_win == 16'd0) begin
+              r_derr <= 1'b0;  // an empty window: no data out
+              state  <= M_RDOUT_DMA;
+            end else begin
+              c_dwrite <= 1'b1;
+              c_daddr  <= s_daddr[64*(cur) +: 64];
+              c_dwords <= cur_w5[26] ? words_of(cur_win) : words_of(s_dbytes[16*(cur) +: 16]);
+              c_dbuf   <= cur_w5[26] ? AW'(cur_w5[15:3]) : '0;
+              state <= M_DMA; ret <= M_RDOUT_DMA;
+            end
           end
         end
         M_RDOUT_DMA: begin
           if (r_derr) begin
             s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
-          end else if (s_mbytes[16*(cur) +: 16] == 16'd0) begin
+          end else if (s_mbytes[16*(cur) +: 16] == 16'd0 || cur_w5[27]) begin
             s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
           end else begin
             c_dwrite <= 1'b1;
@@ -747,6 +959,7 @@ module vsl_pipe #(
   end
 
   logic unused;
-  assign unused = ^{p_w0[63:40], p_w0[15:8], p_w1[31:24], p_w4[63:48], e_fix_addr[15:AW+3],
+  assign unused = ^{p_w0[63:40], p_w0[15:8], p_w1[31:24], p_w5[47:27], cur_w5[47:27], cur_w5[49:48], cur_w5[2:0],
+                    x_i[15:AW], x_j[15:AW], z_ptr[15:AW], e_fix_addr[15:AW+3],
                     dout_ptr[15:AW+3], din_ptr[15:AW+3], enc_word[15:AW]};
 endmodule

@@ -116,8 +116,9 @@ struct HostBus : sc_module, TbChecks {
     Expect(Read(ctrl::At(ctrl::kVersion)) == ((kRegmapMajor << 16) | kRegmapMinor), "VERSION is the map's");
     const uint32_t caps = Read(ctrl::At(ctrl::kCaps));
     Expect(ctrl::kCapsChannelsPerPipe.get(caps) == 1 && ctrl::kCapsLunsPerChannel.get(caps) == 4 &&
-               ctrl::kCapsEccT.get(caps) == 8 && ctrl::kCapsPipes.get(caps) == 0,
-           "CAPS: 1 channel, 4 LUNs, t = 8, no pipes in this build");
+               ctrl::kCapsEccT.get(caps) == 8 && ctrl::kCapsPipes.get(caps) == 0 &&
+               ctrl::kCapsAccumulators.get(caps) == 0,
+           "CAPS: 1 channel, 4 LUNs, t = 8, no pipes (so no accumulators) in this build");
     Expect((Read(ctrl::At(ctrl::kApCtrl)) & ctrl::kApCtrlReady.mask()) != 0, "AP_CTRL READY");
     // SCRATCH with byte strobes.
     Write(ctrl::At(ctrl::kScratch), 0x11223344);

@@ -10,12 +10,16 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
 #include "tests/rtl/cosim_pipes.h"
 #include "testbench/cosim/cosim_card.h"
+#include "testbench/onfi/target_store.h"
 #include "vsl/core/clock.h"
+#include "vsl/core/crc.h"
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
 #include "vsl/hw/ctrl_pipe.h"
@@ -271,7 +275,9 @@ TEST_F(CosimTest, ErrorPathsAndResetMidOperation) {
 
 // The ring protocol at the register level, on pipe 1 without the host library: malformed
 // descriptors (unknown opcode, a LUN the pipe does not have, sizes that are not multiples
-// of 8 or exceed the page buffer) complete INVALID with nothing done, and the pipe goes on;
+// of 8 or exceed the page buffer, an accumulator the pipe lacks or on a READ, a window
+// misaligned or past the data area, metadata offsets a take cannot handle) complete
+// INVALID with nothing done, and the pipe goes on;
 // a ring size that is not a power of two is refused (RING_ERROR, the pipe does not run).
 // Then the operations the host library does not issue: SET and GET FEATURES, READ STATUS
 // ENHANCED, RESET LUN, RESET, READ PARAMETER PAGE.
@@ -292,6 +298,13 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   bad.push_back(hw::Descriptor::Make(hw::opc::kProgram, 0x104, 2).Page(32768, 0, 1024));  // beyond the buffer
   bad.push_back(hw::Descriptor::Make(hw::opc::kReadId, 0x105, 0).Row(0, 0x20, 0));       // no length
   bad.back().Buffers(card_->region_base(1) + 8192, 0);
+  // Register map 1.2's fields: accumulators, windows.
+  bad.push_back(hw::Descriptor::Make(hw::opc::kProgram, 0x107, 1).Page(4096, 120, 224).Acc(16, hw::acc_code::kAdd));
+  bad.push_back(hw::Descriptor::Make(hw::opc::kRead, 0x108, 2).Page(4096, 120, 224).Acc(0, hw::acc_code::kAdd));
+  bad.push_back(hw::Descriptor::Make(hw::opc::kRead, 0x109, 3).Page(4096, 120, 224).Window(4, 512));
+  bad.push_back(hw::Descriptor::Make(hw::opc::kRead, 0x10A, 0).Page(4096, 120, 224).Window(3584, 1024));
+  bad.push_back(hw::Descriptor::Make(hw::opc::kProgram, 0x10B, 1).Page(4096, 120, 224).Acc(0, hw::acc_code::kTake, 4, 8, 64));
+  bad.push_back(hw::Descriptor::Make(hw::opc::kAccClear, 0x10C, 2).Acc(16, hw::acc_code::kNone));
   bad.push_back(hw::Descriptor::Make(hw::opc::kReadId, 0x106, 0).Row(0, 0x20, 4));       // a good one after them
   bad.back().Buffers(card_->region_base(1) + 8192, 0);
   for (auto& d : bad) {
@@ -309,7 +322,10 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
     ASSERT_EQ(e.phase(), phase ^ ((cq_tail + i) % 64 < cq_tail)) << "completion " << i << " not posted";
     status[e.tag()] = e.status();
   }
-  for (uint16_t t = 0x101; t <= 0x105; ++t) EXPECT_EQ(status[t], hw::cst::kInvalid) << "tag " << std::hex << t;
+  for (uint16_t t = 0x101; t <= 0x10C; ++t) {
+    if (t == 0x106) continue;
+    EXPECT_EQ(status[t], hw::cst::kInvalid) << "tag " << std::hex << t;
+  }
   EXPECT_EQ(status[0x106], hw::cst::kOk);
   uint8_t onfi[4] = {};
   card_->ReadMem(card_->region_base(1) + 8192, onfi, 4);
@@ -381,6 +397,215 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
 // A host that goes away with commands in the controller (a crash) and the next one that
 // takes the pipe over: its Init waits for them to finish and drops their completions,
 // the ring's phase carries on across hosts (past a wrap of the 64-entry completion ring).
+// A page store whose chosen pages come off the array with bit errors: a few per codeword
+// (the ECC corrects them) or many in the first codeword (uncorrectable).
+class DecayStore final : public tb::TargetStore {
+ public:
+  DecayStore(const tb::CosimOptions& o)
+      : inner_(o.luns, o.blocks, o.page_data_bytes + o.page_spare_bytes), data_bytes_(o.page_data_bytes) {}
+  void ReadPage(uint32_t lun, uint32_t block, uint32_t page, uint8_t* out) override {
+    inner_.ReadPage(lun, block, page, out);
+    const auto it = decay_.find({lun, block, page});
+    if (it == decay_.end()) return;
+    if (it->second) {
+      for (uint32_t b = 0; b < 40; ++b) out[b * 7] ^= 0x10;  // 40 bits in codeword 0
+    } else {
+      for (uint32_t cw = 0; cw < data_bytes_ / 512; ++cw) out[cw * 512 + 100] ^= 0x25;  // 3 bits each
+    }
+  }
+  bool ProgramPage(uint32_t lun, uint32_t block, uint32_t page, const uint8_t* data) override {
+    return inner_.ProgramPage(lun, block, page, data);
+  }
+  bool EraseBlock(uint32_t lun, uint32_t block) override { return inner_.EraseBlock(lun, block); }
+  void TearPage(uint32_t lun, uint32_t block, uint32_t page) override { inner_.TearPage(lun, block, page); }
+  void Decay(uint32_t lun, uint32_t block, uint32_t page, bool uncorrectable) {
+    decay_[{lun, block, page}] = uncorrectable;
+  }
+
+ private:
+  tb::MemoryStore inner_;
+  uint32_t data_bytes_;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, bool> decay_;
+};
+
+// Register map 1.2 through the host's protocol: copies inside the card (whole pages and
+// gathered codeword ranges of two pages, the ECC correcting the sources on the way) into
+// the controller's accumulators, a host page added, a take forming the parity page in the
+// controller (data XOR, the members' metadata XORed into the parity's metadata at an
+// offset, its CRC-32C resealed), peeks that keep the accumulator, ACC_CLEAR, and a copy
+// from an uncorrectable page (the destination holds zeros and the failure metadata, no
+// `accepted`, and the accumulator took in zeros). No page data crosses the host link for
+// a copy or a take.
+TEST_F(CosimTest, CopiesAndAccumulatorsInTheController) {
+  tb::CosimOptions o;
+  DecayStore store(o);
+  o.stores[0] = &store;
+  Build(o);
+  auto& pipe = *pipes_[0];
+  ASSERT_EQ(pipe.copy_accumulators(), 16u);
+  const uint32_t db = data_bytes(), mb = meta_bytes();
+  for (uint32_t die = 0; die < 4; ++die) ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(die, 2, std::move(cb)); }).ok());
+  auto meta_of = [&](uint64_t salt) {
+    auto m = Pattern(9, 9, 9, mb, salt);
+    m[0] = 0xFF;
+    return m;
+  };
+  auto program = [&](nand::ProgramRequest pr) { return Wait([&](auto cb) { pipe.Program(pr, nullptr, std::move(cb)); }); };
+  auto read = [&](uint32_t die, uint32_t page, std::vector<uint8_t>* d, std::vector<uint8_t>* m) {
+    d->assign(db, 0);
+    m->assign(mb, 0);
+    return Wait([&](auto cb) {
+      pipe.Read(nand::ReadRequest{{die, 2, page}, 0, db / 512, d->data(), m->data()}, std::move(cb));
+    });
+  };
+  struct CopyResult {
+    nand::Completion c;
+    bool accepted = false;
+  };
+  auto copy = [&](const nand::CopyRequest& r) {
+    CopyResult out;
+    out.c = Wait([&](auto cb) { pipe.Copy(r, [&](const nand::Completion&) { out.accepted = true; }, std::move(cb)); });
+    return out;
+  };
+  auto xor_into = [](std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] ^= b[i];
+  };
+  // Two source pages; the second senses with 3 bit errors per codeword.
+  const auto s0 = Pattern(0, 2, 0, db), s1 = Pattern(1, 2, 0, db);
+  const auto sm0 = meta_of(1), sm1 = meta_of(2);
+  ASSERT_TRUE(program(nand::ProgramRequest{{0, 2, 0}, s0.data(), sm0.data()}).ok());
+  ASSERT_TRUE(program(nand::ProgramRequest{{1, 2, 0}, s1.data(), sm1.data()}).ok());
+  store.Decay(1, 2, 0, false);
+  const uint64_t link0 = pipe.stats().link_data_bytes;
+
+  // A whole page, then a gather (codewords 1-2 of s0, 5-7 of s1), both into accumulator 3.
+  const auto m2 = meta_of(3), m3 = meta_of(4);
+  nand::CopyRequest whole;
+  whole.src = {0, 2, 0};
+  whole.dst = {2, 2, 0};
+  whole.meta = m2.data();
+  whole.acc = 3;
+  auto r1 = copy(whole);
+  ASSERT_TRUE(r1.c.ok()) << nand::FlashStatusName(r1.c.status);
+  EXPECT_TRUE(r1.accepted);
+  nand::CopyRequest gather;
+  gather.dst = {3, 2, 0};
+  gather.meta = m3.data();
+  gather.acc = 3;
+  gather.segment_count = 2;
+  gather.segments[0] = {{0, 2, 0}, 1, 2};
+  gather.segments[1] = {{1, 2, 0}, 5, 3};
+  auto r2 = copy(gather);
+  ASSERT_TRUE(r2.c.ok()) << nand::FlashStatusName(r2.c.status);
+  EXPECT_TRUE(r2.accepted);
+  // The controller senses and decodes the whole source page: 3 bits in each of s1's 8.
+  EXPECT_EQ(r2.c.corrected_bits, 24u);
+  EXPECT_EQ(pipe.stats().link_data_bytes, link0) << "a copy's data never crosses the host link";
+  std::vector<uint8_t> d, m;
+  ASSERT_TRUE(read(2, 0, &d, &m).ok());
+  EXPECT_EQ(d, s0);
+  EXPECT_EQ(m, m2);
+  std::vector<uint8_t> g(db, 0);
+  std::copy(s0.begin() + 512, s0.begin() + 1536, g.begin());
+  std::copy(s1.begin() + 5 * 512, s1.begin() + 8 * 512, g.begin() + 1024);
+  ASSERT_TRUE(read(3, 0, &d, &m).ok());
+  EXPECT_EQ(d, g) << "gathered codewords in order, the rest zeroed";
+  EXPECT_EQ(m, m3);
+
+  // A host page added, then the parity page taken with no data from the host.
+  const auto d4 = Pattern(0, 2, 1, db, 7), m4 = meta_of(5), pm = meta_of(6);
+  nand::ProgramRequest add{{0, 2, 1}, d4.data(), m4.data()};
+  add.acc = 3;
+  ASSERT_TRUE(program(add).ok());
+  const uint64_t link1 = pipe.stats().link_data_bytes;
+  nand::ProgramRequest take{{1, 2, 1}, nullptr, pm.data()};
+  take.acc = 3;
+  take.acc_op = nand::AccOp::kTake;
+  take.acc_meta_at = 24;
+  take.acc_meta_len = 36;  // not whole words: the last one is masked
+  take.acc_crc_at = 68;    // the upper half of a word
+  ASSERT_TRUE(program(take).ok());
+  EXPECT_EQ(pipe.stats().link_data_bytes, link1) << "a take sends metadata only";
+  std::vector<uint8_t> want_d = s0, want_m = pm, members_m = m2;
+  xor_into(want_d, g);
+  xor_into(want_d, d4);
+  xor_into(members_m, m3);
+  xor_into(members_m, m4);
+  for (uint32_t i = 0; i < 36; ++i) want_m[24 + i] ^= members_m[i];
+  const uint32_t crc = Crc32c(want_m.data(), 68);
+  std::memcpy(want_m.data() + 68, &crc, 4);
+  ASSERT_TRUE(read(1, 1, &d, &m).ok());
+  EXPECT_EQ(d, want_d) << "parity = XOR of the members' data";
+  EXPECT_EQ(m, want_m) << "members' metadata XORed in at 24, CRC-32C at 68";
+
+  // The take zeroed accumulator 3: a peek of it with host data programs that data.
+  const auto d5 = Pattern(2, 2, 1, db, 8);
+  nand::ProgramRequest peek{{2, 2, 1}, d5.data(), nullptr};
+  peek.acc = 3;
+  peek.acc_op = nand::AccOp::kPeek;
+  ASSERT_TRUE(program(peek).ok());
+  ASSERT_TRUE(read(2, 1, &d, &m).ok());
+  EXPECT_EQ(d, d5);
+  // Peeks keep the accumulator; ACC_CLEAR zeroes it.
+  const auto d6 = Pattern(3, 2, 1, db, 9);
+  nand::ProgramRequest add6{{3, 2, 1}, d6.data(), nullptr};
+  add6.acc = 5;
+  ASSERT_TRUE(program(add6).ok());
+  for (uint32_t die : {0u, 1u}) {
+    nand::ProgramRequest pk{{die, 2, 2}, nullptr, nullptr};
+    pk.acc = 5;
+    pk.acc_op = nand::AccOp::kPeek;
+    ASSERT_TRUE(program(pk).ok());
+    ASSERT_TRUE(read(die, 2, &d, &m).ok());
+    EXPECT_EQ(d, d6) << "peek " << die;
+  }
+  pipe.ClearAccumulator(5);
+  nand::ProgramRequest tk{{2, 2, 2}, nullptr, nullptr};
+  tk.acc = 5;
+  tk.acc_op = nand::AccOp::kTake;
+  ASSERT_TRUE(program(tk).ok());
+  ASSERT_TRUE(read(2, 2, &d, &m).ok());
+  EXPECT_EQ(d, std::vector<uint8_t>(db, 0)) << "cleared";
+
+  // A source that has decayed past the ECC: the destination is programmed with zeros and
+  // the failure metadata, no `accepted`, the read's status reported, zeros accumulated.
+  store.Decay(0, 2, 0, true);
+  const auto m7 = meta_of(10), f7 = meta_of(11), d8 = Pattern(3, 2, 2, db, 12);
+  nand::ProgramRequest add8{{3, 2, 2}, d8.data(), nullptr};
+  add8.acc = 6;
+  ASSERT_TRUE(program(add8).ok());
+  nand::CopyRequest bad;
+  bad.src = {0, 2, 0};
+  bad.dst = {3, 2, 3};
+  bad.meta = m7.data();
+  bad.fail_meta = f7.data();
+  bad.acc = 6;
+  auto r3 = copy(bad);
+  EXPECT_EQ(r3.c.status, nand::FlashStatus::kUncorrectable);
+  EXPECT_FALSE(r3.accepted);
+  ASSERT_TRUE(read(3, 3, &d, &m).ok());
+  EXPECT_EQ(d, std::vector<uint8_t>(db, 0));
+  EXPECT_EQ(m, f7);
+  nand::ProgramRequest tk6{{0, 2, 3}, nullptr, nullptr};
+  tk6.acc = 6;
+  tk6.acc_op = nand::AccOp::kTake;
+  ASSERT_TRUE(program(tk6).ok());
+  ASSERT_TRUE(read(0, 3, &d, &m).ok());
+  EXPECT_EQ(d, d8) << "the failed copy added zeros";
+
+  // Requests the controller cannot do are refused before they reach it.
+  nand::CopyRequest over = gather;
+  over.segments[1].cw_count = 7;  // 2 + 7 codewords: more than a page
+  EXPECT_EQ(copy(over).c.status, nand::FlashStatus::kInvalidAddress);
+  nand::ProgramRequest noacc{{1, 2, 3}, nullptr, nullptr};
+  noacc.acc = 16;
+  noacc.acc_op = nand::AccOp::kTake;
+  EXPECT_EQ(program(noacc).status, nand::FlashStatus::kInvalidAddress);
+  EXPECT_EQ(pipe.stats().copies, 3u);
+  EXPECT_EQ(pipe.stats().copy_fails, 1u);
+  ExpectCheckerSilent();
+}
+
 TEST_F(CosimTest, HostTakesOverAPipeFromACrashedOne) {
   Build();
   const uint32_t db = data_bytes();

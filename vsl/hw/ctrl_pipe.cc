@@ -16,6 +16,8 @@ namespace cr = regs::ctrl;
 
 constexpr uint32_t kCw = 512, kParity = 13, kEccT = 8;
 constexpr uint64_t kDieBufBytes = 20 << 10;  // a 16 KiB page and its spare, per LUN
+constexpr uint64_t kStageBytes = 16 << 10;   // a copy's staging page (data area)
+constexpr uint32_t kMaxStaging = 32;
 
 // Row-address bits that number `n` things (the ONFI row layout; 0 for n <= 1).
 uint32_t BitsFor(uint32_t n) { return n <= 1 ? 0 : static_cast<uint32_t>(std::bit_width(n - 1)); }
@@ -34,6 +36,20 @@ nand::FlashStatus Map(uint8_t st) {
 }
 
 }  // namespace
+
+// A copy on its way: its segment reads into its staging page, then its program.
+struct ControllerPipe::CopyState {
+  nand::CopyRequest req;
+  std::vector<uint8_t> meta, fail_meta;
+  nand::FlashCallback accepted, done;
+  int64_t stage = -1;        // staging page, once handed out
+  uint32_t reads_left = 0;   // segment reads not yet completed
+  uint32_t bytes = 0;        // data bytes the segments fill
+  nand::FlashStatus read_status = nand::FlashStatus::kOk;  // the first failed read's
+  uint32_t corrected = 0;
+  bool prog_done = false, ended = false;
+  nand::Completion prog;
+};
 
 Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port, Clock& clock, uint32_t pipe,
                                                                uint64_t region, uint64_t region_bytes,
@@ -55,6 +71,7 @@ Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port,
   }
   const uint32_t luns = cr::kCapsLunsPerChannel.get(caps) * cr::kCapsChannelsPerPipe.get(caps);
   const uint64_t need = 4096 + uint64_t{o.ring_entries} * 80 + luns * kDieBufBytes;
+  const uint32_t accs = cr::kCapsAccumulators.get(caps);
   if (region % 64 != 0 || region_bytes < need) {
     return Status::InvalidArgument(fmt::format("pipe region must be 64-byte aligned and at least {} bytes", need));
   }
@@ -72,6 +89,11 @@ Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port,
   p->queued_.resize(dies);
   p->inflight_.resize(dies);
   p->gen_.assign(dies, 0);
+  // Accumulators (1.2) and the copies' staging pages after the LUNs' buffers.
+  p->accs_ = accs;
+  p->acc_ops_.resize(accs);
+  p->staging_slots_ = accs == 0 ? 0 : static_cast<uint32_t>(std::min<uint64_t>(kMaxStaging, (region_bytes - need) / kStageBytes));
+  for (uint32_t i = p->staging_slots_; i > 0; --i) p->free_stage_.push_back(i - 1);
   // Rings: the submission ring at the region's start, the completion ring after it. The
   // controller keeps its ring indices across hosts (a host that crashed leaves them where
   // they were), so this host takes them over: the next completion lands at CQ_TAIL with
@@ -133,6 +155,9 @@ uint64_t ControllerPipe::data_buf(uint32_t die) const {
   return region_ + 4096 + uint64_t{o_.ring_entries} * 80 + die * kDieBufBytes;
 }
 uint64_t ControllerPipe::meta_buf(uint32_t die) const { return data_buf(die) + 16384; }
+uint64_t ControllerPipe::stage_buf(uint32_t slot) const {
+  return data_buf(topology_.dies()) + uint64_t{slot} * kStageBytes;
+}
 
 uint32_t ControllerPipe::Row(uint32_t die, uint32_t block, uint32_t page) const {
   const uint32_t lun = die % topology_.luns_per_channel;
@@ -241,14 +266,39 @@ void ControllerPipe::Read(const nand::ReadRequest& req, nand::FlashCallback done
 
 void ControllerPipe::Program(const nand::ProgramRequest& req, nand::FlashCallback accepted,
                              nand::FlashCallback done) {
-  if (!ValidPpa(req.ppa) || req.data == nullptr) {
+  const bool with_acc = req.acc != nand::kNoAccumulator;
+  const bool taker = with_acc && req.acc_op != nand::AccOp::kAdd;
+  if (!ValidPpa(req.ppa) || (req.data == nullptr && !taker) || (with_acc && req.acc >= accs_)) {
     Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
     return;
   }
   Cmd c;
   c.opc = opc::kProgram;
   c.row = Row(req.ppa.die, req.ppa.block, req.ppa.page);
-  c.page.assign(req.data, req.data + pp_.data_bytes_per_page);
+  c.page.reserve(pp_.data_bytes_per_page + meta_bytes_);
+  if (with_acc) {
+    c.acc = req.acc;
+    c.acc_op = req.acc_op == nand::AccOp::kAdd ? acc_code::kAdd
+               : req.acc_op == nand::AccOp::kTake ? acc_code::kTake
+                                                  : acc_code::kPeek;
+    // The parity page's record of its members' metadata, as the contract has it (the
+    // controller takes offsets it can handle in words: the FTL's are).
+    if (taker && req.acc_meta_len != 0 && req.acc_meta_at + req.acc_meta_len <= meta_bytes_ &&
+        req.acc_crc_at + 4u <= meta_bytes_) {
+      if (req.acc_meta_at % 8 != 0 || req.acc_crc_at % 4 != 0) {
+        Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
+        return;
+      }
+      c.acc_meta_at = req.acc_meta_at;
+      c.acc_meta_len = req.acc_meta_len;
+      c.acc_crc_at = req.acc_crc_at;
+    }
+  }
+  if (req.data == nullptr) {
+    c.zero_data = true;
+  } else {
+    c.page.assign(req.data, req.data + pp_.data_bytes_per_page);
+  }
   if (req.meta) {
     c.page.insert(c.page.end(), req.meta, req.meta + meta_bytes_);
   } else {
@@ -286,6 +336,7 @@ void ControllerPipe::Reset(uint32_t die, nand::FlashCallback done) {
   // Queued commands never reach the die; the one in the controller is stopped by
   // LUN_RESET (it completes ABORTED); then RESET LUN runs in order behind it.
   while (!queued_[die].empty()) {
+    AccDone(queued_[die].front());
     Fail(std::move(queued_[die].front().done), nand::FlashStatus::kAborted);
     queued_[die].pop_front();
   }
@@ -345,16 +396,182 @@ void ControllerPipe::ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len,
   Enqueue(die, std::move(c));
 }
 
+void ControllerPipe::ClearAccumulator(uint32_t acc) {
+  if (acc >= accs_ || topology_.dies() == 0) return;
+  Cmd c;
+  c.opc = opc::kAccClear;
+  c.acc = acc;
+  c.row = ready_ ? Row(acc % topology_.dies(), 0, 0) : 0;
+  c.done = [this, acc](const nand::Completion& cc) {
+    if (!cc.ok()) {
+      Logger("hw")->error("pipe {}: ACC_CLEAR of accumulator {}: {}", pipe_, acc, nand::FlashStatusName(cc.status));
+    }
+  };
+  Enqueue(acc % topology_.dies(), std::move(c));
+}
+
+void ControllerPipe::Copy(const nand::CopyRequest& req, nand::FlashCallback accepted, nand::FlashCallback done) {
+  const uint32_t cws = ready_ ? pp_.data_bytes_per_page / kCw : 0;
+  bool ok = copy_accumulators() > 0 && ValidPpa(req.dst) && req.segment_count <= nand::kMaxCopySegments &&
+            (req.acc == nand::kNoAccumulator || req.acc < accs_);
+  uint32_t total = 0;
+  if (ok && req.segment_count == 0) ok = ValidPpa(req.src);
+  for (uint32_t i = 0; ok && i < req.segment_count; ++i) {
+    const nand::CopySegment& g = req.segments[i];
+    ok = ValidPpa(g.src) && g.cw_count > 0 && g.first_cw + g.cw_count <= cws;
+    total += g.cw_count;
+  }
+  if (!ok || total > cws) {
+    Fail(std::move(done), nand::FlashStatus::kInvalidAddress);
+    return;
+  }
+  auto cs = std::make_shared<CopyState>();
+  cs->req = req;
+  cs->meta.assign(meta_bytes_, 0xFF);
+  cs->fail_meta.assign(meta_bytes_, 0xFF);
+  if (req.meta) std::memcpy(cs->meta.data(), req.meta, meta_bytes_);
+  if (req.fail_meta) std::memcpy(cs->fail_meta.data(), req.fail_meta, meta_bytes_);
+  cs->accepted = std::move(accepted);
+  cs->done = std::move(done);
+  Cmd p;
+  p.opc = opc::kProgram;
+  p.row = Row(req.dst.die, req.dst.block, req.dst.page);
+  p.copy = cs;
+  if (req.acc != nand::kNoAccumulator) {
+    p.acc = req.acc;
+    p.acc_op = acc_code::kAdd;
+  }
+  p.done = [this, cs](const nand::Completion& c) {
+    cs->prog_done = true;
+    cs->prog = c;
+    CopyEnded(cs);
+  };
+  // Its place among the destination die's commands is taken now; it issues once its
+  // segments are in its staging page.
+  Enqueue(req.dst.die, std::move(p));
+  if (stage_wait_.empty() && !free_stage_.empty()) {
+    StartCopy(cs);
+  } else {
+    stage_wait_.push_back(cs);
+  }
+}
+
+// The copy's segment reads, each ahead of its die's queued programs and erases.
+void ControllerPipe::StartCopy(const std::shared_ptr<CopyState>& cs) {
+  cs->stage = free_stage_.back();
+  free_stage_.pop_back();
+  const nand::CopyRequest& r = cs->req;
+  nand::CopySegment whole{r.src, 0, pp_.data_bytes_per_page / kCw};
+  const uint32_t n = r.segment_count == 0 ? 1 : r.segment_count;
+  cs->reads_left = n;
+  uint32_t off = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const nand::CopySegment& g = r.segment_count == 0 ? whole : r.segments[i];
+    Cmd c;
+    c.opc = opc::kRead;
+    c.row = Row(g.src.die, g.src.block, g.src.page);
+    c.read.ppa = g.src;
+    c.copy = cs;
+    c.stage_addr = stage_buf(static_cast<uint32_t>(cs->stage)) + off;
+    c.win_off = static_cast<uint16_t>(g.first_cw * kCw);
+    c.win_bytes = static_cast<uint16_t>(g.cw_count * kCw);
+    off += g.cw_count * kCw;
+    c.done = [this, cs](const nand::Completion& rc) { CopyReadDone(cs, rc); };
+    c.submit_ns = clock_.Now();
+    ++stats_.commands;
+    auto& q = queued_[g.src.die];
+    auto at = std::find_if(q.begin(), q.end(), [](const Cmd& x) { return x.opc != opc::kRead; });
+    q.insert(at, std::move(c));
+    Issue(g.src.die);
+  }
+  cs->bytes = off;
+}
+
+void ControllerPipe::CopyReadDone(const std::shared_ptr<CopyState>& cs, const nand::Completion& c) {
+  if (!c.ok() && cs->read_status == nand::FlashStatus::kOk) cs->read_status = c.status;
+  cs->corrected += c.corrected_bits;
+  if (--cs->reads_left > 0) return;
+  if (!cs->prog_done) {
+    if (cs->read_status == nand::FlashStatus::kOk && cs->accepted) {
+      // Read and corrected, its program next in its die's order: what a program's
+      // `accepted` means on this controller (no protected buffer).
+      clock_.Post([accepted = std::move(cs->accepted), now = clock_.Now()]() mutable {
+        nand::Completion a;
+        a.submit_ns = now;
+        a.complete_ns = now;
+        accepted(a);
+      });
+    }
+    Issue(cs->req.dst.die);
+  }
+  CopyEnded(cs);
+}
+
+// Once the program has completed and no read still writes the staging page: the page
+// goes back to the pool (to the oldest waiting copy) and the host hears the outcome.
+void ControllerPipe::CopyEnded(const std::shared_ptr<CopyState>& cs) {
+  if (!cs->prog_done || cs->reads_left > 0 || cs->ended) return;
+  cs->ended = true;
+  if (cs->stage >= 0) {
+    free_stage_.push_back(static_cast<uint32_t>(cs->stage));
+  } else {
+    stage_wait_.erase(std::remove(stage_wait_.begin(), stage_wait_.end(), cs), stage_wait_.end());
+  }
+  while (!stage_wait_.empty() && !free_stage_.empty()) {
+    auto next = stage_wait_.front();
+    stage_wait_.pop_front();
+    StartCopy(next);
+  }
+  nand::Completion out = cs->prog;
+  if (out.ok() && cs->read_status != nand::FlashStatus::kOk) out.status = cs->read_status;
+  out.corrected_bits = cs->corrected;
+  ++stats_.copies;
+  if (!out.ok()) ++stats_.copy_fails;
+  cs->done(out);
+}
+
 void ControllerPipe::Enqueue(uint32_t die, Cmd c) {
   c.submit_ns = clock_.Now();
   ++stats_.commands;
+  if (c.acc != nand::kNoAccumulator) {
+    c.order = next_order_++;
+    acc_ops_[c.acc].push_back({c.order, c.opc == opc::kAccClear || c.acc_op != acc_code::kAdd});
+  }
   queued_[die].push_back(std::move(c));
   if (!inflight_[die]) Issue(die);
 }
 
+// Whether a command may go into the ring now: a copy's program once its segments are
+// read, an accumulator operation once the earlier ones it must follow have completed.
+bool ControllerPipe::CanIssue(const Cmd& c) const {
+  if (c.copy && c.opc == opc::kProgram && (c.copy->stage < 0 || c.copy->reads_left > 0)) return false;
+  if (c.acc == nand::kNoAccumulator) return true;
+  const bool taker = c.opc == opc::kAccClear || c.acc_op != acc_code::kAdd;
+  for (const AccOpRef& r : acc_ops_[c.acc]) {
+    if (r.order >= c.order) break;
+    if (taker || r.taker) return false;
+  }
+  return true;
+}
+
+void ControllerPipe::AccDone(const Cmd& c) {
+  if (c.acc == nand::kNoAccumulator) return;
+  auto& v = acc_ops_[c.acc];
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it->order == c.order) {
+      v.erase(it);
+      return;
+    }
+  }
+}
+
+void ControllerPipe::IssueAll() {
+  for (uint32_t d = 0; d < queued_.size(); ++d) Issue(d);
+}
+
 // Puts the die's next command into the submission ring.
 void ControllerPipe::Issue(uint32_t die) {
-  if (queued_[die].empty() || inflight_[die]) return;
+  if (queued_[die].empty() || inflight_[die] || !CanIssue(queued_[die].front())) return;
   inflight_[die] = std::move(queued_[die].front());
   queued_[die].pop_front();
   Cmd& c = *inflight_[die];
@@ -367,10 +584,27 @@ void ControllerPipe::Issue(uint32_t die) {
     d.Page(static_cast<uint16_t>(pp_.data_bytes_per_page), static_cast<uint16_t>(meta_bytes_),
            static_cast<uint16_t>(spare_bytes_));
   }
-  if (c.opc == opc::kProgram) {
-    port_.WriteMem(data_buf(die), c.page.data(), pp_.data_bytes_per_page);
-    if (meta_bytes_ > 0) port_.WriteMem(meta_buf(die), c.page.data() + pp_.data_bytes_per_page, meta_bytes_);
+  if (c.acc != nand::kNoAccumulator) d.Acc(static_cast<uint8_t>(c.acc), c.acc_op, c.acc_meta_at, c.acc_meta_len, c.acc_crc_at);
+  if (c.opc == opc::kProgram && c.copy) {
+    // From the staging page; a copy whose source failed programs zeros and fail_meta.
+    const CopyState& cs = *c.copy;
+    const bool ok = cs.read_status == nand::FlashStatus::kOk;
+    d.Buffers(stage_buf(static_cast<uint32_t>(cs.stage)), meta_buf(die)).Window(0, static_cast<uint16_t>(ok ? cs.bytes : 0));
+    if (meta_bytes_ > 0) port_.WriteMem(meta_buf(die), ok ? cs.meta.data() : cs.fail_meta.data(), meta_bytes_);
+  } else if (c.opc == opc::kProgram) {
+    if (c.zero_data) {
+      d.Window(0, 0);
+      if (meta_bytes_ > 0) port_.WriteMem(meta_buf(die), c.page.data(), meta_bytes_);
+    } else {
+      port_.WriteMem(data_buf(die), c.page.data(), pp_.data_bytes_per_page);
+      stats_.link_data_bytes += pp_.data_bytes_per_page;
+      if (meta_bytes_ > 0) port_.WriteMem(meta_buf(die), c.page.data() + pp_.data_bytes_per_page, meta_bytes_);
+    }
     std::vector<uint8_t>().swap(c.page);
+  } else if (c.opc == opc::kRead && c.copy) {
+    d.Buffers(c.stage_addr, meta_buf(die)).Window(c.win_off, c.win_bytes).NoMetaOut();
+  } else if (c.opc == opc::kRead && c.read.data == nullptr && accs_ > 0) {
+    d.Window(0, 0);  // metadata only: no data goes out of the controller
   }
   port_.WriteMem(region_ + uint64_t{sq_tail_} * 64, &d, sizeof(d));
   sq_tail_ = (sq_tail_ + 1) & (o_.ring_entries - 1);
@@ -443,6 +677,8 @@ void ControllerPipe::Finish(uint32_t die, const CompletionEntry& e) {
     ++stats_.erases;
     if (!out.ok()) ++stats_.erase_fails;
   }
+  if (c.opc == opc::kProgram && c.acc_op == acc_code::kTake && out.ok()) ++stats_.acc_takes;
+  AccDone(c);
   if (c.opc == opc::kRead) {
     out.corrected_bits = e.corrected();
     stats_.corrected_bits += e.corrected();
@@ -451,13 +687,14 @@ void ControllerPipe::Finish(uint32_t die, const CompletionEntry& e) {
       if (c.read.data && c.read.sector_count > 0) {
         port_.ReadMem(data_buf(die) + uint64_t{c.read.first_sector} * kCw, c.read.data,
                       uint64_t{c.read.sector_count} * kCw);
+        stats_.link_data_bytes += uint64_t{c.read.sector_count} * kCw;
       }
       if (c.read.meta && meta_bytes_ > 0) port_.ReadMem(meta_buf(die), c.read.meta, meta_bytes_);
     }
   } else if ((c.opc == opc::kReadId || c.opc == opc::kReadParam) && out.ok()) {
     port_.ReadMem(data_buf(die), c.out, c.len);
   }
-  Issue(die);
+  IssueAll();  // this die's next, and whatever waited on this command's accumulator
   c.done(out);
 }
 

@@ -15,6 +15,19 @@
 // the pipe finish and their completions are discarded by Init before anything new is
 // issued.
 //
+// Accumulators and copies (register map 1.2, CAPS.ACCUMULATORS > 0): copy_accumulators()
+// is the controller's count. A Copy is done inside the card: each segment is a windowed
+// READ on its source die whose corrected codewords the controller writes into a staging
+// page in card memory (never to the host), then a windowed PROGRAM on the destination
+// die takes the page from there (the rest of the data area zeroed) with the host's
+// metadata and, with `acc`, adds it to its accumulator; only descriptors, completions and
+// metadata cross the host link. Staging pages are handed out in submission order (so a
+// copy waiting for one never blocks one holding one). The controller applies
+// accumulator operations when it starts a command, and a LUN's slot at a time, so the
+// host orders them: a take or peek (or ACC_CLEAR) is issued only once every earlier
+// operation on its accumulator has completed, an add only once every earlier take or
+// peek has.
+//
 // Contract notes: the controller has no power-loss protection and no stage slots, so
 // plp_state() is kAbsent and `accepted` means "copied into the host's queue" (posted
 // right after the call); a program breaking a NAND rule completes kProgramFail (the die
@@ -69,26 +82,49 @@ class ControllerPipe final : public nand::FlashPipe {
   void Reset(uint32_t die, nand::FlashCallback done) override;
   void ReadId(uint32_t die, uint8_t address, uint8_t* out, uint32_t len, nand::FlashCallback done) override;
   void ReadParameterPage(uint32_t die, uint8_t* out, uint32_t len, nand::FlashCallback done) override;
+  uint32_t copy_accumulators() const override { return staging_slots_ >= 2 ? accs_ : 0; }
+  void ClearAccumulator(uint32_t acc) override;
+  void Copy(const nand::CopyRequest& req, nand::FlashCallback accepted, nand::FlashCallback done) override;
 
   struct Stats {
     uint64_t commands = 0, completions = 0, ticks = 0, corrected_bits = 0, uncorrectable = 0, timeouts = 0,
              aborted = 0, lun_resets = 0, stale_completions = 0;
     uint64_t reads = 0, programs = 0, erases = 0, program_fails = 0, erase_fails = 0;  // completed
+    uint64_t copies = 0, copy_fails = 0, acc_takes = 0;                               // completed
+    // Page data moved between host memory and card memory (the host link): a copy moves
+    // none, a program its page, a read the sectors asked for.
+    uint64_t link_data_bytes = 0;
   };
   const Stats& stats() const { return stats_; }
   // The pipe's ONFI row of a page (LUN bits above block bits above page bits).
   uint32_t Row(uint32_t die, uint32_t block, uint32_t page) const;
 
  private:
+  struct CopyState;
   struct Cmd {
     uint8_t opc = 0;
     uint32_t row = 0;
     uint16_t col = 0, len = 0;
     nand::ReadRequest read;
     uint8_t* out = nullptr;             // ID / parameter bytes
-    std::vector<uint8_t> page;          // program: data then metadata
+    std::vector<uint8_t> page;          // program: data then metadata (a copy: metadata)
+    bool zero_data = false;             // program: no data (zeros), only metadata
     nand::FlashCallback done;
     TimeNs submit_ns = 0;
+    // Accumulator operation (acc_code) and its place among the accumulator's operations.
+    uint32_t acc = nand::kNoAccumulator;
+    uint8_t acc_op = 0;
+    uint16_t acc_meta_at = 0, acc_meta_len = 0, acc_crc_at = 0;
+    uint64_t order = 0;
+    // A copy's segment read (into card memory at `stage_addr`, window `win_off`,
+    // `win_bytes`) or its program (from its staging page once `copy->reads_left` is 0).
+    std::shared_ptr<CopyState> copy;
+    uint64_t stage_addr = 0;
+    uint16_t win_off = 0, win_bytes = 0;
+  };
+  struct AccOpRef {
+    uint64_t order;
+    bool taker;  // take, peek or clear
   };
   ControllerPipe(RegMemPort& port, Clock& clock, uint32_t pipe, uint64_t region, uint64_t region_bytes,
                  CtrlPipeOptions o);
@@ -96,6 +132,13 @@ class ControllerPipe final : public nand::FlashPipe {
   void ReadGeometry(uint32_t die, Function<void(Status)> done);
   void Enqueue(uint32_t die, Cmd c);
   void Issue(uint32_t die);
+  void IssueAll();
+  bool CanIssue(const Cmd& c) const;
+  void AccDone(const Cmd& c);
+  void StartCopy(const std::shared_ptr<CopyState>& cs);
+  void CopyReadDone(const std::shared_ptr<CopyState>& cs, const nand::Completion& c);
+  void CopyEnded(const std::shared_ptr<CopyState>& cs);
+  uint64_t stage_buf(uint32_t slot) const;
   void Tick();
   bool NextCompletion(CompletionEntry* e);
   void Finish(uint32_t die, const CompletionEntry& e);
@@ -114,6 +157,11 @@ class ControllerPipe final : public nand::FlashPipe {
   nand::onfi::ParameterPage pp_;
   bool ready_ = false;  // Init done
   uint32_t page_bits_ = 0, block_bits_ = 0, meta_bytes_ = 0, spare_bytes_ = 0;
+  uint32_t accs_ = 0, staging_slots_ = 0;
+  uint64_t next_order_ = 0;
+  std::vector<std::deque<AccOpRef>> acc_ops_;        // per accumulator, in submission order
+  std::vector<uint32_t> free_stage_;
+  std::deque<std::shared_ptr<CopyState>> stage_wait_;  // copies waiting for a staging page
   std::vector<std::deque<Cmd>> queued_;
   std::vector<std::optional<Cmd>> inflight_;
   std::vector<uint16_t> gen_;

@@ -16,7 +16,10 @@ struct Descriptor {
   //     FEATURES: the address byte), [63:48] length of ID / parameter / feature data.
   // w2: data buffer address; w3: metadata buffer address (8-byte aligned).
   // w4: [15:0] page data bytes, [31:16] metadata bytes, [47:32] spare bytes (multiples
-  //     of 8; data + spare within the controller's page buffer).
+  //     of 8; data + spare within the controller's page buffer), [63:48] window bytes.
+  // w5: [15:0] window offset, [23:16] accumulator, [25:24] its operation (AccCode),
+  //     [26] window on, [27] no metadata out (READ), [63:48] CRC offset (take / peek).
+  // Register map 1.2 (CAPS.ACCUMULATORS > 0) has w4[63:48] and w5; 1.1 ignores them.
   static Descriptor Make(uint8_t opcode, uint16_t tag, uint8_t lun) {
     Descriptor d;
     d.w[0] = uint64_t{opcode} | (uint64_t{tag} << 16) | (uint64_t{lun} << 32);
@@ -32,7 +35,31 @@ struct Descriptor {
     return *this;
   }
   Descriptor& Page(uint16_t data_bytes, uint16_t meta_bytes, uint16_t spare_bytes) {
-    w[4] = uint64_t{data_bytes} | (uint64_t{meta_bytes} << 16) | (uint64_t{spare_bytes} << 32);
+    w[4] = (w[4] & (uint64_t{0xFFFF} << 48)) | uint64_t{data_bytes} | (uint64_t{meta_bytes} << 16) |
+           (uint64_t{spare_bytes} << 32);
+    return *this;
+  }
+  // READ: only `bytes` of the corrected data area from `offset` go to the data address.
+  // PROGRAM (offset 0): only the first `bytes` are fetched, the rest of the data area is
+  // zeroed (0: all zeros).
+  Descriptor& Window(uint16_t offset, uint16_t bytes) {
+    w[4] = (w[4] & 0xFFFFFFFFFFFFull) | (uint64_t{bytes} << 48);
+    w[5] = (w[5] & ~uint64_t{0xFFFF}) | offset | (uint64_t{1} << 26);
+    return *this;
+  }
+  Descriptor& NoMetaOut() {
+    w[5] |= uint64_t{1} << 27;
+    return *this;
+  }
+  // PROGRAM: accumulator `acc` with `op` (see vsl_pipe.sv). A take or peek with
+  // meta_len > 0 XORs the accumulator's first meta_len metadata bytes into the page's at
+  // meta_at (a multiple of 8) and writes the CRC-32C of the metadata's first crc_at bytes
+  // (a multiple of 4) at crc_at; those go in w1's column and length.
+  Descriptor& Acc(uint8_t acc, uint8_t op, uint16_t meta_at = 0, uint16_t meta_len = 0, uint16_t crc_at = 0) {
+    w[1] = (w[1] & 0xFFFFFFFFull) | (uint64_t{meta_at} << 32) | (uint64_t{meta_len} << 48);
+    const uint64_t keep = ~((uint64_t{0xFF} << 16) | (uint64_t{3} << 24) | (uint64_t{0xFFFF} << 48));
+    w[5] = (w[5] & keep) | (uint64_t{acc} << 16) |
+           (uint64_t{op & 3u} << 24) | (uint64_t{crc_at} << 48);
     return *this;
   }
 };
@@ -49,7 +76,13 @@ constexpr uint8_t kReadParam = 7;
 constexpr uint8_t kGetFeatures = 8; // column = feature address, length 4
 constexpr uint8_t kSetFeatures = 9; // column = feature address, 4 bytes from the data buffer
 constexpr uint8_t kStatus = 10;     // READ STATUS ENHANCED until ready
+constexpr uint8_t kAccClear = 11;   // zero accumulator w5[23:16] (1.2)
 }  // namespace opc
+
+// Accumulator operations of a PROGRAM (w5[25:24]).
+namespace acc_code {
+constexpr uint8_t kNone = 0, kAdd = 1, kTake = 2, kPeek = 3;
+}  // namespace acc_code
 
 // A 16-byte completion ring entry.
 struct CompletionEntry {

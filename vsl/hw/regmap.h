@@ -8,7 +8,7 @@
 namespace vsl::hw::regs {
 
 inline constexpr uint32_t kRegmapMajor = 1;
-inline constexpr uint32_t kRegmapMinor = 1;
+inline constexpr uint32_t kRegmapMinor = 2;
 
 // A field of a register: bits [lsb, lsb + width).
 struct Field {
@@ -42,7 +42,7 @@ inline constexpr Field kIsrError{2, 1};
 inline constexpr uint32_t kId = 0x10;  // ro
 inline constexpr uint32_t kIdReset = 0x4F56534C;
 inline constexpr uint32_t kVersion = 0x14;  // ro
-inline constexpr uint32_t kVersionReset = 0x00010001;
+inline constexpr uint32_t kVersionReset = 0x00010002;
 inline constexpr Field kVersionMinor{0, 16};
 inline constexpr Field kVersionMajor{16, 16};
 inline constexpr uint32_t kCaps = 0x18;  // ro
@@ -50,6 +50,7 @@ inline constexpr Field kCapsPipes{0, 4};
 inline constexpr Field kCapsChannelsPerPipe{4, 4};
 inline constexpr Field kCapsLunsPerChannel{8, 4};
 inline constexpr Field kCapsEccT{16, 5};
+inline constexpr Field kCapsAccumulators{24, 8};
 inline constexpr uint32_t kScratch = 0x1C;  // rw
 inline constexpr uint32_t kSoftReset = 0x20;  // wo
 inline constexpr Field kSoftResetReset{0, 1};
