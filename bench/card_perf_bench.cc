@@ -101,6 +101,9 @@ struct Window {
   std::vector<DurNs> lat, read_lat, write_lat;
   double waf = 0;  // flash data sectors written / host sectors, over the window
   double copy_share = 0;  // of the sectors the groomer relocated in the window: by controller copy
+  // How busy the simulated card's channels and dies were over the window (0..1; see
+  // PipeStats::bus_busy_ns); negative when the card is not the simulated one.
+  double bus_util = -1, die_util = -1;
 
   static json Stats(std::vector<DurNs>& v) {
     if (v.empty()) return json::object();
@@ -117,6 +120,10 @@ struct Window {
               {"lat", Stats(lat)}, {"read_lat", Stats(read_lat)}, {"write_lat", Stats(write_lat)}};
     if (writes) j["waf"] = waf;
     if (writes) j["copy_share"] = copy_share;
+    if (bus_util >= 0) {
+      j["bus_util"] = bus_util;
+      j["die_util"] = die_util;
+    }
     return j;
   }
 };
@@ -148,6 +155,17 @@ class Bench {
     const ftl::FtlStats t = Totals();
     return {t.host_write_sectors + t.gc_write_sectors + t.pad_sectors, t.host_write_sectors};
   }
+  // Bus and die busy time summed over the simulated card's pipes (0, 0 off it).
+  std::pair<uint64_t, uint64_t> BusyCounters() {
+    simcard::SimCard* sc = card::SimCardOf(card_.backend());
+    if (sc == nullptr) return {0, 0};
+    uint64_t bus = 0, die = 0;
+    for (uint32_t p = 0; p < sc->pipe_count(); ++p) {
+      bus += sc->stats(p).bus_busy_ns;
+      die += sc->stats(p).die_busy_ns;
+    }
+    return {bus, die};
+  }
   // Sectors the groomer relocated, and of those by controller copy.
   std::pair<uint64_t, uint64_t> CopyCounters() {
     const ftl::FtlStats t = Totals();
@@ -174,10 +192,12 @@ class Bench {
     const TimeNs t0 = clock_.Now() + ramp;
     auto [flash0, host0] = WafCounters();
     auto [gc0, copied0] = CopyCounters();
+    auto [bus0, die0] = BusyCounters();
     if (ramp > 0) {
       clock_.At(t0, [&] {
         std::tie(flash0, host0) = WafCounters();
         std::tie(gc0, copied0) = CopyCounters();
+        std::tie(bus0, die0) = BusyCounters();
       });
     }
     std::function<void(uint32_t)> issue = [&](uint32_t slot) {
@@ -232,12 +252,20 @@ class Bench {
     for (uint32_t s = 0; s < slots; ++s) issue(s);
     clock_.RunUntilTrue([&] { return clock_.Now() >= t0 + window || (issued >= max_ops && inflight == 0); });
     w.span = clock_.Now() - t0;
+    const auto [bus1, die1] = BusyCounters();
     stop = true;
     clock_.RunUntilTrue([&] { return inflight == 0; });
     const auto [flash1, host1] = WafCounters();
     if (host1 > host0) w.waf = static_cast<double>(flash1 - flash0) / static_cast<double>(host1 - host0);
     const auto [gc1, copied1] = CopyCounters();
     if (gc1 > gc0) w.copy_share = static_cast<double>(copied1 - copied0) / static_cast<double>(gc1 - gc0);
+    if (simcard::SimCard* sc = card::SimCardOf(card_.backend()); sc != nullptr && w.span > 0) {
+      // Busy time of the operations started in the window (charged when they start).
+      const nand::Geometry& g = sc->geometry();
+      const double secs_ns = static_cast<double>(w.span);
+      w.bus_util = static_cast<double>(bus1 - bus0) / (secs_ns * sc->pipe_count() * g.channels_per_pipe);
+      w.die_util = static_cast<double>(die1 - die0) / (secs_ns * sc->pipe_count() * g.dies_per_pipe());
+    }
     errors_ += w.errors;
     return w;
   }
@@ -491,8 +519,8 @@ int main(int argc, char** argv) {
       j["round"] = r;
       iops.push_back(j["iops"]);
       rounds.push_back(j);
-      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us\n", r, iops.back(), w.waf,
-                   j["lat"]["max_us"].get<double>());
+      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%%\n", r,
+                   iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util);
       if (SteadyState(iops)["reached"]) break;
     }
     ph["rounds"] = rounds;

@@ -61,6 +61,10 @@ struct PipeStats {
   uint64_t copy_bytes = 0;       // data they moved inside the controller
   uint64_t acc_pages = 0;        // pages and images that took an accumulator (parity formed here)
   uint64_t link_bytes = 0;       // bytes this pipe moved over the controller's host link
+  // Time the channels' buses carried commands and data, and the dies spent from an
+  // operation's start (which may wait for the bus) to its end, summed over channels and
+  // dies: divided by the elapsed time and their count, how busy each resource was.
+  uint64_t bus_busy_ns = 0, die_busy_ns = 0;
   // Bit-exact ECC only: codewords decoded, and reads the decoder passed with wrong data (a
   // miscorrection: more than t raw errors landing within t of another codeword). Ground
   // truth the card knows and a real controller does not; the host's CRCs must catch them.

@@ -795,8 +795,10 @@ void SimPipe::StartRead(Op* op) {
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + t_.cmd_overhead_ns;
+  stats_.bus_busy_ns += t_.cmd_overhead_ns;
   op->started = true;
   op->array_end_ns = ch.bus_free + t_.t_read_ns;
+  stats_.die_busy_ns += op->array_end_ns - Now();
   dies_[op->ppa.die].busy_until = op->array_end_ns;
   const uint64_t serial = op->serial;
   clock_->At(op->array_end_ns, [this, op, serial] { ReadDataOut(op, serial); });
@@ -809,6 +811,8 @@ void SimPipe::ReadDataOut(Op* op, uint64_t serial) {
   if (op->meta != nullptr) bytes += g_.meta_bytes_per_page();
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + TransferNs(bytes, t_.bus_bytes_per_sec);
+  stats_.bus_busy_ns += ch.bus_free - start;
+  stats_.die_busy_ns += ch.bus_free - Now();
   dies_[op->ppa.die].busy_until = ch.bus_free;
   clock_->At(ch.bus_free, [this, op, serial] { ReadFinish(op, serial); });
 }
@@ -854,9 +858,11 @@ void SimPipe::StartProgram(Op* op) {
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + t_.cmd_overhead_ns + op->flush_xfer_ns;
+  stats_.bus_busy_ns += ch.bus_free - start;
   op->started = true;
   op->bus_start_ns = start;
   op->array_end_ns = ch.bus_free + t_.t_prog_ns;
+  stats_.die_busy_ns += op->array_end_ns - Now();
   d.busy_until = op->array_end_ns;
   ch.flush_xfer_ns -= op->flush_xfer_ns;
   const uint64_t serial = op->serial;
@@ -890,9 +896,11 @@ void SimPipe::StartErase(Op* op) {
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + t_.cmd_overhead_ns;
+  stats_.bus_busy_ns += t_.cmd_overhead_ns;
   op->started = true;
   op->bus_start_ns = start;
   op->array_end_ns = ch.bus_free + t_.t_erase_ns;
+  stats_.die_busy_ns += op->array_end_ns - Now();
   d.busy_until = op->array_end_ns;
   const uint64_t serial = op->serial;
   clock_->At(op->array_end_ns, [this, op, serial] { EraseFinish(op, serial); });
