@@ -103,7 +103,7 @@ struct Window {
   double copy_share = 0;  // of the sectors the groomer relocated in the window: by controller copy
   // How busy the simulated card's channels and dies were over the window (0..1; see
   // PipeStats::bus_busy_ns); negative when the card is not the simulated one.
-  double bus_util = -1, die_util = -1;
+  double bus_util = -1, die_util = -1, die_wait = -1;  // die_wait: of the dies' time, waiting for the bus
 
   static json Stats(std::vector<DurNs>& v) {
     if (v.empty()) return json::object();
@@ -123,6 +123,7 @@ struct Window {
     if (bus_util >= 0) {
       j["bus_util"] = bus_util;
       j["die_util"] = die_util;
+      j["die_bus_wait"] = die_wait;
     }
     return j;
   }
@@ -156,15 +157,19 @@ class Bench {
     return {t.host_write_sectors + t.gc_write_sectors + t.pad_sectors, t.host_write_sectors};
   }
   // Bus and die busy time summed over the simulated card's pipes (0, 0 off it).
-  std::pair<uint64_t, uint64_t> BusyCounters() {
+  struct Busy {
+    uint64_t bus = 0, die = 0, wait = 0;
+  };
+  Busy BusyCounters() {
+    Busy b;
     simcard::SimCard* sc = card::SimCardOf(card_.backend());
-    if (sc == nullptr) return {0, 0};
-    uint64_t bus = 0, die = 0;
+    if (sc == nullptr) return b;
     for (uint32_t p = 0; p < sc->pipe_count(); ++p) {
-      bus += sc->stats(p).bus_busy_ns;
-      die += sc->stats(p).die_busy_ns;
+      b.bus += sc->stats(p).bus_busy_ns;
+      b.die += sc->stats(p).die_busy_ns;
+      b.wait += sc->stats(p).die_bus_wait_ns;
     }
-    return {bus, die};
+    return b;
   }
   // Sectors the groomer relocated, and of those by controller copy.
   std::pair<uint64_t, uint64_t> CopyCounters() {
@@ -192,12 +197,12 @@ class Bench {
     const TimeNs t0 = clock_.Now() + ramp;
     auto [flash0, host0] = WafCounters();
     auto [gc0, copied0] = CopyCounters();
-    auto [bus0, die0] = BusyCounters();
+    Busy busy0 = BusyCounters();
     if (ramp > 0) {
       clock_.At(t0, [&] {
         std::tie(flash0, host0) = WafCounters();
         std::tie(gc0, copied0) = CopyCounters();
-        std::tie(bus0, die0) = BusyCounters();
+        busy0 = BusyCounters();
       });
     }
     std::function<void(uint32_t)> issue = [&](uint32_t slot) {
@@ -252,7 +257,7 @@ class Bench {
     for (uint32_t s = 0; s < slots; ++s) issue(s);
     clock_.RunUntilTrue([&] { return clock_.Now() >= t0 + window || (issued >= max_ops && inflight == 0); });
     w.span = clock_.Now() - t0;
-    const auto [bus1, die1] = BusyCounters();
+    const Busy busy1 = BusyCounters();
     stop = true;
     clock_.RunUntilTrue([&] { return inflight == 0; });
     const auto [flash1, host1] = WafCounters();
@@ -263,8 +268,9 @@ class Bench {
       // Busy time of the operations started in the window (charged when they start).
       const nand::Geometry& g = sc->geometry();
       const double secs_ns = static_cast<double>(w.span);
-      w.bus_util = static_cast<double>(bus1 - bus0) / (secs_ns * sc->pipe_count() * g.channels_per_pipe);
-      w.die_util = static_cast<double>(die1 - die0) / (secs_ns * sc->pipe_count() * g.dies_per_pipe());
+      w.bus_util = static_cast<double>(busy1.bus - busy0.bus) / (secs_ns * sc->pipe_count() * g.channels_per_pipe);
+      w.die_util = static_cast<double>(busy1.die - busy0.die) / (secs_ns * sc->pipe_count() * g.dies_per_pipe());
+      w.die_wait = static_cast<double>(busy1.wait - busy0.wait) / (secs_ns * sc->pipe_count() * g.dies_per_pipe());
     }
     errors_ += w.errors;
     return w;
@@ -519,8 +525,8 @@ int main(int argc, char** argv) {
       j["round"] = r;
       iops.push_back(j["iops"]);
       rounds.push_back(j);
-      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%%\n", r,
-                   iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util);
+      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus)\n", r,
+                   iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util, 100 * w.die_wait);
       if (SteadyState(iops)["reached"]) break;
     }
     ph["rounds"] = rounds;

@@ -796,6 +796,7 @@ void SimPipe::StartRead(Op* op) {
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + t_.cmd_overhead_ns;
   stats_.bus_busy_ns += t_.cmd_overhead_ns;
+  stats_.die_bus_wait_ns += start - Now();
   op->started = true;
   op->array_end_ns = ch.bus_free + t_.t_read_ns;
   stats_.die_busy_ns += op->array_end_ns - Now();
@@ -813,6 +814,7 @@ void SimPipe::ReadDataOut(Op* op, uint64_t serial) {
   ch.bus_free = start + TransferNs(bytes, t_.bus_bytes_per_sec);
   stats_.bus_busy_ns += ch.bus_free - start;
   stats_.die_busy_ns += ch.bus_free - Now();
+  stats_.die_bus_wait_ns += start - Now();
   dies_[op->ppa.die].busy_until = ch.bus_free;
   clock_->At(ch.bus_free, [this, op, serial] { ReadFinish(op, serial); });
 }
@@ -859,6 +861,7 @@ void SimPipe::StartProgram(Op* op) {
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + t_.cmd_overhead_ns + op->flush_xfer_ns;
   stats_.bus_busy_ns += ch.bus_free - start;
+  stats_.die_bus_wait_ns += start - Now();
   op->started = true;
   op->bus_start_ns = start;
   op->array_end_ns = ch.bus_free + t_.t_prog_ns;
@@ -897,6 +900,7 @@ void SimPipe::StartErase(Op* op) {
   const TimeNs start = std::max(Now(), ch.bus_free);
   ch.bus_free = start + t_.cmd_overhead_ns;
   stats_.bus_busy_ns += t_.cmd_overhead_ns;
+  stats_.die_bus_wait_ns += start - Now();
   op->started = true;
   op->bus_start_ns = start;
   op->array_end_ns = ch.bus_free + t_.t_erase_ns;
