@@ -104,6 +104,7 @@ struct Window {
   // How busy the simulated card's channels and dies were over the window (0..1; see
   // PipeStats::bus_busy_ns); negative when the card is not the simulated one.
   double bus_util = -1, die_util = -1, die_wait = -1;  // die_wait: of the dies' time, waiting for the bus
+  double nand_w = -1;  // the NAND work's average power over the window (W, above static power)
 
   static json Stats(std::vector<DurNs>& v) {
     if (v.empty()) return json::object();
@@ -124,6 +125,7 @@ struct Window {
       j["bus_util"] = bus_util;
       j["die_util"] = die_util;
       j["die_bus_wait"] = die_wait;
+      j["nand_w"] = nand_w;
     }
     return j;
   }
@@ -158,7 +160,7 @@ class Bench {
   }
   // Bus and die busy time summed over the simulated card's pipes (0, 0 off it).
   struct Busy {
-    uint64_t bus = 0, die = 0, wait = 0;
+    uint64_t bus = 0, die = 0, wait = 0, energy_nj = 0;
   };
   Busy BusyCounters() {
     Busy b;
@@ -168,6 +170,7 @@ class Bench {
       b.bus += sc->stats(p).bus_busy_ns;
       b.die += sc->stats(p).die_busy_ns;
       b.wait += sc->stats(p).die_bus_wait_ns;
+      b.energy_nj += sc->stats(p).energy_nj;
     }
     return b;
   }
@@ -271,6 +274,7 @@ class Bench {
       w.bus_util = static_cast<double>(busy1.bus - busy0.bus) / (secs_ns * sc->pipe_count() * g.channels_per_pipe);
       w.die_util = static_cast<double>(busy1.die - busy0.die) / (secs_ns * sc->pipe_count() * g.dies_per_pipe());
       w.die_wait = static_cast<double>(busy1.wait - busy0.wait) / (secs_ns * sc->pipe_count() * g.dies_per_pipe());
+      w.nand_w = static_cast<double>(busy1.energy_nj - busy0.energy_nj) / secs_ns;
     }
     errors_ += w.errors;
     return w;
@@ -421,6 +425,9 @@ int main(int argc, char** argv) {
                {{"t_read_us", tm.t_read_ns / 1e3}, {"t_prog_us", tm.t_prog_ns / 1e3},
                 {"t_erase_us", tm.t_erase_ns / 1e3}, {"cmd_overhead_us", tm.cmd_overhead_ns / 1e3},
                 {"bus_bytes_per_sec", tm.bus_bytes_per_sec}, {"link_bytes_per_sec", tm.link_bytes_per_sec}}}};
+  // The governor's sustained rate for NAND work: the limit less static power, less the
+  // burst and queue-lag allowance that keeps every window under the limit.
+  out["governor_refill_w"] = c->governor().refill_w();
   const simcard::Power& pw = profile->power;
   out["power"] = {{"static_w_per_controller", pw.static_w}, {"read_uj", pw.read_uj}, {"program_uj", pw.program_uj},
                   {"erase_uj", pw.erase_uj}, {"channel_nj_per_byte", pw.channel_nj_per_byte},
@@ -525,8 +532,9 @@ int main(int argc, char** argv) {
       j["round"] = r;
       iops.push_back(j["iops"]);
       rounds.push_back(j);
-      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus)\n", r,
-                   iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util, 100 * w.die_wait);
+      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W\n", r,
+                   iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util, 100 * w.die_wait,
+                   w.nand_w);
       if (SteadyState(iops)["reached"]) break;
     }
     ph["rounds"] = rounds;

@@ -67,6 +67,9 @@ struct PipeStats {
   uint64_t bus_busy_ns = 0, die_busy_ns = 0;
   // Of die_busy_ns: waiting for the channel before the die's own command or data crossed.
   uint64_t die_bus_wait_ns = 0;
+  // Energy the pipe's NAND work spent (array operations, channel and link bytes), nJ:
+  // over a window, the dynamic power the governor admitted.
+  uint64_t energy_nj = 0;
   // Bit-exact ECC only: codewords decoded, and reads the decoder passed with wrong data (a
   // miscorrection: more than t raw errors landing within t of another codeword). Ground
   // truth the card knows and a real controller does not; the host's CRCs must catch them.

@@ -780,6 +780,7 @@ void SimPipe::TryStartDie(uint32_t die) {
 
 void SimPipe::Spend(double joules) {
   const Power& pw = card_.profile_.power;
+  stats_.energy_nj += static_cast<uint64_t>(joules * 1e9 + 0.5);
   heat_.Deposit(Now(), joules, card_.thermal_r_.load(std::memory_order_relaxed), pw.heat_capacity_j_per_c);
 }
 
