@@ -541,7 +541,8 @@ def render(res, out_md, quick):
           "on its channel (the die is held while they cross: its data goes in before tPROG and comes out after "
           "tR); and the power limit (each operation's energy, against what the governor sustains for NAND work: "
           "the limit less static power, less the burst and queue-lag allowance that keeps every 100 ms window "
-          "under the limit, docs/power.md; the steady-state runs measure the NAND work's power beside it). Until 2026-12-04 the NAND bound left out the "
+          "under the limit, docs/power.md; the steady-state runs measure the NAND work's power beside it; a short window "
+          "may exceed that rate by the governor's burst allowance, about 1%% of a 200 ms window as shipped). Until 2026-12-04 the NAND bound left out the "
           "transfers and erases, which put the steady-state ceilings 17-24%% too high: the stock override run "
           "showed its dies 97%% occupied at 64%% of that figure." % fs["geometry"]["pages_per_block"])
         w("")
