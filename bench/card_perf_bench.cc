@@ -150,6 +150,8 @@ class Bench {
       t.copy_fallbacks += s.copy_fallbacks;
       t.pad_sectors += s.pad_sectors;
       t.victims += s.victims;
+      t.write_stalls += s.write_stalls;
+      t.paced_waits += s.paced_waits;
     }
     return t;
   }
@@ -527,14 +529,20 @@ int main(int argc, char** argv) {
     json rounds = json::array();
     const uint64_t per_round = static_cast<uint64_t>(round_fraction * static_cast<double>(sectors));
     for (int r = 1; r <= max_rounds; ++r) {
+      const ftl::FtlStats before = bench->Totals();
       Window w = bench->Run(*randwrite, 16, 16, sectors, INT64_MAX / 2, per_round);
+      const ftl::FtlStats after = bench->Totals();
       json j = w.ToJson();
       j["round"] = r;
+      // Host writes that found free LEBs at the reserve and waited for a victim to be
+      // freed (stop-and-go), and times writes waited for grooming credits.
+      j["write_stalls"] = after.write_stalls - before.write_stalls;
+      j["paced_waits"] = after.paced_waits - before.paced_waits;
       iops.push_back(j["iops"]);
       rounds.push_back(j);
-      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W\n", r,
+      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W, %llu writes stalled for room\n", r,
                    iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util, 100 * w.die_wait,
-                   w.nand_w);
+                   w.nand_w, static_cast<unsigned long long>(after.write_stalls - before.write_stalls));
       if (SteadyState(iops)["reached"]) break;
     }
     ph["rounds"] = rounds;

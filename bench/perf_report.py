@@ -681,6 +681,14 @@ def render(res, out_md, quick):
                     100 * sum(du) / len(du), 100 * sum(bu) / len(bu))
             else:
                 left = "(This run predates the bench's die and channel utilization.)"
+            st = [r["write_stalls"] / max(1, r["writes"]) for r in win if "write_stalls" in r]
+            if st:
+                p99 = sum(r["lat"].get("p99_us", 0) for r in win) / len(win) / 1e3
+                mx = max(r["lat"].get("max_us", 0) for r in win) / 1e3
+                left += (" Latency (p99 %.1f ms, max %.1f ms) is another matter: %.0f%% of the host writes found the "
+                         "free LEBs at the reserve and waited for a victim to be freed, so the pacing is stop-and-go "
+                         "there; pacing by the free-space slope, which this FTL does not do yet, is what would "
+                         "spread that wait." % (p99, mx, 100 * sum(st) / len(st)))
             w("- Steady state, %s format, with the override: %s IOPS against %s the model's resources allow (%s), "
               "%.0f%%, with %.0f%% of the relocated sectors moved by controller copy (no link; the ceiling counts "
               "them so). %s" % (lab, fmt_n(iops), fmt_n(cap), bound, 100 * iops / cap, 100 * cs, left))
