@@ -685,7 +685,7 @@ def render(res, out_md, quick):
             if st:
                 p99 = sum(r["lat"].get("p99_us", 0) for r in win) / len(win) / 1e3
                 mx = max(r["lat"].get("max_us", 0) for r in win) / 1e3
-                left += (" Latency (p99 %.1f ms, max %.1f ms) is another matter: %.0f%% of the host writes found the "
+                left += (" Latency (the rounds' p99 %.1f ms on average, the slowest write %.1f ms) is another matter: %.0f%% of the host writes found the "
                          "free LEBs at the reserve and waited for a victim to be freed, so the pacing is stop-and-go "
                          "there; pacing by the free-space slope, which this FTL does not do yet, is what would "
                          "spread that wait." % (p99, mx, 100 * sum(st) / len(st)))
