@@ -534,13 +534,14 @@ int main(int argc, char** argv) {
       const ftl::FtlStats after = bench->Totals();
       json j = w.ToJson();
       j["round"] = r;
-      // Host writes that found free LEBs at the reserve and waited for a victim to be
-      // freed (stop-and-go), and times writes waited for grooming credits.
+      // Host writes that could not be appended at once (FtlStats::write_stalls: they
+      // waited for the groomer, for pacing credits or for free room), and times the host
+      // path stopped for want of credits.
       j["write_stalls"] = after.write_stalls - before.write_stalls;
       j["paced_waits"] = after.paced_waits - before.paced_waits;
       iops.push_back(j["iops"]);
       rounds.push_back(j);
-      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W, %llu writes stalled for room\n", r,
+      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W, %llu writes waited for the groomer\n", r,
                    iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util, 100 * w.die_wait,
                    w.nand_w, static_cast<unsigned long long>(after.write_stalls - before.write_stalls));
       if (SteadyState(iops)["reached"]) break;
