@@ -152,6 +152,7 @@ class Bench {
       t.victims += s.victims;
       t.write_stalls += s.write_stalls;
       t.paced_waits += s.paced_waits;
+      t.room_waits += s.room_waits;
     }
     return t;
   }
@@ -539,11 +540,14 @@ int main(int argc, char** argv) {
       // path stopped for want of credits.
       j["write_stalls"] = after.write_stalls - before.write_stalls;
       j["paced_waits"] = after.paced_waits - before.paced_waits;
+      j["room_waits"] = after.room_waits - before.room_waits;
       iops.push_back(j["iops"]);
       rounds.push_back(j);
-      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W, %llu writes waited for the groomer\n", r,
+      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W, %llu writes waited for the groomer (host path stopped %llu times for credits, %llu for room)\n", r,
                    iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util, 100 * w.die_wait,
-                   w.nand_w, static_cast<unsigned long long>(after.write_stalls - before.write_stalls));
+                   w.nand_w, static_cast<unsigned long long>(after.write_stalls - before.write_stalls),
+                   static_cast<unsigned long long>(after.paced_waits - before.paced_waits),
+                   static_cast<unsigned long long>(after.room_waits - before.room_waits));
       if (SteadyState(iops)["reached"]) break;
     }
     ph["rounds"] = rounds;

@@ -190,6 +190,7 @@ struct FtlStats {
   uint64_t lebs_erased = 0, victims = 0;
   uint64_t program_failures = 0, erase_failures = 0, read_errors = 0;
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
+  uint64_t room_waits = 0;    // times the host path stopped for want of free room (at the reserve)
   uint64_t paced_waits = 0;   // times host writes waited for grooming credits
   uint64_t wear_moves = 0;    // LEBs groomed to level wear, not to free space
   uint64_t atomic_batches = 0, atomic_retries = 0;

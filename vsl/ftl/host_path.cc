@@ -48,6 +48,7 @@ void Ftl::Impl::RunPending() {
         if (Paced()) gc.pacer.Spend();
         if (!AppendSector(host, p.lba + p.done_sectors,
                           p.data + p.done_sectors * f.sector_bytes_, p.ctx, nullptr)) {
+          ++f.stats_.room_waits;
           MaybeGroom();
           return;
         }
