@@ -456,6 +456,23 @@ def ceiling_iops(d, r):
     return best
 
 
+def window_mean(win, key):
+    """The mean of `key` over the windows that record it, or None if none does."""
+    v = [r[key] for r in win if key in r]
+    return sum(v) / len(v) if v else None
+
+
+def steady_summary(d):
+    """A steady-state run's last five rounds (the SNIA window): the rounds, mean IOPS and
+    copy share, and the model's ceiling for that mix (IOPS, bound)."""
+    win = d["phases"]["rounds"][-5:]
+    iops = window_mean(win, "iops")
+    cs = window_mean(win, "copy_share") or 0.0
+    cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1,
+                                  "waf": window_mean(win, "waf") or 0, "copy_share": cs})
+    return win, iops, cs, cap, bound
+
+
 def find(rows, workload, t=16):
     for r in rows:
         if r["workload"] == workload and r["threads"] == t:
@@ -643,42 +660,25 @@ def render(res, out_md, quick):
         for d, lab in ((ss, "stock"), (sh, "high-performance")):
             if d is None or not d.get("governor_refill_w"):
                 continue
-            win = d["phases"]["rounds"][-5:]
-            iops = sum(r["iops"] for r in win) / len(win)
-            waf = sum(r.get("waf", 0) for r in win) / len(win)
-            cs = sum(r.get("copy_share", 0) for r in win) / len(win)
-            cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf,
-                                          "copy_share": cs})
-            nw = [r["nand_w"] for r in win if "nand_w" in r]
-            du = [r["die_util"] for r in win if "die_util" in r]
+            win, iops, cs, cap, bound = steady_summary(d)
             w("- Steady state, %s format, as shipped: %s IOPS against %s the model's resources allow (%s), %.0f%%. "
               "The NAND work drew %.2f W over those rounds, the %.2f W the governor sustains for it (the dies %.0f%% "
               "occupied): the power limit binds, and the rest is energy per host write the bound does not itemise." % (
-                  lab, fmt_n(iops), fmt_n(cap), bound, 100 * iops / cap, sum(nw) / max(1, len(nw)),
-                  d["governor_refill_w"], 100 * sum(du) / max(1, len(du))))
+                  lab, fmt_n(iops), fmt_n(cap), bound, 100 * iops / cap, window_mean(win, "nand_w") or 0,
+                  d["governor_refill_w"], 100 * (window_mean(win, "die_util") or 0)))
         for d, lab in ((sso, "stock"), (sho, "high-performance")):
             if d is None:
                 continue
-            win = d["phases"]["rounds"][-5:]
-            iops = sum(r["iops"] for r in win) / len(win)
-            waf = sum(r.get("waf", 0) for r in win) / len(win)
-            cs = sum(r.get("copy_share", 0) for r in win) / len(win)
-            cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf,
-                                          "copy_share": cs})
-            bu = [r["bus_util"] for r in win if "bus_util" in r]
-            du = [r["die_util"] for r in win if "die_util" in r]
-            dw = [r["die_bus_wait"] for r in win if "die_bus_wait" in r]
-            if bu and du and dw:
-                bu, du, dw = (100 * sum(x) / len(x) for x in (bu, du, dw))
+            win, iops, cs, cap, bound = steady_summary(d)
+            bu, du, dw = (window_mean(win, k) for k in ("bus_util", "die_util", "die_bus_wait"))
+            if bu is not None and du is not None and dw is not None:
+                bu, du, dw = 100 * bu, 100 * du, 100 * dw
                 left = ("Over those rounds the dies are %.0f%% occupied, %.0f%% with their own work (array time, "
                         "their own transfers, erases) and %.0f%% waiting for their channel, which four LUNs share, "
                         "while the channels are %.0f%% busy: the model's NAND is saturated. The bound charges each "
                         "die's own work but not its wait for the shared channel, and the points between its own "
                         "work and this ratio are work the bound does not itemise (spare bytes, metadata reads' "
                         "transfers, summary and checkpoint pages)." % (du, du - dw, dw, bu))
-            elif bu and du:
-                left = "The dies are %.0f%% occupied and the channels %.0f%% busy over those rounds." % (
-                    100 * sum(du) / len(du), 100 * sum(bu) / len(bu))
             else:
                 left = "(This run predates the bench's die and channel utilization.)"
             st = [r["write_stalls"] / max(1, r["writes"]) for r in win if "write_stalls" in r]
