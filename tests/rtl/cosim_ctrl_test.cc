@@ -435,7 +435,7 @@ class DecayStore final : public tb::TargetStore {
 // offset, its CRC-32C resealed), peeks that keep the accumulator, ACC_CLEAR, and a copy
 // from an uncorrectable page (the destination holds zeros and the failure metadata, no
 // `accepted`, and the accumulator took in zeros). No page data crosses the host link for
-// a copy or a take.
+// a copy or a take. Then 40 copies at once, more than the pipe's 32 staging pages.
 TEST_F(CosimTest, CopiesAndAccumulatorsInTheController) {
   tb::CosimOptions o;
   DecayStore store(o);
@@ -603,6 +603,39 @@ TEST_F(CosimTest, CopiesAndAccumulatorsInTheController) {
   EXPECT_EQ(program(noacc).status, nand::FlashStatus::kInvalidAddress);
   EXPECT_EQ(pipe.stats().copies, 3u);
   EXPECT_EQ(pipe.stats().copy_fails, 1u);
+
+  // More copies in flight than the pipe has staging pages (32): they queue for one in
+  // submission order and each lands right.
+  for (uint32_t die = 0; die < 4; ++die) {
+    for (uint32_t b : {4u, 5u, 6u}) ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(die, b, std::move(cb)); }).ok());
+  }
+  std::vector<std::vector<uint8_t>> src(4);
+  for (uint32_t die = 0; die < 4; ++die) {
+    src[die] = Pattern(die, 4, 0, db, 20);
+    ASSERT_TRUE(program(nand::ProgramRequest{{die, 4, 0}, src[die].data(), nullptr}).ok());
+  }
+  const uint32_t n = 40;
+  int done = 0, ok = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    nand::CopyRequest c;
+    c.src = {(i + 1) % 4, 4, 0};
+    c.dst = {i % 4, 5 + (i / 4) / 8, (i / 4) % 8};
+    pipe.Copy(c, nullptr, [&](const nand::Completion& x) {
+      ++done;
+      ok += x.ok();
+    });
+  }
+  clock_.RunUntilTrue([&] { return done == static_cast<int>(n); }, kMaxEvents);
+  ASSERT_EQ(done, static_cast<int>(n));
+  EXPECT_EQ(ok, static_cast<int>(n));
+  for (uint32_t i = 0; i < n; ++i) {
+    std::vector<uint8_t> d2(db);
+    ASSERT_TRUE(Wait([&](auto cb) {
+                  pipe.Read(nand::ReadRequest{{i % 4, 5 + (i / 4) / 8, (i / 4) % 8}, 0, db / 512, d2.data(), nullptr},
+                            std::move(cb));
+                }).ok());
+    EXPECT_EQ(d2, src[(i + 1) % 4]) << "copy " << i;
+  }
   ExpectCheckerSilent();
 }
 
