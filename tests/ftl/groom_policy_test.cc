@@ -212,6 +212,18 @@ TEST(GroomPacerTest, EachMovedSectorEarnsWhatTheVictimFreesPerSector) {
   EXPECT_DOUBLE_EQ(p.ratio(), 1.0);
 }
 
+TEST(GroomPacerTest, ACreditPaidForASectorThatFoundNoRoomComesBack) {
+  GroomPacer p;
+  p.Start(/*valid=*/50, /*capacity=*/100, /*cap=*/8);
+  p.Earn();
+  ASSERT_TRUE(p.CanSpend());
+  p.Spend();  // the sector then finds no free LEB at the reserve
+  EXPECT_FALSE(p.CanSpend());
+  p.Refund();  // it waits for room with its credit, not without it
+  EXPECT_TRUE(p.CanSpend());
+  EXPECT_DOUBLE_EQ(p.credits(), 1.0);
+}
+
 TEST(GroomPacerTest, AppliesOnlyWhileGroomingAFreeingVictimWithFewFreeLebs) {
   GroomPacer p;
   p.Start(10, 100, 8);

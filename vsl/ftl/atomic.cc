@@ -13,12 +13,12 @@ bool Ftl::Impl::AppendAtomic(const std::shared_ptr<AtomicGroup>& g) {
     g->members_ctx = ctx;
   }
   while (const auto sector = g->Next(f.sector_bytes_)) {
-    if (Paced() && !gc.pacer.CanSpend()) {
-      ++f.stats_.paced_waits;
+    bool paid = false;
+    if (!PayHostSector(&paid)) return false;
+    if (!AppendAtomicSector(g, sector->lba, sector->src)) {
+      UnpayHostSector(paid);
       return false;
     }
-    if (Paced()) gc.pacer.Spend();
-    if (!AppendAtomicSector(g, sector->lba, sector->src)) return false;
   }
   if (host.open != nullptr && host.open->group == g) SubmitOpen(host);
   return true;

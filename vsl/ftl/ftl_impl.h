@@ -540,6 +540,24 @@ struct Ftl::Impl {
   bool Paced() const {
     return gc.pacer.Applies(gc.reloc.victim() != nullptr, f.lebs_.free_count(), f.opts_.gc_start_free_lebs);
   }
+  // Pays for one host sector under pacing (GroomPacer): false (counted in paced_waits) if
+  // the host must wait for the groomer. `*paid` says whether a credit was spent: a sector
+  // that then finds no room gives it back (UnpayHostSector), so a room stop costs the host
+  // no credit.
+  bool PayHostSector(bool* paid) {
+    *paid = false;
+    if (!Paced()) return true;
+    if (!gc.pacer.CanSpend()) {
+      ++f.stats_.paced_waits;
+      return false;
+    }
+    gc.pacer.Spend();
+    *paid = true;
+    return true;
+  }
+  void UnpayHostSector(bool paid) {
+    if (paid) gc.pacer.Refund();
+  }
 
   bool DoTrim(uint64_t lba, uint64_t count, Done& done);
 

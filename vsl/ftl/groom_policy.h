@@ -62,6 +62,8 @@ class GroomPacer {
   void Earn() { credits_ += ratio_; }
   bool CanSpend() const { return credits_ >= 1; }
   void Spend() { credits_ -= 1; }
+  // A sector that was paid for and then found no room.
+  void Refund() { credits_ += 1; }
   double ratio() const { return ratio_; }
   double credits() const { return credits_; }
   // Pacing applies while a victim is being groomed, moving it frees room (ratio > 0),

@@ -41,13 +41,11 @@ void Ftl::Impl::RunPending() {
     Pending& p = pending.front();
     if (p.kind == Pending::kWrite) {
       while (p.done_sectors < p.count) {
-        if (Paced() && !gc.pacer.CanSpend()) {
-          ++f.stats_.paced_waits;
-          return;  // resumed as the groomer relocates
-        }
-        if (Paced()) gc.pacer.Spend();
+        bool paid = false;
+        if (!PayHostSector(&paid)) return;  // resumed as the groomer relocates
         if (!AppendSector(host, p.lba + p.done_sectors,
                           p.data + p.done_sectors * f.sector_bytes_, p.ctx, nullptr)) {
+          UnpayHostSector(paid);
           ++f.stats_.room_waits;
           MaybeGroom();
           return;
