@@ -26,6 +26,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
+#include <ctime>
 #include <iostream>
 #include <string>
 
@@ -175,6 +178,117 @@ void PrintHealth(const json& h) {
                            sm["power_on_hours"].get<double>());
 }
 
+// The monitor's alerts (docs/monitoring.md), worst first; nothing when vsld runs no monitor.
+void PrintAlerts(const json& r) {
+  if (!r.contains("monitor")) return;
+  const json& m = r["monitor"];
+  std::vector<json> alerts(m["alerts"].begin(), m["alerts"].end());
+  auto rank = [](const json& a) {
+    const std::string s = a.value("severity", "");
+    return s == "critical" ? 0 : s == "warning" ? 1 : 2;
+  };
+  std::stable_sort(alerts.begin(), alerts.end(), [&](const json& a, const json& b) { return rank(a) < rank(b); });
+  if (alerts.empty()) {
+    std::cout << "Alerts: none\n";
+    return;
+  }
+  std::cout << fmt::format("Alerts: {} raised\n", alerts.size());
+  for (const json& a : alerts) {
+    std::cout << fmt::format("  ALERT {} {}: {}\n", a.value("severity", ""), a.value("name", ""), a.value("message", ""));
+  }
+}
+
+// `vslctl monitor`: a live view like top, from status every `interval` s: alerts, each
+// card's temperature, power and wear, each LUN's rates over the last interval.
+int Monitor(const Global& g, double interval, int count) {
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  std::map<std::string, json> prev;
+  double prev_t = 0;
+  for (int frame = 0; count <= 0 || frame < count; ++frame) {
+    if (frame > 0) ::usleep(static_cast<useconds_t>(interval * 1e6));
+    json reply = Request(g, {{"cmd", "status"}});
+    if (int rc = Check(g, reply); rc != kExitOk) return rc;
+    const json& r = reply["result"];
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double now = static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+    const double dt = prev_t > 0 ? now - prev_t : 0;
+    prev_t = now;
+    std::string out = tty ? "\033[H\033[2J" : (frame > 0 ? "\n" : "");
+    const std::time_t wall = std::time(nullptr);
+    char when[32];
+    std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", std::localtime(&wall));
+    out += fmt::format("vslctl monitor: vsld pid {}, {} card(s), {}; every {:.1f} s (Ctrl-C to stop)\n",
+                       r.value("pid", 0), r["cards"].size(), when, interval);
+    std::ostringstream alerts;
+    auto* old = std::cout.rdbuf(alerts.rdbuf());
+    PrintAlerts(r);
+    std::cout.rdbuf(old);
+    out += alerts.str();
+    for (const json& c : r["cards"]) {
+      const json& p = c["power"];
+      const json& h = c["health"];
+      const json pred = [&] {
+        if (!r.contains("monitor")) return json();
+        for (const json& x : r["monitor"]["predictions"]) {
+          if (x.value("card", -1) == c.value("index", -2)) return x;
+        }
+        return json();
+      }();
+      std::string life = "no wear to extrapolate";
+      if (pred.is_object() && pred["days"].is_number()) life = fmt::format("{:.0f} days", pred["days"].get<double>());
+      out += fmt::format(
+          "\nCard {} {} {}: {}, {:.1f} C ({}; throttle {:.0f} C), {:.2f} W of {:.2f} W{}, reserve {:.1f}%, "
+          "endurance left {:.3f}% (end of life in {})\n",
+          c.value("index", 0), c.value("model", ""), c.value("serial", ""), h.value("state", ""),
+          c.value("temperature_c", 0.0), p["thermal"].value("state", ""), p["thermal"].value("throttle_c", 0.0),
+          p.value("avg_w", 0.0), p.value("limit_w", 0.0), p["override"].value("on", false) ? " (override)" : "",
+          h.value("reserve_percent", 0.0), 100 - h.value("endurance_used_percent", 0.0), life);
+      out += fmt::format("  {:<6} {:<12} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>6} {:>5} {}\n", "LUN", "state",
+                         "read MB/s", "write MB/s", "read IOPS", "wr IOPS", "read lat", "write lat", "WAF", "free",
+                         "FlashBack");
+      for (const json& l : c["luns"]) {
+        const std::string key = fmt::format("{}/{}", c.value("index", 0), l.value("name", ""));
+        std::string cols = fmt::format("{:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>6} {:>5}", "-", "-", "-", "-", "-",
+                                       "-", "-", "-");
+        std::string fbs = "-";
+        if (l.contains("io")) {
+          const json& io = l["io"];
+          const json& sa = l["since_attach"];
+          auto d = [&](const json& cur, const json* before, const char* k) {
+            const double a = cur.value(k, 0.0), b = before ? before->value(k, 0.0) : a;
+            return a >= b ? a - b : a;
+          };
+          const json* pv = prev.count(key) ? &prev[key] : nullptr;
+          auto lat = [&](const char* which) {
+            const json& cur = io[which];
+            const json* b = pv ? &(*pv)["io"][which] : nullptr;
+            const double n = d(cur, b, "count");
+            return n > 0 ? fmt::format("{:.0f} us", 1e6 * d(cur, b, "sum_s") / n) : std::string("-");
+          };
+          if (pv != nullptr && dt > 0) {
+            cols = fmt::format("{:>10.1f} {:>10.1f} {:>9.0f} {:>9.0f} {:>10} {:>10} {:>6.2f} {:>5}",
+                               d(sa, &(*pv)["since_attach"], "host_read_bytes") / dt / 1e6,
+                               d(sa, &(*pv)["since_attach"], "host_write_bytes") / dt / 1e6,
+                               d(io, &(*pv)["io"], "reads") / dt, d(io, &(*pv)["io"], "writes") / dt, lat("read_latency"),
+                               lat("write_latency"), sa.value("waf", 0.0), l["reserve"].value("free_lebs", 0));
+          }
+          const json& fb = l["flashback"];
+          fbs = !fb.value("enabled", false) ? "off"
+                : fb.value("substitution_active", false)
+                    ? fmt::format("{} die(s) substituted, {} LEB(s) to rebuild", fb["failed_dies"].size(),
+                                  fb.value("rebuild_lebs_left", 0))
+                    : "protected";
+          prev[key] = l;
+        }
+        out += fmt::format("  {:<6} {:<12} {} {}\n", l.value("name", ""), l.value("state", ""), cols, fbs);
+      }
+    }
+    std::cout << out << std::flush;
+  }
+  return kExitOk;
+}
+
 void PrintStatus(const json& r, bool all) {
   const auto& cards = r["cards"];
   std::cout << fmt::format("vsld (pid {}) serves {} card(s)\n", r.value("pid", 0), cards.size());
@@ -200,6 +314,7 @@ void PrintStatus(const json& r, bool all) {
                                k.value("applications", 0));
     }
   }
+  PrintAlerts(r);
   for (const auto& c : cards) {
     std::cout << fmt::format("\nCard {}: OpenVSL {} ({}), serial {}, firmware {}\n", c["index"].get<int>(),
                              c.value("model", ""), c.value("profile", ""), c.value("serial", ""),
@@ -361,6 +476,11 @@ int main(int argc, char** argv) {
   std::string dir, profile;
   uint32_t blocks = 0;
   uint64_t seed = 1;
+  auto* monitor = app.add_subcommand("monitor", "a live view of cards, LUNs and alerts, refreshed like top");
+  double mon_interval = 2;
+  int mon_count = 0;
+  monitor->add_option("--interval", mon_interval, "seconds between refreshes (default 2)");
+  monitor->add_option("--count", mon_count, "stop after N refreshes (default: until interrupted)");
   auto* create = app.add_subcommand("create-card",
                                     "make a new card: DIR or sim:DIR (simulated), rtl:DIR (co-simulated RTL controller), "
                                     "kernel:DIR (co-simulated Alveo kernel), xrt:N (no vsld needed)");
@@ -399,6 +519,13 @@ int main(int argc, char** argv) {
       PrintStatus(reply["result"], all);
     }
     return kExitOk;
+  }
+  if (*monitor) {
+    if (!(mon_interval >= 0.1 && mon_interval <= 3600)) {
+      std::cerr << "vslctl: --interval must be 0.1 to 3600 seconds\n";
+      return kExitUsage;
+    }
+    return Monitor(g, mon_interval, mon_count);
   }
   if (*power || *envcmd) {
     json req = {{"cmd", *power ? "power" : "environment"}};

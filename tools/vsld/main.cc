@@ -26,6 +26,8 @@
 #include "vsl/daemon/daemon.h"
 #include "vsl/daemon/exports.h"
 #include "vsl/daemon/ublk_front.h"
+#include "vsl/monitor/http.h"
+#include "vsl/monitor/monitor.h"
 #include "vsl/nbd/server.h"
 #include "sdk/src/shm_server.h"
 #include "vsl/hw/xrt_port.h"
@@ -71,6 +73,21 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", tls_key, "PEM private key of the certificate");
   app.add_option("--tls-ca", tls_ca, "PEM CA: clients must present a certificate it signed");
   app.add_option("--tls-psk", tls_psk, "PSK key file (psktool format: name:hexkey per line)");
+  std::string http, alert_hook;
+  bool http_allow_remote = false, http_tls = false;
+  double monitor_interval = -1, temp_warn = -1, eol_days = -1;
+  app.add_option("--http", http,
+                 "serve /metrics (Prometheus) and the live dashboard: PORT (loopback), HOST:PORT or [V6]:PORT "
+                 "(off by default; docs/monitoring.md)");
+  app.add_flag("--http-allow-remote", http_allow_remote, "let --http bind a non-loopback address");
+  app.add_flag("--http-tls", http_tls, "serve HTTPS with the --tls-cert/--tls-key certificate");
+  app.add_option("--monitor-interval", monitor_interval,
+                 "seconds between monitor samples (history, alerts; default 10; 0: no monitor)");
+  app.add_option("--alert-hook", alert_hook,
+                 "command run (/bin/sh -c) on every alert raised or cleared, with VSL_ALERT, VSL_ALERT_STATE, "
+                 "VSL_ALERT_SEVERITY, VSL_ALERT_CARD, VSL_ALERT_LUN and VSL_ALERT_MESSAGE set");
+  app.add_option("--alert-temp-warn", temp_warn, "temperature warning threshold, C (default: 5 C below throttling)");
+  app.add_option("--alert-eol-days", eol_days, "end-of-life alert when the predicted end is this many days away (default 30)");
   bool list_alveo = false;
   std::string alveo_xclbin;
   app.add_flag("--list-alveo", list_alveo, "list the Alveo cards XRT sees and exit (with --alveo-xclbin: check it too)");
@@ -175,6 +192,27 @@ int main(int argc, char** argv) {
       (!cfg.nbd.tls.cert_file.empty() || !cfg.nbd.tls.psk_file.empty())) {
     cfg.nbd.tls.mode = vsl::nbd::TlsMode::kOn;  // credentials given: offer TLS
   }
+  if (!http.empty()) cfg.monitor.http = http;
+  if (http_allow_remote) cfg.monitor.allow_remote = true;
+  if (http_tls) cfg.monitor.tls = true;
+  if (!alert_hook.empty()) cfg.monitor.alert_hook = alert_hook;
+  if (temp_warn >= 0) cfg.monitor.temp_warn_c = temp_warn;
+  if (eol_days >= 0) cfg.monitor.eol_days = eol_days;
+  if (monitor_interval >= 0) {
+    if (monitor_interval != 0 && (monitor_interval < 0.1 || monitor_interval > 3600)) {
+      std::fprintf(stderr, "vsld: --monitor-interval must be 0 (off) or 0.1 to 3600 seconds\n");
+      return 2;
+    }
+    cfg.monitor.interval_s = monitor_interval;
+  }
+  if (!cfg.monitor.http.empty() && cfg.monitor.interval_s == 0) {
+    std::fprintf(stderr, "vsld: --http needs the monitor (--monitor-interval is 0)\n");
+    return 2;
+  }
+  if (cfg.monitor.tls && (cfg.nbd.tls.cert_file.empty() || cfg.nbd.tls.key_file.empty())) {
+    std::fprintf(stderr, "vsld: --http-tls needs --tls-cert and --tls-key\n");
+    return 2;
+  }
   auto tls = vsl::nbd::TlsContext::Create(cfg.nbd.tls);
   if (!tls.ok()) {
     std::fprintf(stderr, "vsld: %s\n", tls.status().ToString().c_str());
@@ -274,10 +312,54 @@ int main(int argc, char** argv) {
     });
     (*d)->SetFormatted([&ublk] { ublk->Refresh(); });
   }
+  // The monitor: history in each card's directory, alerts, and (--http) the endpoint.
+  std::unique_ptr<vsl::monitor::Monitor> monitor;
+  std::unique_ptr<vsl::monitor::HttpServer> http_server;
+  if (cfg.monitor.interval_s > 0) {
+    vsl::monitor::MonitorConfig mc;
+    mc.interval_s = cfg.monitor.interval_s;
+    mc.alerts.hook = cfg.monitor.alert_hook;
+    mc.alerts.temp_warn_c = cfg.monitor.temp_warn_c;
+    mc.alerts.eol_days = cfg.monitor.eol_days;
+    std::vector<std::string> dirs;
+    for (vsl::card::Card* c : (*d)->cards()) dirs.push_back(c->dir());
+    vsl::daemon::Daemon* dp = d->get();
+    monitor = std::make_unique<vsl::monitor::Monitor>(
+        [dp]() -> vsl::Result<nlohmann::json> {
+          const nlohmann::json r = nlohmann::json::parse(dp->Handle(R"({"v": 1, "cmd": "status", "all": true})"));
+          if (!r.value("ok", false)) {
+            return vsl::Status::Internal(r["error"].value("message", std::string("status failed")));
+          }
+          return r["result"];
+        },
+        dirs, mc);
+    (*d)->SetMonitor([&monitor] { return monitor->StateJson(); },
+                     [&monitor](const nlohmann::json& req) { return monitor->HistoryJson(req); });
+    monitor->Start();
+    if (!cfg.monitor.http.empty()) {
+      vsl::monitor::HttpConfig hc;
+      hc.listen = cfg.monitor.http;
+      hc.allow_remote = cfg.monitor.allow_remote;
+      if (cfg.monitor.tls) {
+        hc.cert_file = cfg.nbd.tls.cert_file;
+        hc.key_file = cfg.nbd.tls.key_file;
+      }
+      auto hs = vsl::monitor::HttpServer::Start(*monitor, hc);
+      if (!hs.ok()) {
+        std::fprintf(stderr, "vsld: %s\n", hs.status().ToString().c_str());
+        (*d)->SetMonitor(nullptr, nullptr);
+        return hs.status().code() == vsl::StatusCode::kInvalidArgument ? 2 : 3;
+      }
+      http_server = std::move(hs).value();
+    }
+  }
   vsl::Logger("vsld")->info("ready: {} card(s), control socket {}", (*d)->card_count(), cfg.socket_path);
   int sig = 0;
   sigwait(&stop_signals, &sig);
   vsl::Logger("vsld")->info("signal {}: detaching every LUN", sig);
+  http_server.reset();
+  (*d)->SetMonitor(nullptr, nullptr);
+  monitor.reset();  // its history files are up to date: every sample is appended as taken
   (*d)->SetFrontEndStatus(nullptr);
   (*d)->SetInUseCheck(nullptr);
   (*d)->SetFormatted(nullptr);

@@ -48,7 +48,8 @@ std::string_view LunStateName(LunState s) {
 // refuses new commands with kAborted while those already issued complete normally.
 class CountingPipe final : public nand::FlashPipe {
  public:
-  CountingPipe(nand::FlashPipe& inner, Clock& clock) : inner_(inner), clock_(clock) {}
+  CountingPipe(nand::FlashPipe& inner, Clock& clock, Lun::MediaCounters& media)
+      : inner_(inner), clock_(clock), media_(media) {}
   const nand::PipeTopology& topology() const override { return inner_.topology(); }
   nand::PlpState plp_state() const override { return inner_.plp_state(); }
   void Read(const nand::ReadRequest& req, FlashCallback done) override {
@@ -107,6 +108,12 @@ class CountingPipe final : public nand::FlashPipe {
     ++outstanding_;
     return [this, done = std::move(done)](const Completion& c) mutable {
       --outstanding_;
+      if (c.corrected_bits != 0) {
+        media_.corrected_bits += c.corrected_bits;
+        ++media_.corrected_ops;
+      }
+      if (c.status == FlashStatus::kUncorrectable) ++media_.uncorrectable;
+      if (c.status == FlashStatus::kDieTimeout) ++media_.die_timeouts;
       done(c);
     };
   }
@@ -121,6 +128,7 @@ class CountingPipe final : public nand::FlashPipe {
   }
   nand::FlashPipe& inner_;
   Clock& clock_;
+  Lun::MediaCounters& media_;
   bool cut_ = false;
   uint64_t outstanding_ = 0;
 };
@@ -139,7 +147,7 @@ Lun::~Lun() = default;
 
 void Lun::NewPipe() {
   nand::FlashPipe& inner = joined_ ? static_cast<nand::FlashPipe&>(*joined_) : *card_.governed_[pipes_[0]];
-  counted_ = std::make_unique<CountingPipe>(inner, engine_->clock());
+  counted_ = std::make_unique<CountingPipe>(inner, engine_->clock(), media_);
 }
 
 std::string Lun::error() const {

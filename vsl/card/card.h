@@ -122,6 +122,14 @@ class Lun {
 
   // --- engine ---
   ftl::Ftl* ftl() { return ftl_.get(); }
+  // What the controller's ECC and dies reported on this LUN's commands since the card
+  // opened (through resets and re-attaches, unlike the FTL's stats): bits corrected and
+  // the commands that needed correction, reads and copies that could not be corrected,
+  // commands a die did not answer. Owned by the LUN's engine: read there.
+  struct MediaCounters {
+    uint64_t corrected_bits = 0, corrected_ops = 0, uncorrectable = 0, die_timeouts = 0;
+  };
+  const MediaCounters& media() const { return media_; }
   // Attach: NotFound (state kUnformatted) when the pipe was never formatted.
   void Attach(Done done);
   // Clean shutdown (flush, checkpoint); OK if not online.
@@ -166,6 +174,7 @@ class Lun {
   const std::vector<uint32_t> pipes_;
   Engine* engine_;
   std::unique_ptr<JoinedPipe> joined_;
+  MediaCounters media_;                    // before counted_, which refers to it
   std::unique_ptr<CountingPipe> counted_;  // what the FTL talks to
   std::unique_ptr<ftl::Ftl> ftl_;
   std::atomic<LunState> state_{LunState::kOffline};

@@ -185,6 +185,21 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
             throw std::invalid_argument(fmt::format("unknown key '{}'", pk));
           }
         }
+      } else if (k == "monitor") {
+        if (!v.is_object()) throw std::invalid_argument("expected an object");
+        for (auto& [mk, mv] : v.items()) {
+          if (mk == "http") c.monitor.http = mv.get<std::string>();
+          else if (mk == "allow_remote") c.monitor.allow_remote = mv.get<bool>();
+          else if (mk == "tls") c.monitor.tls = mv.get<bool>();
+          else if (mk == "interval_s") c.monitor.interval_s = mv.get<double>();
+          else if (mk == "alert_hook") c.monitor.alert_hook = mv.get<std::string>();
+          else if (mk == "temp_warn_c") c.monitor.temp_warn_c = mv.get<double>();
+          else if (mk == "eol_days") c.monitor.eol_days = mv.get<double>();
+          else throw std::invalid_argument(fmt::format("unknown key '{}'", mk));
+        }
+        if (!(c.monitor.interval_s == 0 || (c.monitor.interval_s >= 0.1 && c.monitor.interval_s <= 3600))) {
+          throw std::invalid_argument("interval_s must be 0 (off) or 0.1 to 3600");
+        }
       } else if (k == "sdk") {
         if (!v.is_object()) throw std::invalid_argument("expected an object");
         for (auto& [sk, sv] : v.items()) {
@@ -359,6 +374,32 @@ Result<json> Daemon::LunStatus(card::Card& c, card::Lun& l, bool all) {
                          {"host_write_bytes", st.host_write_sectors * sb},
                          {"physical_write_bytes", st.pages_programmed * f->geometry().page_data_bytes},
                          {"waf", st.Waf()}};
+    // Requests and their latency since this attach (cumulative buckets, as Prometheus
+    // histograms count them; docs/monitoring.md).
+    auto hist = [](const LatencyHistogram& h) {
+      json b = json::array();
+      uint64_t cum = 0;
+      for (std::size_t i = 0; i < LatencyHistogram::kBoundsNs.size(); ++i) {
+        cum += h.bucket(i);
+        b.push_back({LatencyHistogram::kBoundsNs[i] / 1e9, cum});
+      }
+      return json{{"buckets", b}, {"count", h.count()}, {"sum_s", h.sum_ns() / 1e9},
+                  {"p99_s_bound", h.QuantileBoundNs(0.99) / 1e9}};
+    };
+    j["io"] = {{"reads", st.host_reads},
+               {"writes", st.host_writes},
+               {"trims", st.host_trims},
+               {"atomic_batches", st.atomic_batches},
+               {"read_latency", hist(st.read_latency)},
+               {"write_latency", hist(st.write_latency)},
+               {"write_stalls", st.write_stalls},
+               {"gc_write_bytes", st.gc_write_sectors * sb},
+               {"victims", st.victims},
+               {"wear_moves", st.wear_moves}};
+    const auto& m = l.media();
+    j["media"] = {{"corrected_bits", m.corrected_bits}, {"corrected_commands", m.corrected_ops},
+                  {"uncorrectable", m.uncorrectable}, {"die_timeouts", m.die_timeouts},
+                  {"program_failures", st.program_failures}, {"erase_failures", st.erase_failures}};
     j["host_ram_bytes"] = f->memory_bytes();
     const auto ai = f->attach_info();
     j["attach"] = {{"from_checkpoint", ai.from_checkpoint}, {"lebs_scanned", ai.lebs_scanned},
@@ -548,6 +589,7 @@ Result<json> Daemon::StatusCmd(const json& req) {
   {
     std::lock_guard<std::mutex> l(front_mu_);
     if (front_status_) r["front_ends"] = front_status_();
+    if (monitor_state_) r["monitor"] = monitor_state_();
   }
   return r;
 }
@@ -658,6 +700,15 @@ Result<json> Daemon::Dispatch(const json& req) {
     return json{{"protocol", kProtocolVersion}, {"daemon", "vsld (OpenVSL)"}};
   }
   if (cmd == "status") return StatusCmd(req);
+  if (cmd == "history") {
+    std::function<Result<json>(const json&)> h;
+    {
+      std::lock_guard<std::mutex> l(front_mu_);
+      h = monitor_history_;
+    }
+    if (!h) return vsl::Status::FailedPrecondition("this vsld keeps no history (the monitor is off: --monitor-interval 0)");
+    return h(req);
+  }
   if (cmd == "power") return PowerCmd(req);
   if (cmd == "environment") {
     VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));

@@ -87,6 +87,19 @@ struct PowerConfig {
 // Parses an octal permission string such as "0600" (throws std::invalid_argument).
 uint32_t OctalMode(const std::string& m);
 
+// The monitor (docs/monitoring.md). Config file: "monitor": {"http": "127.0.0.1:9110",
+// "allow_remote": false, "tls": false, "interval_s": 10, "alert_hook": "...",
+// "temp_warn_c": 0, "eol_days": 30}.
+struct MonitorSettings {
+  std::string http;           // "": no HTTP endpoint; "PORT", "HOST:PORT", "[V6]:PORT"
+  bool allow_remote = false;  // a non-loopback HTTP address is refused without it
+  bool tls = false;           // HTTPS with the NBD certificate and key
+  double interval_s = 10;     // between samples; 0: no monitor (no history, no alerts)
+  std::string alert_hook;     // run by /bin/sh -c on every alert raised or cleared
+  double temp_warn_c = 0;     // 0: 5 C below the card's throttle temperature
+  double eol_days = 30;       // end_of_life alert when the predicted end is this close
+};
+
 struct DaemonConfig {
   std::vector<std::string> cards;  // card directories (the simulated card backend)
   std::string socket_path = "/run/vsld.sock";
@@ -99,6 +112,7 @@ struct DaemonConfig {
   NbdConfig nbd;
   SdkConfig sdk;
   PowerConfig power;
+  MonitorSettings monitor;
   bool ublk = true;  // /dev/ublkbN per export where the kernel has ublk (config "ublk": "auto" | "off")
   // How the simulated cards decide read errors (config "sim_ecc": "statistical" | "bit-exact";
   // docs/simcard.md): bit-exact runs the controller's BCH codec on every page.
@@ -152,6 +166,15 @@ class Daemon {
     formatted_ = std::move(f);
   }
   std::size_t card_count() const { return cards_.size(); }
+  // The monitor (docs/monitoring.md): `state` is what `status` reports under "monitor"
+  // (alerts, predictions); `history` answers the "history" command ({"card": N, "tier":
+  // "fine"|"coarse", "since": unix_s, "max": n}). Cleared (nullptr) before it stops.
+  void SetMonitor(std::function<nlohmann::json()> state,
+                  std::function<Result<nlohmann::json>(const nlohmann::json&)> history) {
+    std::lock_guard<std::mutex> l(front_mu_);
+    monitor_state_ = std::move(state);
+    monitor_history_ = std::move(history);
+  }
 
  private:
   Daemon() = default;
@@ -174,6 +197,8 @@ class Daemon {
   std::function<nlohmann::json()> front_status_;
   std::function<std::string(std::size_t, const card::Lun&)> in_use_;
   std::function<void()> formatted_;
+  std::function<nlohmann::json()> monitor_state_;
+  std::function<Result<nlohmann::json>(const nlohmann::json&)> monitor_history_;
 };
 
 // Serves a daemon's control protocol on a Unix socket, on its own thread.

@@ -142,8 +142,10 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
     }
   }
   stats_.host_write_sectors += count;
+  ++stats_.host_writes;
   auto* ctx = new WriteCtx();
   ctx->fua = fua;
+  ctx->start = clock_.Now();
   ctx->done = std::move(done);
   ++impl_->open_writes;
   const bool queued = !impl_->pending.empty();
@@ -157,6 +159,7 @@ void Ftl::Trim(uint64_t lba, uint64_t count, Done done) {
   if (Status s = CheckRequest("trim", lba, count, nullptr, false); !s.ok()) {
     return Reject(std::move(done), s);
   }
+  ++stats_.host_trims;
   impl_->pending.push_back({Impl::Pending::kTrim, lba, count, nullptr, 0, nullptr, std::move(done), nullptr});
   impl_->RunPending();
 }
@@ -321,19 +324,25 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
     return Reject(std::move(done), s);
   }
   stats_.host_read_sectors += count;
-  ReadMapped(lba, count, out, std::move(done));
+  ++stats_.host_reads;
+  ReadMapped(lba, count, out, std::move(done), clock_.Now());
 }
 
-void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
+void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done, TimeNs start) {
   struct ReadCtx {
     uint32_t remaining = 1;
     Status status;
     Done done;
+    Ftl* ftl = nullptr;
+    TimeNs start = kTimeNever;  // a host Read's call time (its latency is recorded)
   };
   auto* rc = new ReadCtx();
   rc->done = std::move(done);
+  rc->ftl = this;
+  rc->start = start;
   auto finish = [rc]() {
     if (--rc->remaining == 0) {
+      if (rc->start != kTimeNever) rc->ftl->stats_.read_latency.Record(rc->ftl->clock_.Now() - rc->start);
       Done d = std::move(rc->done);
       Status s = rc->status;
       delete rc;

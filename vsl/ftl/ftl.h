@@ -33,6 +33,7 @@
 
 #include "vsl/core/clock.h"
 #include "vsl/core/function.h"
+#include "vsl/core/latency_histogram.h"
 #include "vsl/core/status.h"
 #include "vsl/core/time.h"
 #include "vsl/ftl/leb.h"
@@ -183,6 +184,12 @@ struct AtomicLimits {
 
 struct FtlStats {
   uint64_t host_write_sectors = 0, host_read_sectors = 0, trim_sectors = 0;
+  // Host requests (Write, Read, Trim; atomic batches are atomic_batches) accepted, and the
+  // time each read and write took from the call to its answer on the FTL's clock (failed
+  // ones included; refused ones, answered at once, are not counted). Monitoring exposes
+  // them per LUN (docs/monitoring.md).
+  uint64_t host_writes = 0, host_reads = 0, host_trims = 0;
+  LatencyHistogram read_latency, write_latency;
   uint64_t gc_write_sectors = 0, pad_sectors = 0;
   uint64_t pages_programmed = 0, trim_pages = 0, meta_pages = 0, summary_pages = 0;
   uint64_t failure_checkpoints = 0;  // checkpoints written because a die failed
@@ -343,7 +350,8 @@ class Ftl {
   // already loaded), only LEBs whose first row was written after it are read.
   void Scan(uint64_t after_seq, Function<void(Status)> done);
   // Read of a checked request (also a read retried after its sector moved: counted once).
-  void ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done);
+  // `start`: a host Read's call time, whose latency is recorded (kTimeNever: none).
+  void ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done, TimeNs start = kTimeNever);
   // What recovery (recovery.h) needs of this format to judge a spare.
   ScanFormat ScanFmt() const;
   // Counts and reports the stripes two failed dies left unnamed (UnnamedLostStripes).

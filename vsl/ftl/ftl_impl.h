@@ -49,6 +49,7 @@ namespace f = format;
 struct Ftl::WriteCtx {
   uint32_t remaining = 1;  // +1 while the request is still being appended
   bool fua = false;
+  TimeNs start = kTimeNever;  // a host Write's call time (its latency is recorded); else never
   Status status;
   Done done;
 };

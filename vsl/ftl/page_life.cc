@@ -8,6 +8,7 @@ namespace vsl::ftl {
 void Ftl::Impl::Ack(WriteCtx* ctx) {
   if (--ctx->remaining == 0) {
     --open_writes;
+    if (ctx->start != kTimeNever) f.stats_.write_latency.Record(f.clock_.Now() - ctx->start);
     Done d = std::move(ctx->done);
     Status s = ctx->status;
     delete ctx;
