@@ -209,6 +209,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "vsld: --http needs the monitor (--monitor-interval is 0)\n");
     return 2;
   }
+  if (!cfg.monitor.http.empty()) {  // refused before any card is opened
+    auto hp = vsl::monitor::ParseListen(cfg.monitor.http);
+    if (!hp.ok()) {
+      std::fprintf(stderr, "vsld: %s\n", std::string(hp.status().message()).c_str());
+      return 2;
+    }
+    if (!vsl::monitor::IsLoopback(hp->first) && !cfg.monitor.allow_remote) {
+      std::fprintf(stderr,
+                   "vsld: --http %s: %s is not a loopback address; the monitor serves other hosts only with "
+                   "--http-allow-remote\n",
+                   cfg.monitor.http.c_str(), hp->first.c_str());
+      return 2;
+    }
+  }
   if (cfg.monitor.tls && (cfg.nbd.tls.cert_file.empty() || cfg.nbd.tls.key_file.empty())) {
     std::fprintf(stderr, "vsld: --http-tls needs --tls-cert and --tls-key\n");
     return 2;
