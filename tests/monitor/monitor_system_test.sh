@@ -13,7 +13,7 @@ set -euo pipefail
 VSLD="$1"
 VSLCTL="$2"
 DOCS=$(cd "$3" && pwd)
-for tool in prometheus promtool fio curl python3; do
+for tool in prometheus promtool fio curl python3 certtool; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (scripts/setup installs it)"; exit 77; }
 done
 T=$(mktemp -d)
@@ -39,7 +39,7 @@ start() {
   PID=$!
   for _ in $(seq 1 400); do
     if ctl --json status >/dev/null 2>&1; then
-      PORT=$(grep -o 'serving http://[^ ]*' "$T/vsld.log" | tail -1 | sed 's/.*:\([0-9]*\)\/$/\1/')
+      PORT=$(grep -o 'serving https\?://[^ ]*' "$T/vsld.log" | tail -1 | sed 's/.*:\([0-9]*\)\/$/\1/')
       return 0
     fi
     kill -0 "$PID" 2>/dev/null || fail "vsld exited at start"
@@ -52,7 +52,11 @@ stop() {
   wait "$PID" || fail "vsld exit code $? on SIGTERM"
   PID=""
 }
-url() { echo "http://127.0.0.1:$PORT$1"; }
+SCHEME=http
+url() { echo "$SCHEME://127.0.0.1:$PORT$1"; }
+curl() {  # HTTPS (after the restart) trusts the test's CA
+  if [ -f "$T/ca-cert.pem" ]; then command curl --cacert "$T/ca-cert.pem" "$@"; else command curl "$@"; fi
+}
 # wait_for 'shell condition' what: polls for up to 30 s.
 wait_for() {
   for _ in $(seq 1 300); do
@@ -186,13 +190,36 @@ kill -TERM "$PROM"
 wait "$PROM" || true
 PROM=""
 
-echo "== history survives a restart; a corrupt line is skipped"
+echo "== history survives a restart (now over HTTPS on any address); a corrupt line is skipped"
+cat >"$T/ca.info" <<I
+cn = vsl test ca
+ca
+cert_signing_key
+expiration_days = 2
+I
+cat >"$T/server.info" <<I
+cn = 127.0.0.1
+ip_address = 127.0.0.1
+tls_www_server
+encryption_key
+signing_key
+expiration_days = 2
+I
+certtool --generate-privkey --outfile "$T/ca-key.pem" 2>/dev/null
+certtool --generate-self-signed --load-privkey "$T/ca-key.pem" --template "$T/ca.info" --outfile "$T/ca-cert.pem" 2>/dev/null
+certtool --generate-privkey --outfile "$T/server-key.pem" 2>/dev/null
+certtool --generate-certificate --load-privkey "$T/server-key.pem" --load-ca-certificate "$T/ca-cert.pem" \
+  --load-ca-privkey "$T/ca-key.pem" --template "$T/server.info" --outfile "$T/server-cert.pem" 2>/dev/null
 curl -sf "$(url '/api/history?card=0&max=100000')" >"$T/h1.json"
 n1=$(python3 -c "import json; print(len(json.load(open('$T/h1.json'))['samples']))")
 [ "$n1" -ge 10 ] || fail "only $n1 history samples"
 stop
 echo '{"tier": "fine", "t": "torn' >>"$T/card/monitor-history.jsonl"
-start --http 0.0.0.0:0 --http-allow-remote
+start --http 0.0.0.0:0 --http-allow-remote --http-tls --tls-cert "$T/server-cert.pem" --tls-key "$T/server-key.pem"
+SCHEME=https
+grep -q "serving https://0.0.0.0:$PORT/" "$T/vsld.log" || fail "not serving HTTPS on every address"
+command curl -sf "http://127.0.0.1:$PORT/metrics" >/dev/null 2>&1 && fail "plain HTTP answered on the HTTPS port"
+curl -sf "$(url /metrics)" | grep -q '^vsl_up 1' || fail "GET /metrics over HTTPS"
 grep -q "could not be read and were skipped" "$T/vsld.log" || fail "the corrupt line went unremarked"
 curl -sf "$(url '/api/history?card=0&max=100000')" >"$T/h2.json" || fail "GET /api/history after the restart"
 python3 - "$T/h1.json" "$T/h2.json" <<'PY' || fail "history lost across the restart"
