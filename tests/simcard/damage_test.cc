@@ -15,6 +15,7 @@ bool KnownStatus(FlashStatus s) {
     case FlashStatus::kOk: case FlashStatus::kUncorrectable: case FlashStatus::kProgramFail:
     case FlashStatus::kEraseFail: case FlashStatus::kDieTimeout: case FlashStatus::kAborted:
     case FlashStatus::kInvalidAddress: case FlashStatus::kRuleViolation: return true;
+    case FlashStatus::kFenced: return false;  // nobody claims the pipe here
   }
   return false;
 }

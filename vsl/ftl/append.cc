@@ -98,7 +98,7 @@ void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
         --l.inflight;
         if (!c.ok()) left->second = false;
         if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(d);
-        if (!c.ok() && c.status != FlashStatus::kAborted) {
+        if (!c.ok() && !LostToHost(c.status)) {
           ++f.stats_.erase_failures;
           if (c.status == FlashStatus::kEraseFail) NoteDieError(d, l.index);
           l.good[d] = 0;  // its programs fail too and are rewritten elsewhere

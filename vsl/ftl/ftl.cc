@@ -399,7 +399,7 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done, Time
                  Impl& im2 = *impl_;
                  if (c.status == FlashStatus::kDieTimeout) im2.OnDieTimeout(im2.addr.DieOf(p));
                  if (c.status == FlashStatus::kUncorrectable) im2.NoteDieError(im2.addr.DieOf(p), im2.addr.LebOf(p));
-                 if (!c.ok() && c.status != FlashStatus::kAborted) {
+                 if (!c.ok() && !LostToHost(c.status)) {
                    // FlashBack: rebuild the page from the rest of its row, answer from
                    // it, and move its live sectors to a healthy die.
                    ++stats_.read_errors;

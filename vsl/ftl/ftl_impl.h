@@ -43,6 +43,13 @@ using nand::Completion;
 using nand::FlashStatus;
 namespace f = format;
 
+// The pipe is gone for this host: power lost or a die reset (kAborted), or another host
+// took the pipe over (kFenced, nand::FlashPipe::Claim). Nothing can be rewritten; the
+// FTL stops (DeviceLost) and acknowledged data is the controller's or recovery's.
+inline bool LostToHost(nand::FlashStatus s) {
+  return s == nand::FlashStatus::kAborted || s == nand::FlashStatus::kFenced;
+}
+
 // ---------------------------------------------------------------------------------------
 // Internal state.
 

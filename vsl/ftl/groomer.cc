@@ -124,7 +124,7 @@ void Ftl::Impl::GroomStep() {
                      if (gc.reloc.victim() == v && !device_lost) {
                        if (c.ok()) {
                          CopyRelocate(*v, die, page, buf->second);
-                       } else if (c.status == FlashStatus::kAborted) {
+                       } else if (LostToHost(c.status)) {
                          DeviceLost();
                        } else {
                          ReadAndRelocate(v, die, page, false);  // through host memory, rebuilt
@@ -153,7 +153,7 @@ void Ftl::Impl::ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim) {
                [this, v, die, page, buf, is_trim](const Completion& c) {
                  if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
                  if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
-                 if (!c.ok() && c.status != FlashStatus::kAborted && !device_lost) {
+                 if (!c.ok() && !LostToHost(c.status) && !device_lost) {
                    // FlashBack: rebuild the page from its row, then move it as usual.
                    RebuildPage(v->index, die, page,
                                [this, v, die, page, is_trim, st = c.status](
@@ -244,7 +244,7 @@ void Ftl::Impl::CopyFailed(PageBuf* b, const Completion& c) {
 
 void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
                 const std::vector<uint8_t>& data, const std::vector<uint8_t>& meta, bool is_trim) {
-  if (c.status == FlashStatus::kAborted) {
+  if (LostToHost(c.status)) {
     DeviceLost();
     return;
   }

@@ -80,7 +80,7 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
   // A parity page that never landed (its die dead, the power gone) took nothing: its
   // accumulator still holds the row.
   if (b->final_parity && !b->landed) ReleaseRowAcc(b->acc, false);
-  if (c.status == FlashStatus::kAborted) {
+  if (LostToHost(c.status)) {
     // Power lost or the die was reset: nothing can be rewritten now. Unacknowledged
     // writes fail; acknowledged ones are the controller's (PLP) or recovery's business.
     DeviceLost();
@@ -154,6 +154,9 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
       CoverRow(b->leb, b->page, b->lbas[0], b->final_parity, b->final_parity);
     }
     Progress(b);  // frees `b` unless it still waits for cover
+    // With the device lost (another host fenced this one while the controller still
+    // flushed what it had accepted) no parity page can follow: its row is never covered.
+    if (device_lost) FailUncovered();
   }
   MaybeWriteSummary(l);
   MaybeGroom();

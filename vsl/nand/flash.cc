@@ -12,6 +12,7 @@ std::string_view FlashStatusName(FlashStatus s) {
     case FlashStatus::kAborted: return "aborted";
     case FlashStatus::kInvalidAddress: return "invalid-address";
     case FlashStatus::kRuleViolation: return "rule-violation";
+    case FlashStatus::kFenced: return "fenced";
   }
   return "unknown";
 }

@@ -43,6 +43,8 @@ enum class FlashStatus : uint8_t {
   kInvalidAddress,  // die/block/page/sector range outside the geometry: a host bug
   kRuleViolation,   // NAND rule broken (program of a non-erased page, out of page order):
                     // a host bug; counted by the backend
+  kFenced,          // refused: another host (or a newer claim) owns the pipe now; the
+                    // command did nothing (FlashPipe::Claim, "Ownership")
 };
 std::string_view FlashStatusName(FlashStatus s);
 
@@ -154,6 +156,19 @@ struct PipeTopology {
   uint32_t dies() const { return channels * luns_per_channel; }
 };
 
+// Ownership of a pipe shared by several hosts (a dual-ported card; docs/raw-flash-
+// contract.md, "Ownership"). The controller keeps one owner per pipe: a host id, a
+// generation bumped by every successful claim, and a lease.
+struct PipeOwner {
+  uint32_t host = 0;        // 0: nobody (never claimed, or released)
+  uint32_t generation = 0;  // 0: never claimed; commands are then not checked
+  TimeNs lease_until = 0;   // on the controller's clock; the owner renews before it
+};
+struct ClaimReply {
+  bool granted = false;
+  PipeOwner owner;  // after the claim: the new owner, or the holder that refused it
+};
+
 class FlashPipe {
  public:
   virtual ~FlashPipe() = default;
@@ -236,6 +251,39 @@ class FlashPipe {
     c.status = FlashStatus::kInvalidAddress;
     done(c);
   }
+
+  // Ownership (PipeOwner). A FlashPipe is one host's port on the pipe; each command it
+  // submits carries the generation of its last granted claim (0 before any), and once
+  // the pipe has been claimed a command whose generation is not the owner's ends
+  // kFenced: at submission, or, if it was waiting (queued for its die, or for write-
+  // buffer room), at the moment a newer claim is granted. What the controller had
+  // already accepted into its protected write buffer is programmed all the same (the
+  // old owner may have acknowledged it), before any command of the new owner on that
+  // die; a command already running on its die finishes. A granted claim also empties
+  // the stage slots and zeroes the accumulators: they held the old owner's parity.
+  //
+  // Claim(host, force, lease) is granted when nobody holds the pipe, the holder's lease
+  // has run out, `host` holds it already (a restarted host fences its old self), or with
+  // `force`; refused otherwise, naming the holder. Renew extends this port's lease and
+  // fails once the port is fenced; Release gives the pipe up (the generation stays, so
+  // the port's stragglers stay fenced). The defaults (a controller without ownership,
+  // one host) grant every claim with generation 0 and never fence.
+  virtual bool offers_ownership() const { return false; }
+  virtual ClaimReply Claim(uint32_t host, bool force, DurNs lease) {
+    (void)force;
+    (void)lease;
+    ClaimReply r;
+    r.granted = true;
+    r.owner.host = host;
+    r.owner.lease_until = kTimeNever;
+    return r;
+  }
+  virtual bool Renew(DurNs lease) {
+    (void)lease;
+    return true;
+  }
+  virtual void Release() {}
+  virtual PipeOwner owner() const { return PipeOwner{}; }
 };
 
 }  // namespace vsl::nand

@@ -425,6 +425,7 @@ SimCard::~SimCard() {
 }
 
 nand::FlashPipe& SimCard::pipe(uint32_t index) { return *pipes_.at(index); }
+std::unique_ptr<nand::FlashPipe> SimCard::NewPort(uint32_t index) { return pipes_.at(index)->NewPort(); }
 const PipeStats& SimCard::stats(uint32_t pipe) const { return pipes_.at(pipe)->stats(); }
 
 nand::PlpState SimCard::plp_state() const {

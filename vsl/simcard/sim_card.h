@@ -61,6 +61,8 @@ struct PipeStats {
   uint64_t copy_bytes = 0;       // data they moved inside the controller
   uint64_t acc_pages = 0;        // pages and images that took an accumulator (parity formed here)
   uint64_t link_bytes = 0;       // bytes this pipe moved over the controller's host link
+  uint64_t claims = 0;           // ownership claims granted (SimPipe::NewPort)
+  uint64_t fenced = 0;           // commands refused or dropped for a stale generation
   // Time the channels' buses carried commands and data, and the dies spent from an
   // operation's start (which may wait for the bus) to its end, summed over channels and
   // dies: divided by the elapsed time and their count, how busy each resource was.
@@ -115,6 +117,8 @@ class SimCard {
   uint32_t pipe_count() const { return static_cast<uint32_t>(pipes_.size()); }
   // Pipe `index` = controller * pipes_per_controller + pipe-in-controller.
   nand::FlashPipe& pipe(uint32_t index);
+  // A host's port on pipe `index` (ownership: nand::FlashPipe::Claim; SimPipe::NewPort).
+  std::unique_ptr<nand::FlashPipe> NewPort(uint32_t index);
   const PipeStats& stats(uint32_t pipe) const;
   ControllerImage& image(uint32_t controller) { return *images_[controller]; }
   uint64_t card_id() const { return images_[0]->identity().card_id; }

@@ -68,6 +68,7 @@ struct Op : QueueHook, AllHook {
   std::vector<uint8_t> fail_meta;  // copy: the metadata programmed if its source fails
   TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
   DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
+  uint32_t gen = 0;  // the submitting port's generation (SimPipe::kUnchecked: the pipe's own calls)
   nand::FlashCallback accepted, done;
 };
 
@@ -99,6 +100,14 @@ class SimPipe final : public nand::FlashPipe {
   uint32_t copy_accumulators() const override { return static_cast<uint32_t>(acc_.size()); }
   void Copy(const nand::CopyRequest& req, nand::FlashCallback accepted, nand::FlashCallback done) override;
   void ClearAccumulator(uint32_t acc) override;
+
+  // Ports (nand::FlashPipe ownership): one per host sharing this pipe, each submitting
+  // with the generation of its last granted claim; the pipe's own FlashPipe calls are one
+  // host's, never checked and never fenced (a single-host card, as before ownership).
+  // A port must not outlive its pipe.
+  std::unique_ptr<nand::FlashPipe> NewPort();
+  const nand::PipeOwner& owner_state() const { return owner_; }
+  static constexpr uint32_t kUnchecked = UINT32_MAX;
 
   const PipeStats& stats() const { return stats_; }
   bool busy() const { return !all_.empty(); }
@@ -136,6 +145,22 @@ class SimPipe final : public nand::FlashPipe {
     TimeNs bus_free = 0;
     DurNs flush_xfer_ns = 0;       // bus time of queued, unstarted programs
   };
+
+  friend class SimPipePort;
+  // Ownership: a claim by `host` (granted: the generation bumps and FenceStale runs), a
+  // renewal or release by the port holding generation `gen`.
+  nand::ClaimReply ClaimFor(uint32_t host, bool force, DurNs lease);
+  bool RenewFor(uint32_t gen, DurNs lease);
+  void ReleaseFor(uint32_t gen);
+  // Whether a port holding `gen` may submit now.
+  bool Current(uint32_t gen) const {
+    return owner_.generation == 0 || (gen == owner_.generation && owner_.host != 0);
+  }
+  // Ends kFenced every outstanding command of another generation (or of a released
+  // pipe) that the controller has not taken on: not started on its die and, for a
+  // program, not admitted into the write buffer; empties the stage slots and zeroes the
+  // accumulators.
+  void FenceStale();
 
   Op* NewOp(Op::Kind kind, nand::FlashCallback done);
   void FreeOp(Op* op);
@@ -197,6 +222,8 @@ class SimPipe final : public nand::FlashPipe {
 
   SimCard& card_;
   Clock* clock_;  // this pipe's (SimCardOptions::pipe_clocks) or the card's
+  nand::PipeOwner owner_;              // the ownership registers
+  uint32_t submit_gen_ = kUnchecked;   // stamped on ops by NewOp (a port sets it per call)
   const uint32_t controller_;
   const uint32_t first_die_;  // this pipe's first die in the controller image
   nand::PipeTopology topology_;
