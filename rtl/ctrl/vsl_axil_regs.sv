@@ -67,6 +67,19 @@ module vsl_axil_regs #(
     input  logic [NP-1:0]           pipe_ring_error,
     input  logic [NP-1:0]           pipe_dma_error,
     input  logic [NP-1:0]           pipe_idle,
+    // pipe ownership (OWNER .. FENCED registers); claim/renew/release are pulses
+    output logic [NP-1:0]           pipe_own_claim,
+    output logic [NP*16-1:0]        pipe_own_claim_host,
+    output logic [NP-1:0]           pipe_own_claim_force,
+    output logic [NP-1:0]           pipe_own_renew,
+    output logic [NP-1:0]           pipe_own_release,
+    output logic [NP*16-1:0]        pipe_own_arg_gen,
+    output logic [NP*32-1:0]        pipe_own_lease,
+    input  logic [NP*16-1:0]        pipe_own_host,
+    input  logic [NP*16-1:0]        pipe_own_gen,
+    input  logic [NP*32-1:0]        pipe_own_lease_left,
+    input  logic [NP*2-1:0]         pipe_own_status,   // [0] granted, [1] renewed
+    input  logic [NP*32-1:0]        pipe_fenced,
     // The board's sensors (SENSOR_* registers): sampled every 4096 clocks while
     // sensor_present is high; tie sensor_present low where nothing feeds them.
     input  logic                    sensor_present,
@@ -154,6 +167,7 @@ module vsl_axil_regs #(
         vsl_regmap_pkg::VSL_PIPE_CQ_SIZE:    pw_old = pipe_cq_size[32*wp +: 32];
         vsl_regmap_pkg::VSL_PIPE_CQ_HEAD:    pw_old = pipe_cq_head[32*wp +: 32];
         vsl_regmap_pkg::VSL_PIPE_POLL_GAP:   pw_old = pipe_poll_gap[32*wp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_OWN_LEASE:  pw_old = pipe_own_lease[32*wp +: 32];
         default: ;
       endcase
     end
@@ -187,9 +201,19 @@ module vsl_axil_regs #(
       pipe_poll_gap   <= {NP{vsl_regmap_pkg::VSL_PIPE_POLL_GAP_RESET}};
       pipe_enable     <= '0;
       pipe_lun_reset  <= '0;
+      pipe_own_claim  <= '0;
+      pipe_own_claim_host  <= '0;
+      pipe_own_claim_force <= '0;
+      pipe_own_renew  <= '0;
+      pipe_own_release <= '0;
+      pipe_own_arg_gen <= '0;
+      pipe_own_lease  <= '0;
     end else begin
       soft_reset     <= 1'b0;
       pipe_lun_reset <= '0;
+      pipe_own_claim   <= '0;
+      pipe_own_renew   <= '0;
+      pipe_own_release <= '0;
       isr_q      <= isr_q | irq_events;
       timeout_q  <= timeout_q | chan_timeout_evt;
       if (s_bvalid && s_bready) s_bvalid <= 1'b0;
@@ -212,8 +236,24 @@ module vsl_axil_regs #(
             vsl_regmap_pkg::VSL_PIPE_PIPE_CTRL:
               if (s_wstrb[0]) pipe_enable <= (pipe_enable & ~(NP'(1) << wp)) | (NP'(s_wdata[0]) << wp);
             vsl_regmap_pkg::VSL_PIPE_LUN_RESET: pipe_lun_reset[16*wp +: 16] <= s_wdata[15:0];
+            vsl_regmap_pkg::VSL_PIPE_OWN_CLAIM: begin
+              pipe_own_claim                <= NP'(1) << wp;
+              pipe_own_claim_host[16*wp +: 16] <= s_wdata[15:0];
+              pipe_own_claim_force          <= (pipe_own_claim_force & ~(NP'(1) << wp)) | (NP'(s_wdata[16]) << wp);
+            end
+            vsl_regmap_pkg::VSL_PIPE_OWN_LEASE: pipe_own_lease[32*wp +: 32] <= pw_new;
+            vsl_regmap_pkg::VSL_PIPE_OWN_RENEW: begin
+              pipe_own_renew                <= NP'(1) << wp;
+              pipe_own_arg_gen[16*wp +: 16] <= s_wdata[15:0];
+            end
+            vsl_regmap_pkg::VSL_PIPE_OWN_RELEASE: begin
+              pipe_own_release              <= NP'(1) << wp;
+              pipe_own_arg_gen[16*wp +: 16] <= s_wdata[15:0];
+            end
             vsl_regmap_pkg::VSL_PIPE_SQ_HEAD, vsl_regmap_pkg::VSL_PIPE_CQ_TAIL, vsl_regmap_pkg::VSL_PIPE_PIPE_STATUS,
-            vsl_regmap_pkg::VSL_PIPE_PIPE_INFO, vsl_regmap_pkg::VSL_PIPE_COMPLETIONS: ;  // read-only
+            vsl_regmap_pkg::VSL_PIPE_PIPE_INFO, vsl_regmap_pkg::VSL_PIPE_COMPLETIONS, vsl_regmap_pkg::VSL_PIPE_OWNER,
+            vsl_regmap_pkg::VSL_PIPE_OWN_LEASE_LEFT, vsl_regmap_pkg::VSL_PIPE_OWN_STATUS,
+            vsl_regmap_pkg::VSL_PIPE_FENCED: ;  // read-only
             default: s_bresp <= RESP_SLVERR;
           endcase
         end else if (wc < NUM_CHAN) begin
@@ -286,6 +326,13 @@ module vsl_axil_regs #(
         vsl_regmap_pkg::VSL_PIPE_COMPLETIONS: rdata = pipe_completions[32*rp +: 32];
         vsl_regmap_pkg::VSL_PIPE_LUN_RESET:   rdata = 32'd0;  // write-only
         vsl_regmap_pkg::VSL_PIPE_POLL_GAP:    rdata = pipe_poll_gap[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_OWNER:       rdata = {pipe_own_gen[16*rp +: 16], pipe_own_host[16*rp +: 16]};
+        vsl_regmap_pkg::VSL_PIPE_OWN_CLAIM, vsl_regmap_pkg::VSL_PIPE_OWN_RENEW,
+        vsl_regmap_pkg::VSL_PIPE_OWN_RELEASE: rdata = 32'd0;  // write-only
+        vsl_regmap_pkg::VSL_PIPE_OWN_LEASE:   rdata = pipe_own_lease[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_OWN_LEASE_LEFT: rdata = pipe_own_lease_left[32*rp +: 32];
+        vsl_regmap_pkg::VSL_PIPE_OWN_STATUS:  rdata = {30'd0, pipe_own_status[2*rp +: 2]};
+        vsl_regmap_pkg::VSL_PIPE_FENCED:      rdata = pipe_fenced[32*rp +: 32];
         default: rerr = 1'b1;
       endcase
     end else if (rc < NUM_CHAN) begin

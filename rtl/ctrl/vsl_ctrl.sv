@@ -84,6 +84,10 @@ module vsl_ctrl #(
   logic [NUM_PIPES*16-1:0] lun_reset;
   logic [NUM_PIPES-1:0]    enable, running, ring_error, dma_error, pipe_idle, cq_event, err_event, chan_busy;
   logic                    ap_start, soft_reset, pipe_rst_n;
+  logic [NUM_PIPES-1:0]    own_claim, own_claim_force, own_renew, own_release;
+  logic [NUM_PIPES*16-1:0] own_claim_host, own_arg_gen, own_host, own_gen;
+  logic [NUM_PIPES*32-1:0] own_lease, own_lease_left, fenced;
+  logic [NUM_PIPES*2-1:0]  own_status;
   logic [2:0]              irq_events;
 
   // SOFT_RESET resets pipes and channels; the registers keep their values.
@@ -107,6 +111,10 @@ module vsl_ctrl #(
       .pipe_lun_reset(lun_reset), .pipe_sq_head(sq_head), .pipe_cq_tail(cq_tail),
       .pipe_completions(completions), .pipe_running(running), .pipe_ring_error(ring_error),
       .pipe_dma_error(dma_error), .pipe_idle(pipe_idle),
+      .pipe_own_claim(own_claim), .pipe_own_claim_host(own_claim_host), .pipe_own_claim_force(own_claim_force),
+      .pipe_own_renew(own_renew), .pipe_own_release(own_release), .pipe_own_arg_gen(own_arg_gen),
+      .pipe_own_lease(own_lease), .pipe_own_host(own_host), .pipe_own_gen(own_gen),
+      .pipe_own_lease_left(own_lease_left), .pipe_own_status(own_status), .pipe_fenced(fenced),
       .sensor_present, .sensor_temp_mc, .sensor_power_mw
   );
 
@@ -117,6 +125,12 @@ module vsl_ctrl #(
         .sq_base(sq_base[64*p +: 64]), .sq_size(sq_size[32*p +: 32]), .sq_tail(sq_tail[32*p +: 32]),
         .cq_base(cq_base[64*p +: 64]), .cq_size(cq_size[32*p +: 32]), .cq_head(cq_head[32*p +: 32]),
         .poll_gap(poll_gap[32*p +: 32]), .lun_reset(lun_reset[16*p +: LUNS]),
+        .own_claim(own_claim[p]), .own_claim_host(own_claim_host[16*p +: 16]),
+        .own_claim_force(own_claim_force[p]), .own_renew(own_renew[p]), .own_release(own_release[p]),
+        .own_arg_gen(own_arg_gen[16*p +: 16]), .own_lease(own_lease[32*p +: 32]),
+        .own_host(own_host[16*p +: 16]), .own_gen(own_gen[16*p +: 16]),
+        .own_lease_left(own_lease_left[32*p +: 32]), .own_granted(own_status[2*p]),
+        .own_renewed(own_status[2*p+1]), .fenced(fenced[32*p +: 32]),
         .sq_head(sq_head[32*p +: 32]), .cq_tail(cq_tail[32*p +: 32]), .completions(completions[32*p +: 32]),
         .running(running[p]), .ring_error(ring_error[p]), .dma_error(dma_error[p]), .idle(pipe_idle[p]),
         .cq_event(cq_event[p]), .error_event(err_event[p]),

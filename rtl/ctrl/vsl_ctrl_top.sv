@@ -58,6 +58,9 @@ module vsl_ctrl_top (
   logic [31:0] np_w0, np_w1, np_w2, np_w3, np_w4;
   logic        np_en;
   logic [15:0] np_lr;
+  logic        np_claim, np_force, np_renew, np_release;
+  logic [15:0] np_host, np_gen;
+  logic [31:0] np_lease;
 
   // SOFT_RESET resets the channel (its registers keep their values).
   assign chan_rst_n  = rst_n && !soft_reset;
@@ -78,6 +81,10 @@ module vsl_ctrl_top (
       .pipe_lun_reset(np_lr), .pipe_sq_head(32'd0), .pipe_cq_tail(32'd0),
       .pipe_completions(32'd0), .pipe_running(1'b0), .pipe_ring_error(1'b0), .pipe_dma_error(1'b0),
       .pipe_idle(1'b1),
+      .pipe_own_claim(np_claim), .pipe_own_claim_host(np_host), .pipe_own_claim_force(np_force),
+      .pipe_own_renew(np_renew), .pipe_own_release(np_release), .pipe_own_arg_gen(np_gen),
+      .pipe_own_lease(np_lease), .pipe_own_host(16'd0), .pipe_own_gen(16'd0), .pipe_own_lease_left(32'd0),
+      .pipe_own_status(2'd0), .pipe_fenced(32'd0),
       .sensor_present(1'b0), .sensor_temp_mc(32'd0), .sensor_power_mw(32'd0)
   );
 
@@ -90,5 +97,6 @@ module vsl_ctrl_top (
   );
 
   logic unused;
-  assign unused = ^{ap_start, np_base0, np_base1, np_w0, np_w1, np_w2, np_w3, np_w4, np_en, np_lr};
+  assign unused = ^{ap_start, np_base0, np_base1, np_w0, np_w1, np_w2, np_w3, np_w4, np_en, np_lr, np_claim, np_host,
+                    np_force, np_renew, np_release, np_gen, np_lease};
 endmodule

@@ -5,7 +5,7 @@
 package vsl_regmap_pkg;
 
   localparam int unsigned VSL_REGMAP_MAJOR = 1;
-  localparam int unsigned VSL_REGMAP_MINOR = 2;
+  localparam int unsigned VSL_REGMAP_MINOR = 3;
   localparam int unsigned VSL_REG_ADDR_BITS = 16;
 
   // CTRL: Control block. 0x00-0x0C follow the layout XRT expects of a user-managed RTL kernel (ap_ctrl_hs registers, interrupt enables and status).
@@ -42,7 +42,7 @@ package vsl_regmap_pkg;
   localparam logic [15:0] VSL_CTRL_ID = 16'h0010;  // ro
   localparam logic [31:0] VSL_CTRL_ID_RESET = 32'h4F56534C;
   localparam logic [15:0] VSL_CTRL_VERSION = 16'h0014;  // ro
-  localparam logic [31:0] VSL_CTRL_VERSION_RESET = 32'h00010002;
+  localparam logic [31:0] VSL_CTRL_VERSION_RESET = 32'h00010003;
   localparam int unsigned VSL_CTRL_VERSION_MINOR_LSB = 0;
   localparam int unsigned VSL_CTRL_VERSION_MINOR_WIDTH = 16;
   localparam int unsigned VSL_CTRL_VERSION_MAJOR_LSB = 16;
@@ -108,6 +108,30 @@ package vsl_regmap_pkg;
   localparam int unsigned VSL_PIPE_LUN_RESET_LUNS_WIDTH = 16;
   localparam logic [15:0] VSL_PIPE_POLL_GAP = 16'h003C;  // rw
   localparam logic [31:0] VSL_PIPE_POLL_GAP_RESET = 32'h00000040;
+  localparam logic [15:0] VSL_PIPE_OWNER = 16'h0040;  // ro
+  localparam int unsigned VSL_PIPE_OWNER_HOST_LSB = 0;
+  localparam int unsigned VSL_PIPE_OWNER_HOST_WIDTH = 16;
+  localparam int unsigned VSL_PIPE_OWNER_GENERATION_LSB = 16;
+  localparam int unsigned VSL_PIPE_OWNER_GENERATION_WIDTH = 16;
+  localparam logic [15:0] VSL_PIPE_OWN_CLAIM = 16'h0044;  // wo
+  localparam int unsigned VSL_PIPE_OWN_CLAIM_HOST_LSB = 0;
+  localparam int unsigned VSL_PIPE_OWN_CLAIM_HOST_WIDTH = 16;
+  localparam int unsigned VSL_PIPE_OWN_CLAIM_FORCE_LSB = 16;
+  localparam int unsigned VSL_PIPE_OWN_CLAIM_FORCE_WIDTH = 1;
+  localparam logic [15:0] VSL_PIPE_OWN_LEASE = 16'h0048;  // rw
+  localparam logic [15:0] VSL_PIPE_OWN_LEASE_LEFT = 16'h004C;  // ro
+  localparam logic [15:0] VSL_PIPE_OWN_RENEW = 16'h0050;  // wo
+  localparam int unsigned VSL_PIPE_OWN_RENEW_GENERATION_LSB = 0;
+  localparam int unsigned VSL_PIPE_OWN_RENEW_GENERATION_WIDTH = 16;
+  localparam logic [15:0] VSL_PIPE_OWN_RELEASE = 16'h0054;  // wo
+  localparam int unsigned VSL_PIPE_OWN_RELEASE_GENERATION_LSB = 0;
+  localparam int unsigned VSL_PIPE_OWN_RELEASE_GENERATION_WIDTH = 16;
+  localparam logic [15:0] VSL_PIPE_OWN_STATUS = 16'h0058;  // ro
+  localparam int unsigned VSL_PIPE_OWN_STATUS_GRANTED_LSB = 0;
+  localparam int unsigned VSL_PIPE_OWN_STATUS_GRANTED_WIDTH = 1;
+  localparam int unsigned VSL_PIPE_OWN_STATUS_RENEWED_LSB = 1;
+  localparam int unsigned VSL_PIPE_OWN_STATUS_RENEWED_WIDTH = 1;
+  localparam logic [15:0] VSL_PIPE_FENCED = 16'h005C;  // ro
 
   // CHAN: One per ONFI channel: its SDR timing in controller clock cycles (so the host sets any mode 0-5 for the clock it runs at), ready/busy timeout and status.
   localparam logic [15:0] VSL_CHAN_BASE = 16'h1000;

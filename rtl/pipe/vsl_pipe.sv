@@ -50,6 +50,15 @@
 //   no new command while it still reads busy: each one is preceded by a status poll and
 //   completes TIMEOUT at once if the LUN has not come back (RESET and RESET LUN go to it
 //   regardless).
+// - Ownership (dual-host cards; docs/raw-flash-contract.md "Ownership"): owner host id,
+//   a 16-bit generation bumped by every granted claim, and a lease counted down in units
+//   of 256 cycles (own_lease 0: no expiry). own_claim is granted when nobody holds the
+//   pipe, the lease ran out, the same host claims, or with force. Once claimed (generation
+//   not 0), a descriptor whose generation (w5[47:32]) is not the owner's, or any
+//   descriptor while the pipe is released, completes FENCED with nothing done; at a
+//   granted claim or a release the commands still waiting for their start (slot NEW) are
+//   fenced too. A command already started finishes. IDENTIFY (READ ID, PARAMETER PAGE)
+//   answers any host.
 // - Errors: an unknown opcode, a LUN out of range or sizes the buffer cannot hold (or
 //   not multiples of 8) complete INVALID with nothing done; an AXI error response
 //   completes the command DMA_ERROR and sets dma_error; a ring size that is not a power
@@ -74,6 +83,20 @@ module vsl_pipe #(
     input  logic [31:0] cq_head,
     input  logic [31:0] poll_gap,
     input  logic [LUNS-1:0] lun_reset,   // pulses
+    // ownership (PIPE block OWNER registers): claim/renew/release are pulses
+    input  logic        own_claim,
+    input  logic [15:0] own_claim_host,
+    input  logic        own_claim_force,
+    input  logic        own_renew,
+    input  logic        own_release,
+    input  logic [15:0] own_arg_gen,      // renew/release: the caller's generation
+    input  logic [31:0] own_lease,        // lease length, units of 256 cycles (0: none)
+    output logic [15:0] own_host,
+    output logic [15:0] own_gen,
+    output logic [31:0] own_lease_left,
+    output logic        own_granted,      // the last claim was granted
+    output logic        own_renewed,      // the last renewal was accepted
+    output logic [31:0] fenced,           // commands completed FENCED
     output logic [31:0] sq_head,
     output logic [31:0] cq_tail,
     output logic [31:0] completions,
@@ -143,7 +166,7 @@ module vsl_pipe #(
   localparam logic [1:0] ACC_NONE = 2'd0, ACC_ADD = 2'd1, ACC_PEEK = 2'd3;  // 2: take
   localparam logic [7:0] ST_OK = 8'd0, ST_UNCORRECTABLE = 8'd1, ST_PROGRAM_FAIL = 8'd2, ST_ERASE_FAIL = 8'd3,
                          ST_TIMEOUT = 8'd4, ST_ABORTED = 8'd5, ST_INVALID = 8'd6, ST_DMA_ERROR = 8'd7,
-                         ST_FAIL = 8'd8;
+                         ST_FAIL = 8'd8, ST_FENCED = 8'd9;
   // Sequencer requests (vsl_onfi_seq).
   localparam logic [3:0] RQ_RESET = 4'd0, RQ_READ_ID = 4'd1, RQ_READ_PARAM = 4'd2, RQ_STATUS = 4'd6,
                          RQ_SET_FEAT = 4'd7, RQ_GET_FEAT = 4'd8, RQ_READ_START = 4'd9,
@@ -509,6 +532,55 @@ module vsl_pipe #(
 
   assign cq_event = (state == M_CPL_DONE);
 
+  // Ownership registers. A granted claim or a release bumps fence_seq: the main state
+  // machine then fences the slots still NEW of another generation (fence_done catches up).
+  logic [7:0]  own_tick;
+  logic        own_forever;  // the lease does not expire
+  logic [7:0]  fence_seq, fence_done;
+  logic        own_expired;
+  assign own_expired = !own_forever && own_lease_left == 32'd0;
+  always_ff @(posedge clk or negedge rst_n) begin
+    if (!rst_n) begin
+      own_host <= 16'd0; own_gen <= 16'd0; own_lease_left <= 32'd0; own_forever <= 1'b1;
+      own_granted <= 1'b0; own_renewed <= 1'b0; own_tick <= 8'd0; fence_seq <= 8'd0;
+    end else begin
+      own_tick <= own_tick + 8'd1;
+      if (own_tick == 8'hFF && own_lease_left != 32'd0) own_lease_left <= own_lease_left - 32'd1;
+      if (own_claim) begin
+        if (own_claim_host != 16'd0 &&
+            (own_host == 16'd0 || own_expired || own_host == own_claim_host || own_claim_force)) begin
+          own_gen        <= (own_gen == 16'hFFFF) ? 16'd1 : own_gen + 16'd1;
+          own_host       <= own_claim_host;
+          own_lease_left <= own_lease;
+          own_forever    <= own_lease == 32'd0;
+          own_granted    <= 1'b1;
+          fence_seq      <= fence_seq + 8'd1;
+        end else begin
+          own_granted <= 1'b0;
+        end
+      end else if (own_renew) begin
+        if (own_gen != 16'd0 && own_arg_gen == own_gen && own_host != 16'd0) begin
+          own_lease_left <= own_lease;
+          own_forever    <= own_lease == 32'd0;
+          own_renewed    <= 1'b1;
+        end else begin
+          own_renewed <= 1'b0;
+        end
+      end else if (own_release) begin
+        if (own_gen != 16'd0 && own_arg_gen == own_gen && own_host != 16'd0) begin
+          own_host       <= 16'd0;
+          own_lease_left <= 32'd0;
+          own_forever    <= 1'b1;
+          fence_seq      <= fence_seq + 8'd1;
+        end
+      end
+    end
+  end
+  // A descriptor from a host that does not own the pipe (identification excepted).
+  logic p_fenced;
+  assign p_fenced = own_gen != 16'd0 && (p_w5[47:32] != own_gen || own_host == 16'd0) &&
+                    p_opc != OPC_READ_ID && p_opc != OPC_READ_PARAM;
+
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
       state <= M_IDLE; ret <= M_IDLE; cur <= '0; rr <= '0;
@@ -525,6 +597,7 @@ module vsl_pipe #(
       din_ptr <= '0; din_end <= '0; din_have <= 1'b0; din_rd <= 1'b0; din_sel <= '0; din_data <= 8'd0;
       dout_ptr <= '0; enc_word <= '0; enc_words <= '0; enc_rd <= 1'b0; fetch_i <= '0; fetch_rd <= 1'b0;
       e_start <= 1'b0; e_decode <= 1'b0; error_event <= 1'b0; ecc_done <= 1'b0;
+      fence_done <= 8'd0; fenced <= 32'd0;
     end else begin
       e_start     <= 1'b0;
       error_event <= 1'b0;
@@ -553,7 +626,18 @@ module vsl_pipe #(
 
       case (state)
         M_IDLE: begin
-          if (f_abort) begin
+          if (fence_done != fence_seq) begin
+            // The owner changed: commands not started yet of another generation end FENCED.
+            fence_done <= fence_seq;
+            for (int l = 0; l < LUNS; l++) begin
+              if (s_state[3*l +: 3] == SL_NEW &&
+                  (s_w5[64*l+32 +: 16] != own_gen || own_host == 16'd0) &&
+                  s_op[8*l +: 8] != OPC_READ_ID && s_op[8*l +: 8] != OPC_READ_PARAM) begin
+                s_state[3*l +: 3]  <= SL_CPL;
+                s_result[8*l +: 8] <= ST_FENCED;
+              end
+            end
+          end else if (f_abort) begin
             cur <= i_abort;
             s_abort[i_abort] <= 1'b0;
             if (s_state[3*(i_abort) +: 3] == SL_NEW) begin
@@ -569,8 +653,8 @@ module vsl_pipe #(
             state <= M_CPL0;
           end else if (p_valid && p_lun < 8'(LUNS) && s_state[3*(p_lun[LW-1:0]) +: 3] == SL_FREE) begin
             // The waiting descriptor takes its LUN's slot.
-            s_state[3*(p_lun[LW-1:0]) +: 3]  <= p_bad ? SL_CPL : SL_NEW;
-            s_result[8*(p_lun[LW-1:0]) +: 8] <= p_bad ? ST_INVALID : ST_OK;
+            s_state[3*(p_lun[LW-1:0]) +: 3]  <= (p_bad || p_fenced) ? SL_CPL : SL_NEW;
+            s_result[8*(p_lun[LW-1:0]) +: 8] <= p_bad ? ST_INVALID : p_fenced ? ST_FENCED : ST_OK;
             s_op[8*(p_lun[LW-1:0]) +: 8]     <= p_opc;
             s_tag[16*(p_lun[LW-1:0]) +: 16]    <= p_w0[31:16];
             s_row[24*(p_lun[LW-1:0]) +: 24]    <= p_w1[23:0];
@@ -952,6 +1036,7 @@ module vsl_pipe #(
           cq_tail      <= (cq_tail + 32'd1) & cq_mask;
           if (((cq_tail + 32'd1) & cq_mask) == 32'd0) phase <= !phase;
           completions  <= completions + 32'd1;
+          if (s_result[8*(cur) +: 8] == ST_FENCED) fenced <= fenced + 32'd1;
           state <= M_IDLE;
         end
       endcase
@@ -959,7 +1044,7 @@ module vsl_pipe #(
   end
 
   logic unused;
-  assign unused = ^{p_w0[63:40], p_w0[15:8], p_w1[31:24], p_w5[47:27], cur_w5[47:27], cur_w5[49:48], cur_w5[2:0],
+  assign unused = ^{p_w0[63:40], p_w0[15:8], p_w1[31:24], p_w5[31:27], cur_w5[47:27], cur_w5[49:48], cur_w5[2:0],
                     x_i[15:AW], x_j[15:AW], z_ptr[15:AW], e_fix_addr[15:AW+3],
                     dout_ptr[15:AW+3], din_ptr[15:AW+3], enc_word[15:AW]};
 endmodule

@@ -61,9 +61,9 @@ ctl format --yes >/dev/null || fail "format"
 echo "format: $(echo "$(date +%s.%N) - $t0" | bc) s"
 S=$(ctl --json status)
 [ "$(jq -r '.cards[0].backend' <<<"$S")" = rtl ] || fail "backend: $(jq -c '.cards[0].backend' <<<"$S")"
-jq -r '.cards[0].hardware' <<<"$S" | grep -q "vsl_ctrl (ID 4F56534C, register map 1.2" ||
+jq -r '.cards[0].hardware' <<<"$S" | grep -q "vsl_ctrl (ID 4F56534C, register map 1.3" ||
   fail "identity not from the registers: $(jq -r '.cards[0].hardware' <<<"$S")"
-[ "$(jq -r '.cards[0].firmware_version' <<<"$S")" = 1.2 ] || fail "firmware version"
+[ "$(jq -r '.cards[0].firmware_version' <<<"$S")" = 1.3 ] || fail "firmware version"
 [ "$(jq '[.cards[0].luns[] | select(.state == "online")] | length' <<<"$S")" -eq 4 ] || fail "not four LUNs online"
 [ "$(jq '.cards[0].controllers | length' <<<"$S")" -eq 2 ] || fail "not two controllers"
 for k in 0 1; do

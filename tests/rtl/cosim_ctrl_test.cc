@@ -390,7 +390,7 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   EXPECT_TRUE(Wait([&](auto cb) { pipe.Erase(0, 1, std::move(cb)); }).ok());
   // A register the build does not have answers SLVERR.
   uint32_t v = 0;
-  EXPECT_FALSE(card_->Read32(pr::At(1, 0x40), &v));
+  EXPECT_FALSE(card_->Read32(pr::At(1, 0x60), &v));  // past FENCED (map 1.3)
   EXPECT_FALSE(card_->Write32(0x0FF0, 1));
 }
 
@@ -676,6 +676,99 @@ TEST_F(CosimTest, HostTakesOverAPipeFromACrashedOne) {
   uint32_t n = 0;
   ASSERT_TRUE(card_->Read32(pr::At(0, pr::kCompletions), &n));
   EXPECT_GT(n, 64u);  // the completion ring wrapped at least once
+  ExpectCheckerSilent();
+}
+
+// Ownership in the controller (PIPE.OWNER registers, map 1.3): a claim granted to one host
+// only; a second host's claim refused while the lease lives, granted with force or once it
+// lapses; a descriptor of a stale generation completes FENCED with nothing done (a queued
+// erase never runs), a started command finishes; a released pipe fences everyone;
+// identification answers any host. "Host B" drives the registers directly, as a second
+// PCIe function would.
+TEST_F(CosimTest, OwnerRegistersFenceAStaleGeneration) {
+  Build();
+  auto& a = *pipes_[0];
+  const uint32_t db = data_bytes();
+  ASSERT_TRUE(a.offers_ownership());
+  EXPECT_EQ(a.owner().generation, 0u);
+  auto claim_b = [&](bool force) {
+    EXPECT_TRUE(card_->Write32(pr::At(0, pr::kOwnClaim), 2u | (force ? 1u << 16 : 0u)));
+    uint32_t st = 0;
+    EXPECT_TRUE(card_->Read32(pr::At(0, pr::kOwnStatus), &st));
+    return pr::kOwnStatusGranted.get(st) != 0;
+  };
+  auto read = [&](uint32_t die, uint32_t block, uint32_t page, std::vector<uint8_t>* out) {
+    out->assign(db, 0);
+    return Wait([&](auto cb) {
+      a.Read(nand::ReadRequest{{die, block, page}, 0, db / 512, out->data(), nullptr}, std::move(cb));
+    });
+  };
+  // Unclaimed: nothing is checked.
+  ASSERT_TRUE(Wait([&](auto cb) { a.Erase(0, 5, std::move(cb)); }).ok());
+  ASSERT_TRUE(Wait([&](auto cb) { a.Erase(0, 6, std::move(cb)); }).ok());
+  const auto data = Pattern(0, 5, 0, db);
+  ASSERT_TRUE(Wait([&](auto cb) {
+                a.Program(nand::ProgramRequest{{0, 5, 0}, data.data(), nullptr, false}, nullptr, std::move(cb));
+              }).ok());
+  // A claims; B is refused while A's lease lives.
+  const nand::ClaimReply ra = a.Claim(1, false, kTimeNever);
+  ASSERT_TRUE(ra.granted);
+  EXPECT_EQ(ra.owner.generation, 1u);
+  EXPECT_FALSE(claim_b(false));
+  EXPECT_EQ(a.owner().host, 1u);
+  std::vector<uint8_t> got;
+  ASSERT_TRUE(read(0, 5, 0, &got).ok());
+  EXPECT_EQ(got, data);
+  // A program starts on LUN 0, an erase of block 5 waits behind it in the ring; B takes
+  // the pipe: the program finishes, the erase is fenced and never runs.
+  const auto more = Pattern(0, 6, 0, db);
+  std::optional<nand::Completion> prog, erase;
+  a.Program(nand::ProgramRequest{{0, 6, 0}, more.data(), nullptr, false}, nullptr,
+            [&](const nand::Completion& c) { prog = c; });
+  a.Erase(0, 5, [&](const nand::Completion& c) { erase = c; });
+  clock_.RunFor(20 * kUs);
+  ASSERT_TRUE(claim_b(true));
+  clock_.RunUntilTrue([&] { return prog.has_value() && erase.has_value(); }, kMaxEvents);
+  ASSERT_TRUE(prog.has_value() && erase.has_value());
+  EXPECT_TRUE(prog->ok()) << nand::FlashStatusName(prog->status);
+  EXPECT_EQ(erase->status, nand::FlashStatus::kFenced);
+  EXPECT_EQ(read(0, 5, 0, &got).status, nand::FlashStatus::kFenced);  // A is stale now
+  uint8_t id[4];
+  EXPECT_TRUE(Wait([&](auto cb) { a.ReadId(0, 0x20, id, 4, std::move(cb)); }).ok());  // identification: anyone
+  EXPECT_FALSE(a.Renew(kTimeNever));
+  // A takes the pipe back by force: block 5 still holds its page (the erase never ran).
+  const nand::ClaimReply ra2 = a.Claim(1, true, kTimeNever);
+  ASSERT_TRUE(ra2.granted);
+  EXPECT_EQ(ra2.owner.generation, 3u);
+  ASSERT_TRUE(read(0, 5, 0, &got).ok());
+  EXPECT_EQ(got, data);
+  ASSERT_TRUE(read(0, 6, 0, &got).ok());
+  EXPECT_EQ(got, more);
+  // A short lease lapses: B may claim without force.
+  ASSERT_TRUE(a.Renew(1));  // the shortest lease (one unit, 256 cycles)
+  uint32_t left = 1;
+  for (int i = 0; i < 100 && left != 0; ++i) {
+    clock_.RunFor(10 * kUs);
+    ASSERT_TRUE(card_->Read32(pr::At(0, pr::kOwnLeaseLeft), &left));
+  }
+  EXPECT_EQ(left, 0u);
+  ASSERT_TRUE(claim_b(false));
+  // B releases: nobody owns the pipe and every command is fenced until a claim.
+  uint32_t v = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kOwner), &v));
+  EXPECT_EQ(pr::kOwnerHost.get(v), 2u);
+  ASSERT_TRUE(card_->Write32(pr::At(0, pr::kOwnRelease), pr::kOwnerGeneration.get(v)));
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kOwner), &v));
+  EXPECT_EQ(pr::kOwnerHost.get(v), 0u);
+  EXPECT_EQ(a.owner().host, 0u);
+  EXPECT_EQ(read(0, 5, 0, &got).status, nand::FlashStatus::kFenced);
+  ASSERT_TRUE(a.Claim(1, false, kTimeNever).granted);
+  ASSERT_TRUE(read(0, 5, 0, &got).ok());
+  uint32_t fenced = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kFenced), &fenced));
+  EXPECT_EQ(fenced, 3u);  // the erase and two reads
+  // Pipe 1 was never claimed: unchecked.
+  ASSERT_TRUE(Wait([&](auto cb) { pipes_[1]->Erase(0, 5, std::move(cb)); }).ok());
   ExpectCheckerSilent();
 }
 

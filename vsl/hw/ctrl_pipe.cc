@@ -31,6 +31,7 @@ nand::FlashStatus Map(uint8_t st) {
     case cst::kTimeout: return nand::FlashStatus::kDieTimeout;
     case cst::kInvalid: return nand::FlashStatus::kInvalidAddress;
     case cst::kFail: return nand::FlashStatus::kProgramFail;
+    case cst::kFenced: return nand::FlashStatus::kFenced;
     default: return nand::FlashStatus::kAborted;  // kAborted, kDmaError
   }
 }
@@ -72,6 +73,8 @@ Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port,
   const uint32_t luns = cr::kCapsLunsPerChannel.get(caps) * cr::kCapsChannelsPerPipe.get(caps);
   const uint64_t need = 4096 + uint64_t{o.ring_entries} * 80 + luns * kDieBufBytes;
   const uint32_t accs = cr::kCapsAccumulators.get(caps);
+  uint32_t version = 0;
+  if (!port.Read32(cr::kVersion, &version)) return Status::IOError("VERSION register read failed");
   if (region % 64 != 0 || region_bytes < need) {
     return Status::InvalidArgument(fmt::format("pipe region must be 64-byte aligned and at least {} bytes", need));
   }
@@ -91,6 +94,7 @@ Result<std::unique_ptr<ControllerPipe>> ControllerPipe::Create(RegMemPort& port,
   p->gen_.assign(dies, 0);
   // Accumulators (1.2) and the copies' staging pages after the LUNs' buffers.
   p->accs_ = accs;
+  p->ownership_ = version >= 0x00010003u;  // OWNER registers since map 1.3
   p->acc_ops_.resize(accs);
   p->staging_slots_ = accs == 0 ? 0 : static_cast<uint32_t>(std::min<uint64_t>(kMaxStaging, (region_bytes - need) / kStageBytes));
   for (uint32_t i = p->staging_slots_; i > 0; --i) p->free_stage_.push_back(i - 1);
@@ -606,6 +610,7 @@ void ControllerPipe::Issue(uint32_t die) {
   } else if (c.opc == opc::kRead && c.read.data == nullptr && accs_ > 0) {
     d.Window(0, 0);  // metadata only: no data goes out of the controller
   }
+  d.Generation(own_gen_);
   port_.WriteMem(region_ + uint64_t{sq_tail_} * 64, &d, sizeof(d));
   sq_tail_ = (sq_tail_ + 1) & (o_.ring_entries - 1);
   port_.Write32(pr::At(pipe_, pr::kSqTail), sq_tail_);
@@ -696,6 +701,51 @@ void ControllerPipe::Finish(uint32_t die, const CompletionEntry& e) {
   }
   IssueAll();  // this die's next, and whatever waited on this command's accumulator
   c.done(out);
+}
+
+// ---- Ownership (PIPE.OWNER registers) ----
+
+uint32_t ControllerPipe::LeaseUnits(DurNs lease) const {
+  if (lease == kTimeNever || lease == 0) return 0;  // 0: no expiry
+  const uint64_t units = lease / (std::max<DurNs>(o_.cycle_ns, 1) * 256);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(units, 1, UINT32_MAX));
+}
+
+nand::PipeOwner ControllerPipe::owner() const {
+  nand::PipeOwner o;
+  if (!ownership_) return o;
+  uint32_t v = 0, left = 0;
+  port_.Read32(pr::At(pipe_, pr::kOwner), &v);
+  port_.Read32(pr::At(pipe_, pr::kOwnLeaseLeft), &left);
+  o.host = pr::kOwnerHost.get(v);
+  o.generation = pr::kOwnerGeneration.get(v);
+  o.lease_until = left == 0 ? kTimeNever : clock_.Now() + uint64_t{left} * 256 * o_.cycle_ns;
+  return o;
+}
+
+nand::ClaimReply ControllerPipe::Claim(uint32_t host, bool force, DurNs lease) {
+  if (!ownership_) return FlashPipe::Claim(host, force, lease);
+  nand::ClaimReply r;
+  uint32_t st = 0;
+  const bool ok = host != 0 && host <= 0xFFFF && port_.Write32(pr::At(pipe_, pr::kOwnLease), LeaseUnits(lease)) &&
+                  port_.Write32(pr::At(pipe_, pr::kOwnClaim), host | (force ? 1u << 16 : 0u)) &&
+                  port_.Read32(pr::At(pipe_, pr::kOwnStatus), &st);
+  r.owner = owner();
+  r.granted = ok && pr::kOwnStatusGranted.get(st) != 0 && r.owner.host == host;
+  if (r.granted) own_gen_ = static_cast<uint16_t>(r.owner.generation);
+  return r;
+}
+
+bool ControllerPipe::Renew(DurNs lease) {
+  if (!ownership_) return true;
+  uint32_t st = 0;
+  return port_.Write32(pr::At(pipe_, pr::kOwnLease), LeaseUnits(lease)) &&
+         port_.Write32(pr::At(pipe_, pr::kOwnRenew), own_gen_) && port_.Read32(pr::At(pipe_, pr::kOwnStatus), &st) &&
+         pr::kOwnStatusRenewed.get(st) != 0;
+}
+
+void ControllerPipe::Release() {
+  if (ownership_) port_.Write32(pr::At(pipe_, pr::kOwnRelease), own_gen_);
 }
 
 }  // namespace vsl::hw

@@ -55,6 +55,8 @@ namespace vsl::hw {
 struct CtrlPipeOptions {
   uint32_t ring_entries = 64;  // both rings; more than the LUNs ever in flight
   DurNs tick_ns = 1000;        // completion polling period while commands are in flight
+  // The controller's clock period, to turn a lease into PIPE.OWN_LEASE units (256 cycles).
+  DurNs cycle_ns = 4;
 };
 
 class ControllerPipe final : public nand::FlashPipe {
@@ -85,6 +87,13 @@ class ControllerPipe final : public nand::FlashPipe {
   uint32_t copy_accumulators() const override { return staging_slots_ >= 2 ? accs_ : 0; }
   void ClearAccumulator(uint32_t acc) override;
   void Copy(const nand::CopyRequest& req, nand::FlashCallback accepted, nand::FlashCallback done) override;
+  // Ownership through the PIPE block's OWNER registers (register map 1.3; an older
+  // controller offers none). Descriptors carry this port's generation.
+  bool offers_ownership() const override { return ownership_; }
+  nand::ClaimReply Claim(uint32_t host, bool force, DurNs lease) override;
+  bool Renew(DurNs lease) override;
+  void Release() override;
+  nand::PipeOwner owner() const override;
 
   struct Stats {
     uint64_t commands = 0, completions = 0, ticks = 0, corrected_bits = 0, uncorrectable = 0, timeouts = 0,
@@ -153,6 +162,9 @@ class ControllerPipe final : public nand::FlashPipe {
   const uint32_t pipe_;
   const uint64_t region_, region_bytes_;
   const CtrlPipeOptions o_;
+  bool ownership_ = false;  // the controller has the OWNER registers
+  uint16_t own_gen_ = 0;    // this port's last granted claim (PIPE.OWNER generation)
+  uint32_t LeaseUnits(DurNs lease) const;
   nand::PipeTopology topology_;
   nand::onfi::ParameterPage pp_;
   bool ready_ = false;  // Init done

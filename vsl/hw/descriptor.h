@@ -47,6 +47,11 @@ struct Descriptor {
     w[5] = (w[5] & ~uint64_t{0xFFFF}) | offset | (uint64_t{1} << 26);
     return *this;
   }
+  // The submitting host's claim generation (PIPE.OWNER; 0 before any claim).
+  Descriptor& Generation(uint16_t gen) {
+    w[5] = (w[5] & ~(uint64_t{0xFFFF} << 32)) | (uint64_t{gen} << 32);
+    return *this;
+  }
   Descriptor& NoMetaOut() {
     w[5] |= uint64_t{1} << 27;
     return *this;
@@ -107,6 +112,7 @@ constexpr uint8_t kAborted = 5;     // PIPE.LUN_RESET
 constexpr uint8_t kInvalid = 6;     // bad opcode, LUN or sizes: nothing done
 constexpr uint8_t kDmaError = 7;    // an AXI transfer of the command failed
 constexpr uint8_t kFail = 8;        // STATUS / RESET LUN: the LUN reported FAIL
+constexpr uint8_t kFenced = 9;      // another host owns the pipe (PIPE.OWNER): nothing done
 }  // namespace cst
 
 }  // namespace vsl::hw

@@ -8,7 +8,7 @@
 namespace vsl::hw::regs {
 
 inline constexpr uint32_t kRegmapMajor = 1;
-inline constexpr uint32_t kRegmapMinor = 2;
+inline constexpr uint32_t kRegmapMinor = 3;
 
 // A field of a register: bits [lsb, lsb + width).
 struct Field {
@@ -42,7 +42,7 @@ inline constexpr Field kIsrError{2, 1};
 inline constexpr uint32_t kId = 0x10;  // ro
 inline constexpr uint32_t kIdReset = 0x4F56534C;
 inline constexpr uint32_t kVersion = 0x14;  // ro
-inline constexpr uint32_t kVersionReset = 0x00010002;
+inline constexpr uint32_t kVersionReset = 0x00010003;
 inline constexpr Field kVersionMinor{0, 16};
 inline constexpr Field kVersionMajor{16, 16};
 inline constexpr uint32_t kCaps = 0x18;  // ro
@@ -94,6 +94,22 @@ inline constexpr uint32_t kLunReset = 0x38;  // wo
 inline constexpr Field kLunResetLuns{0, 16};
 inline constexpr uint32_t kPollGap = 0x3C;  // rw
 inline constexpr uint32_t kPollGapReset = 0x00000040;
+inline constexpr uint32_t kOwner = 0x40;  // ro
+inline constexpr Field kOwnerHost{0, 16};
+inline constexpr Field kOwnerGeneration{16, 16};
+inline constexpr uint32_t kOwnClaim = 0x44;  // wo
+inline constexpr Field kOwnClaimHost{0, 16};
+inline constexpr Field kOwnClaimForce{16, 1};
+inline constexpr uint32_t kOwnLease = 0x48;  // rw
+inline constexpr uint32_t kOwnLeaseLeft = 0x4C;  // ro
+inline constexpr uint32_t kOwnRenew = 0x50;  // wo
+inline constexpr Field kOwnRenewGeneration{0, 16};
+inline constexpr uint32_t kOwnRelease = 0x54;  // wo
+inline constexpr Field kOwnReleaseGeneration{0, 16};
+inline constexpr uint32_t kOwnStatus = 0x58;  // ro
+inline constexpr Field kOwnStatusGranted{0, 1};
+inline constexpr Field kOwnStatusRenewed{1, 1};
+inline constexpr uint32_t kFenced = 0x5C;  // ro
 }  // namespace pipe
 
 // CHAN: One per ONFI channel: its SDR timing in controller clock cycles (so the host sets any mode 0-5 for the clock it runs at), ready/busy timeout and status.
