@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "vsl/core/latency_histogram.h"
 #include "vsl/core/log.h"
 #include "vsl/monitor/metrics.h"
 
@@ -106,20 +107,15 @@ Result<json> Monitor::SampleNow() {
       }
       prev_[key] = std::move(cur);
     }
-    // The 99th percentile's bucket bound over the interval (bounds as in the status).
-    auto p99 = [&c](const std::vector<double>& b) {
+    // The 99th percentile's bucket bound over the interval (the status reports every
+    // histogram with LatencyHistogram's bounds; the last entry is +Inf).
+    auto p99 = [](const std::vector<double>& b) {
       if (b.empty() || b.back() <= 0) return 0.0;
-      const json* h = nullptr;
-      for (const json& lj : c["luns"]) {
-        if (lj.contains("io")) {
-          h = &lj["io"]["read_latency"]["buckets"];
-          break;
-        }
+      const auto& bounds = LatencyHistogram::kBoundsNs;
+      for (std::size_t k = 0; k + 1 < b.size() && k < bounds.size(); ++k) {
+        if (b[k] >= 0.99 * b.back()) return bounds[k] / 1e9;
       }
-      for (std::size_t k = 0; h != nullptr && k + 1 < b.size() && k < h->size(); ++k) {
-        if (b[k] >= 0.99 * b.back()) return (*h)[k][0].get<double>();
-      }
-      return h != nullptr && !h->empty() ? h->back()[0].get<double>() : 0.0;
+      return bounds.back() / 1e9;
     };
     s.read_p99_s = p99(rbk);
     s.write_p99_s = p99(wbk);
