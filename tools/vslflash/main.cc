@@ -5,9 +5,13 @@
 //   vslflash info DIR [--json]               identity, geometry and health, no I/O
 //   vslflash exercise DIR [--timing M] [--ecc statistical|bit-exact]
 //                                            attach, scan, write and verify every die
+//   vslflash serve DIR [--socket PATH]       run the card for several hosts (vsld
+//                                            --card shared:DIR --host-id N; docs/ha.md)
+//                                            until SIGTERM or SIGINT
 //
 // Exit codes: 0 success; 1 the card failed verification; 2 bad usage or input (unknown
 // profile, missing or damaged card); 3 an internal error.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,6 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/vslflash/exercise.h"
+#include "vsl/card/shared_card.h"
+#include "vsl/core/log.h"
 #include "vsl/core/clock.h"
 #include "vsl/simcard/sim_card.h"
 
@@ -42,6 +48,8 @@ struct Args {
   bool json = false;
   bool no_scan = false;
   std::string ecc = "statistical";
+  std::string socket;
+  std::string socket_mode = "0600";
 };
 
 int Fail(const Status& s) {
@@ -277,6 +285,42 @@ int CmdExercise(const Args& a) {
   return rep.ok() ? kExitOk : kExitVerify;
 }
 
+// The card as a process of its own: every host gets a port on every pipe; the card's
+// power is this process (SIGKILL is a power cut, SIGTERM a clean power-off).
+int CmdServe(const Args& a) {
+  card::CardServerOptions o;
+  o.socket = a.socket;
+  auto ecc = model::ParseEccMode(a.ecc);
+  if (!ecc.ok()) return Fail(ecc.status());
+  o.sim.ecc = *ecc;
+  if (a.timing == "null") {
+    o.sim.null_timing = true;
+  } else if (a.timing != "real" && a.timing != "virtual") {
+    return Fail(Status::InvalidArgument(fmt::format("--timing {}: a served card runs real (or null) timing", a.timing)));
+  }
+  char* end = nullptr;
+  const unsigned long m = std::strtoul(a.socket_mode.c_str(), &end, 8);
+  if (end == a.socket_mode.c_str() || *end != '\0' || m > 0777) {
+    return Fail(Status::InvalidArgument(fmt::format("--socket-mode '{}' is not an octal mode", a.socket_mode)));
+  }
+  o.socket_mode = static_cast<uint32_t>(m);
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  auto server = card::CardServer::Start(a.dir, o);
+  if (!server.ok()) return Fail(server.status());
+  std::printf("vslflash: card %s served on %s\n", a.dir.c_str(), (*server)->socket_path().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  Logger("card-server")->info("signal {}: closing the card", sig);
+  server->reset();
+  return kExitOk;
+}
+
 struct Command {
   const char* name;
   const char* help;
@@ -289,6 +333,7 @@ constexpr Command kCommands[] = {
     {"create", "Create a new simulated card in DIR", &CmdCreate, true},
     {"info", "Show a card's identity, geometry and health", &CmdInfo, true},
     {"exercise", "Attach, scan bad blocks, write and verify every die", &CmdExercise, true},
+    {"serve", "Run the card for several hosts on DIR/card.sock (vsld --card shared:DIR)", &CmdServe, true},
 };
 
 }  // namespace
@@ -317,6 +362,12 @@ int main(int argc, char** argv) {
       sub->add_flag("--no-scan", args.no_scan, "Skip the bad-block scan");
       sub->add_option("--ecc", args.ecc, "statistical | bit-exact (the controller's BCH codec on every read)")
           ->capture_default_str();
+    }
+    if (std::string(c.name) == "serve") {
+      sub->add_option("--socket", args.socket, "socket path (default DIR/card.sock)");
+      sub->add_option("--socket-mode", args.socket_mode, "its permissions, octal")->capture_default_str();
+      sub->add_option("--timing", args.timing, "real (default) or null (zero-time)");
+      sub->add_option("--ecc", args.ecc, "statistical | bit-exact")->capture_default_str();
     }
     if (std::string(c.name) == "info" || std::string(c.name) == "exercise") {
       sub->add_flag("--json", args.json, "Machine-readable output");

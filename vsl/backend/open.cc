@@ -8,6 +8,7 @@
 
 #include "vsl/backend/ctrl_backend.h"
 #include "vsl/backend/hosts.h"
+#include "vsl/card/shared_card.h"
 #include "vsl/card/sim_backend.h"
 #include "vsl/hw/xrt_port.h"
 #include "vsl/simcard/sim_card.h"
@@ -43,6 +44,7 @@ std::string DefaultProfile(const std::string& kind) {
 Result<std::unique_ptr<card::CardBackend>> MakeBackend(const std::string& spec_text, const card::CardOptions& opts) {
   VSL_ASSIGN_OR_RETURN(card::CardSpec spec, card::ParseCardSpec(spec_text));
   if (spec.kind == "sim") return card::MakeSimBackend(spec.path, opts.sim);
+  if (spec.kind == "shared") return card::MakeSharedBackend(spec.path);
   if (spec.kind == "rtl" || spec.kind == "kernel") {
     if (!HaveCosim()) {
       return Status::NotSupported(fmt::format("{}: this build has no co-simulation (verilator and libsystemc-dev "
@@ -81,6 +83,11 @@ Status CreateCard(const std::string& spec_text, const CreateArgs& args) {
   VSL_ASSIGN_OR_RETURN(card::CardSpec spec, card::ParseCardSpec(spec_text));
   if ((spec.kind == "rtl" || spec.kind == "kernel") && !HaveCosim()) {
     return Status::NotSupported(fmt::format("{}: this build has no co-simulation", spec_text));
+  }
+  if (spec.kind == "shared") {
+    return Status::InvalidArgument(fmt::format(
+        "{}: a shared card is made as a simulated one (sim:{}) and then served (vslflash serve {})", spec_text,
+        spec.path, spec.path));
   }
   if (spec.kind == "xrt") {
     auto cards = hw::ListAlveoCards();

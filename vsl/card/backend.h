@@ -35,9 +35,9 @@
 namespace vsl::card {
 
 // A card spec as the tools take it: "DIR" or "sim:DIR", "rtl:DIR", "kernel:DIR",
-// "xrt:DEVICE[:XCLBIN]".
+// "xrt:DEVICE[:XCLBIN]", "shared:DIR" (a card served by `vslflash serve`, shared_card.h).
 struct CardSpec {
-  std::string kind;  // "sim", "rtl", "kernel", "xrt"
+  std::string kind;  // "sim", "rtl", "kernel", "xrt", "shared"
   std::string path;  // the card directory, or the XRT device index / BDF
   std::string extra;  // xrt: the xclbin path (may be empty)
   std::string ToString() const;
@@ -84,6 +84,10 @@ class CardBackend {
   // Before the pipes' clocks stop: the lifetime counters saved, nothing left to run.
   virtual void Stop() {}
   virtual nand::FlashPipe& pipe(uint32_t index) = 0;
+  // Another host's port on pipe `index` (a dual-ported card; shared_card.h): its own
+  // commands, its own claims (nand::FlashPipe::Claim). On the pipe's engine. NotSupported
+  // where the controller offers one host path per pipe.
+  virtual Result<std::unique_ptr<nand::FlashPipe>> NewPort(uint32_t index);
   // Moves pipe `index` onto `clock`; it has nothing outstanding.
   virtual Status RebindPipe(uint32_t index, Clock& clock) = 0;
 

@@ -37,6 +37,10 @@ class SimBackend final : public CardBackend {
     if (sim_) sim_->SaveLifetime();
   }
   nand::FlashPipe& pipe(uint32_t index) override { return sim_->pipe(index); }
+  Result<std::unique_ptr<nand::FlashPipe>> NewPort(uint32_t index) override {
+    if (index >= sim_->pipe_count()) return Status::InvalidArgument(fmt::format("no pipe {}", index));
+    return sim_->NewPort(index);
+  }
   Status RebindPipe(uint32_t index, Clock& clock) override { return sim_->RebindPipe(index, clock); }
   uint8_t pipe_mode(uint32_t c) const override {
     return sim_ ? sim_->pipe_mode(c) : probed_.pipe_modes.at(c);
@@ -97,6 +101,10 @@ Status CardBackend::UpdateFirmware(uint32_t, const std::vector<uint8_t>&) {
   return Status::NotSupported(fmt::format("the {} backend cannot load controller firmware", kind()));
 }
 
+Result<std::unique_ptr<nand::FlashPipe>> CardBackend::NewPort(uint32_t) {
+  return Status::NotSupported(fmt::format("the {} backend offers one host port per pipe", kind()));
+}
+
 Status CardBackend::InjectDieFailure(uint32_t, uint32_t) {
   return Status::NotSupported(fmt::format("the {} backend has no fault path to kill a die", kind()));
 }
@@ -112,7 +120,7 @@ Result<CardSpec> ParseCardSpec(std::string_view spec) {
   CardSpec s;
   const auto colon = spec.find(':');
   const std::string_view head = colon == std::string_view::npos ? std::string_view{} : spec.substr(0, colon);
-  if (head == "sim" || head == "rtl" || head == "kernel") {
+  if (head == "sim" || head == "rtl" || head == "kernel" || head == "shared") {
     s.kind = std::string(head);
     s.path = std::string(spec.substr(colon + 1));
   } else if (head == "xrt") {

@@ -15,7 +15,7 @@
 
 namespace vsl {
 
-Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string& owner) {
+Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string& owner, int type) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
@@ -23,7 +23,7 @@ Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   {
-    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int probe = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
     if (probe >= 0) {
       const bool live = ::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
       ::close(probe);
@@ -31,7 +31,7 @@ Result<int> ListenUnix(const std::string& path, uint32_t mode, const std::string
     }
     ::unlink(path.c_str());
   }
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::IOError(fmt::format("socket: {}", std::strerror(errno)));
   const mode_t old = ::umask(0777 & ~mode);
   const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
