@@ -364,6 +364,15 @@ void PrintStatus(const json& r, bool all) {
                             l["reserve"]["free_lebs"].get<uint32_t>(), Bytes(l["mapped_bytes"].get<uint64_t>()));
       }
       if (l.contains("error")) line += fmt::format(" ({})", l["error"].get<std::string>());
+      if (l.contains("owner")) {
+        const auto& o = l["owner"];
+        const double left = o.value("lease_left_ms", 0.0);
+        line += o.value("host", 0u) == 0
+                    ? std::string(" [owner: none]")
+                    : fmt::format(" [owner: host {}{}, generation {}, lease {}]", o.value("host", 0u),
+                                  o.value("this_host", false) ? " (this host)" : "", o.value("generation", 0u),
+                                  left < 0 ? std::string("never runs out") : fmt::format("{:.1f} s left", left / 1e3));
+      }
       std::cout << line << "\n";
       if (!l.contains("sectors")) continue;
       const auto& fb = l["flashback"];
@@ -428,6 +437,18 @@ int main(int argc, char** argv) {
   auto* reset = app.add_subcommand("reset", "drop a LUN's host state and recover it from flash");
   reset->add_option("--lun", lun, "LUN index")->required();
   reset->add_flag("--force", force, kForceHelp);
+
+  auto* takeover = app.add_subcommand("takeover",
+                                      "shared card (docs/ha.md): claim a LUN from another host (fencing it) and "
+                                      "attach it from flash");
+  takeover->add_option("--lun", lun, "LUN index")->required();
+  bool force_claim = false;
+  takeover->add_flag("--force", force_claim, "even while the other host's lease runs (it is fenced at once)");
+  auto* release = app.add_subcommand("release",
+                                     "shared card: detach a LUN (checkpoint) and give it up, for another host to "
+                                     "attach from the checkpoint");
+  release->add_option("--lun", lun, "LUN index")->required();
+  release->add_flag("--force", force, kForceHelp);
 
   uint32_t die = 0;
   auto* faildie = app.add_subcommand("fail-die",
@@ -553,6 +574,8 @@ int main(int argc, char** argv) {
   if (*attach) return Simple(g, {{"cmd", "attach"}, {"lun", lun}}, "attached");
   if (*detach) return Simple(g, {{"cmd", "detach"}, {"lun", lun}, {"force", force}}, "detached");
   if (*reset) return Simple(g, {{"cmd", "reset"}, {"lun", lun}, {"force", force}}, "reset");
+  if (*takeover) return Simple(g, {{"cmd", "takeover"}, {"lun", lun}, {"force", force_claim}}, "taken over");
+  if (*release) return Simple(g, {{"cmd", "release"}, {"lun", lun}, {"force", force}}, "released");
   if (*faildie) return Simple(g, {{"cmd", "fail-die"}, {"lun", lun}, {"die", die}}, "die failed");
   if (*format) {
     const std::string what =

@@ -9,6 +9,9 @@
 //   vsld --card DIR [--card DIR...] [--socket PATH] [--socket-mode 0600] [--no-attach]
 //        [--nbd-socket PATH] [--nbd-tcp [HOST:]PORT] [--tls off|on|require ...]
 //        [--sdk-socket PATH|none]
+//   vsld --card shared:DIR --host-id N [--luns 0,1] [--takeover auto] ...
+//                                            one of several hosts of a card served by
+//                                            `vslflash serve DIR` (docs/ha.md)
 //   vsld --config /etc/openvsl/vsld.json
 //
 // Exit codes: 0 clean stop; 2 bad usage, config or card; 3 cannot serve (socket taken).
@@ -88,6 +91,14 @@ int main(int argc, char** argv) {
                  "VSL_ALERT_SEVERITY, VSL_ALERT_CARD, VSL_ALERT_LUN and VSL_ALERT_MESSAGE set");
   app.add_option("--alert-temp-warn", temp_warn, "temperature warning threshold, C (default: 5 C below throttling)");
   app.add_option("--alert-eol-days", eol_days, "end-of-life alert when the predicted end is this many days away (default 30)");
+  uint32_t host_id = 0, lease_ms = 0;
+  std::string luns_arg, takeover;
+  app.add_option("--host-id", host_id,
+                 "this host's id on a shared card (1-65535; docs/ha.md): its LUNs are claimed, leased and fenced");
+  app.add_option("--luns", luns_arg, "the LUNs this host serves on a shared card, e.g. 0,1 (default: all)");
+  app.add_option("--lease-ms", lease_ms, "a shared card's lease, ms (default 4000): renewed every quarter of it");
+  app.add_option("--takeover", takeover,
+                 "manual (default) or auto: take over another host's LUN once its lease runs out");
   bool list_alveo = false;
   std::string alveo_xclbin;
   app.add_flag("--list-alveo", list_alveo, "list the Alveo cards XRT sees and exit (with --alveo-xclbin: check it too)");
@@ -141,6 +152,34 @@ int main(int argc, char** argv) {
     cfg.sim_zero_time = timing == "none";
   }
   if (volume_kib != 0) cfg.volume_chunk_kib = volume_kib;
+  if (host_id != 0) cfg.sharing.host_id = host_id;
+  if (lease_ms != 0) cfg.sharing.lease_ns = static_cast<vsl::DurNs>(lease_ms) * vsl::kMs;
+  if (!luns_arg.empty()) {
+    cfg.sharing.luns.clear();
+    std::size_t at = 0;
+    while (at <= luns_arg.size()) {
+      const std::size_t comma = std::min(luns_arg.find(',', at), luns_arg.size());
+      const std::string one = luns_arg.substr(at, comma - at);
+      if (one.empty() || one.find_first_not_of("0123456789") != std::string::npos || one.size() > 4) {
+        std::fprintf(stderr, "vsld: --luns '%s': expected LUN numbers separated by commas, e.g. 0,1\n",
+                     luns_arg.c_str());
+        return 2;
+      }
+      cfg.sharing.luns.push_back(static_cast<uint32_t>(std::stoul(one)));
+      at = comma + 1;
+    }
+  }
+  if (!takeover.empty()) {
+    if (takeover != "auto" && takeover != "manual") {
+      std::fprintf(stderr, "vsld: --takeover must be auto or manual, not '%s'\n", takeover.c_str());
+      return 2;
+    }
+    cfg.sharing.auto_takeover = takeover == "auto";
+  }
+  if (cfg.sharing.host_id == 0 && (!cfg.sharing.luns.empty() || cfg.sharing.auto_takeover)) {
+    std::fprintf(stderr, "vsld: --luns and --takeover apply to a shared card: give --host-id\n");
+    return 2;
+  }
   try {
     if (!nbd_socket.empty()) cfg.nbd.socket = nbd_socket;
     if (!nbd_socket_mode.empty()) cfg.nbd.socket_mode = vsl::daemon::OctalMode(nbd_socket_mode);

@@ -39,6 +39,8 @@ std::string_view LunStateName(LunState s) {
     case LunState::kUnformatted: return "unformatted";
     case LunState::kFailed: return "failed";
     case LunState::kThermalShutdown: return "thermal-shutdown";
+    case LunState::kElsewhere: return "elsewhere";
+    case LunState::kFenced: return "fenced";
   }
   return "?";
 }
@@ -102,12 +104,18 @@ class CountingPipe final : public nand::FlashPipe {
     for (uint32_t s = 0; s < inner_.stage_slots(); ++s) inner_.ClearStage(s);
   }
   uint64_t outstanding() const { return outstanding_; }
+  // Called (posted, on the engine) the first time the card fences one of its commands.
+  void OnFenced(Function<void()> f) { on_fenced_ = std::move(f); }
 
  private:
   FlashCallback Count(FlashCallback done) {
     ++outstanding_;
     return [this, done = std::move(done)](const Completion& c) mutable {
       --outstanding_;
+      if (c.status == FlashStatus::kFenced && on_fenced_ && !fenced_seen_) {
+        fenced_seen_ = true;
+        clock_.Post([this] { on_fenced_(); });
+      }
       if (c.corrected_bits != 0) {
         media_.corrected_bits += c.corrected_bits;
         ++media_.corrected_ops;
@@ -130,6 +138,8 @@ class CountingPipe final : public nand::FlashPipe {
   Clock& clock_;
   Lun::MediaCounters& media_;
   bool cut_ = false;
+  bool fenced_seen_ = false;
+  Function<void()> on_fenced_;
   uint64_t outstanding_ = 0;
 };
 
@@ -148,6 +158,126 @@ Lun::~Lun() = default;
 void Lun::NewPipe() {
   nand::FlashPipe& inner = joined_ ? static_cast<nand::FlashPipe&>(*joined_) : *card_.governed_[pipes_[0]];
   counted_ = std::make_unique<CountingPipe>(inner, engine_->clock(), media_);
+  if (shared()) {
+    counted_->OnFenced([this] {
+      if (!holds_) return;
+      const nand::PipeOwner o = owner();
+      Fenced(fmt::format("host {} took {} over (generation {}): the card fenced this host's commands", o.host, name(),
+                         o.generation));
+    });
+  }
+}
+
+// ---- sharing (CardOptions::Sharing) ----
+
+bool Lun::shared() const { return card_.opts_.sharing.host_id != 0; }
+
+nand::PipeOwner Lun::owner() const { return card_.backend_->pipe(pipes_[0]).owner(); }
+
+Status Lun::ClaimPipes(bool force) {
+  const auto& sh = card_.opts_.sharing;
+  std::vector<uint32_t> got;
+  for (uint32_t p : pipes_) {
+    const nand::ClaimReply r = card_.backend_->pipe(p).Claim(sh.host_id, force, sh.lease_ns);
+    if (!r.granted) {
+      for (uint32_t q : got) card_.backend_->pipe(q).Release();
+      const TimeNs now = engine_->Now();
+      if (r.owner.host == 0 && r.owner.generation == 0 && r.owner.lease_until == 0) {
+        return Status::IOError(fmt::format("{}: the card did not answer the claim", name()));
+      }
+      const double left = r.owner.lease_until == kTimeNever ? -1
+                          : r.owner.lease_until > now       ? (r.owner.lease_until - now) / 1e9
+                                                            : 0;
+      return Status::Busy(fmt::format(
+          "{} is held by host {} (generation {}, lease {}): take it over with `vslctl takeover --lun {} --force`", name(),
+          r.owner.host, r.owner.generation, left < 0 ? std::string("never runs out") : fmt::format("{:.1f} s left", left),
+          index_));
+    }
+    got.push_back(p);
+    Logger("card")->info("{}: pipe {} claimed by host {} (generation {})", name(), p, sh.host_id, r.owner.generation);
+  }
+  holds_ = true;
+  if (lease_timer_ != 0) engine_->Cancel(lease_timer_);
+  lease_timer_ = engine_->After(sh.lease_ns / 4, [this] { RenewLease(); });
+  return Status::Ok();
+}
+
+void Lun::ReleasePipes() {
+  if (lease_timer_ != 0) engine_->Cancel(lease_timer_);
+  lease_timer_ = 0;
+  if (!holds_) return;
+  holds_ = false;
+  for (uint32_t p : pipes_) card_.backend_->pipe(p).Release();
+  Logger("card")->info("{}: released", name());
+}
+
+void Lun::RenewLease() {
+  lease_timer_ = 0;
+  if (!holds_) return;
+  const auto& sh = card_.opts_.sharing;
+  for (uint32_t p : pipes_) {
+    if (!card_.backend_->pipe(p).Renew(sh.lease_ns)) {
+      const nand::PipeOwner o = card_.backend_->pipe(p).owner();
+      return Fenced(fmt::format("host {} took {} over (generation {}): this host's lease was not renewed",
+                                o.host, name(), o.generation));
+    }
+  }
+  lease_timer_ = engine_->After(sh.lease_ns / 4, [this] { RenewLease(); });
+}
+
+void Lun::Fenced(std::string why) {
+  holds_ = false;
+  if (lease_timer_ != 0) engine_->Cancel(lease_timer_);
+  lease_timer_ = 0;
+  if (fencing_) return;
+  Logger("card")->error("{}: fenced: {}; it is no longer served here", name(), why);
+  if (!ftl_) return SetState(LunState::kFenced, why);
+  fencing_ = true;
+  SetState(LunState::kFenced, why);
+  counted_->Cut();
+  ftl_->Abandon();
+  WhenQuiet([this, why = std::move(why)]() mutable {
+    PushHostIo();
+    ftl_.reset();
+    NewPipe();
+    fencing_ = false;
+    SetState(LunState::kFenced, std::move(why));
+  });
+}
+
+void Lun::WithClaim(Done done, Function<void(Done)> then) {
+  if (shared() && !holds_) {
+    if (fencing_) return done(Status::Busy(fmt::format("{} is being fenced", name())));
+    const Status s = ClaimPipes(false);
+    if (!s.ok()) {
+      SetState(s.code() == StatusCode::kBusy ? LunState::kElsewhere : LunState::kFailed, s.ToString());
+      return done(s);
+    }
+  }
+  then(std::move(done));
+}
+
+void Lun::Takeover(bool force, Done done) {
+  if (!shared()) return done(Status::FailedPrecondition("the card is not shared (vsld --host-id)"));
+  if (ftl_ && holds_) return done(Status::Ok());
+  if (fencing_) return done(Status::Busy(fmt::format("{} is being fenced", name())));
+  const nand::PipeOwner before = owner();
+  const Status s = ClaimPipes(force);
+  if (!s.ok()) {
+    SetState(LunState::kElsewhere, s.ToString());
+    return done(s);
+  }
+  Logger("card")->warn("{}: taken over from host {} (generation {}){}", name(), before.host, before.generation,
+                       force ? " by force" : "");
+  Attach(std::move(done));
+}
+
+void Lun::Release(Done done) {
+  Detach([this, done = std::move(done)](Status s) mutable {
+    ReleasePipes();
+    if (shared() && s.ok()) SetState(LunState::kElsewhere, "released: any host may take it over");
+    done(s);
+  });
 }
 
 std::string Lun::error() const {
@@ -165,6 +295,7 @@ void Lun::SetState(LunState s, std::string error) {
 
 void Lun::Attach(Done done) {
   if (ftl_) return done(Status::Ok());
+  if (shared() && !holds_) return WithClaim(std::move(done), [this](Done d) { Attach(std::move(d)); });
   SetState(LunState::kAttaching);
   Logger("card")->info("{}: attaching", name());
   ftl::FtlOptions fo = card_.opts_.ftl;
@@ -200,6 +331,7 @@ void Lun::WhenQuiet(Function<void()> then) {
 void Lun::Detach(Done done) {
   if (!ftl_) {
     if (state() == LunState::kOnline) SetState(LunState::kOffline);
+    if (!fencing_) ReleasePipes();
     return done(Status::Ok());
   }
   SetState(LunState::kDetaching);
@@ -207,6 +339,8 @@ void Lun::Detach(Done done) {
     WhenQuiet([this, s, done = std::move(done)]() mutable {
       PushHostIo();
       ftl_.reset();
+      // The checkpoint is on flash: any host may attach from it.
+      if (s.ok()) ReleasePipes();
       if (!s.ok()) Logger("card")->error("{}: detach: {}", name(), s.ToString());
       SetState(LunState::kOffline, s.ok() ? std::string() : s.ToString());
       Logger("card")->info("{}: offline", name());
@@ -250,6 +384,7 @@ void Lun::Format(const ftl::FormatOptions& fo, Done done) {
   if (ftl_) {
     return done(Status::FailedPrecondition(fmt::format("{} is attached: detach it before formatting", name())));
   }
+  if (shared() && !holds_) return WithClaim(std::move(done), [this, fo](Done d) { Format(fo, std::move(d)); });
   SetState(LunState::kFormatting);
   ftl::Ftl::Format(*counted_, engine_->clock(), fo, [this, done = std::move(done)](Status s) mutable {
     WhenQuiet([this, s, done = std::move(done)]() mutable {
@@ -277,6 +412,10 @@ void Lun::Reset(Done done) {
 void Lun::SureErase(Function<void(Status, EraseReport)> done) {
   if (ftl_) {
     return done(Status::FailedPrecondition(fmt::format("{} is attached: detach it first", name())), {});
+  }
+  if (shared() && !holds_) {
+    const Status s = ClaimPipes(false);
+    if (!s.ok()) return done(s, {});
   }
   SetState(LunState::kFormatting);
   nand::FlashPipe& pipe = *counted_;
@@ -411,10 +550,31 @@ Result<std::unique_ptr<Card>> Card::Open(std::unique_ptr<CardBackend> backend, c
     }
     VSL_RETURN_IF_ERROR(card->LayOut(c));
   }
+  if (const auto& sh = opts.sharing; sh.host_id != 0) {
+    if (!card->threaded()) return Status::InvalidArgument("a shared card runs its LUNs on engine threads");
+    if (!be.pipe(0).offers_ownership()) {
+      return Status::NotSupported(fmt::format("card {} offers no pipe ownership: it cannot be shared (--host-id)",
+                                              be.spec()));
+    }
+    if (sh.host_id > 0xFFFF) return Status::InvalidArgument(fmt::format("host id {} is over 65535", sh.host_id));
+    if (sh.lease_ns < 100 * kMs) return Status::InvalidArgument("a lease shorter than 100 ms cannot be renewed in time");
+    for (uint32_t l : sh.luns) {
+      if (card->lun(l) == nullptr) return Status::InvalidArgument(fmt::format("the card has no LUN {}", l));
+    }
+    if (sh.auto_takeover) card->takeover_thread_ = std::thread([c = card.get()] { c->TakeoverLoop(); });
+  }
   return card;
 }
 
 Card::~Card() {
+  if (takeover_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(takeover_mu_);
+      takeover_stop_ = true;
+    }
+    takeover_cv_.notify_all();
+    takeover_thread_.join();
+  }
   (void)DetachAll();
   if (governor_) {  // Open got that far
     RunOnPipe(0, [this] {
@@ -533,8 +693,54 @@ Status ForAll(Card& card, const std::vector<Lun*>& luns,
 }
 }  // namespace
 
+bool Card::Serves(uint32_t index) const {
+  const auto& v = opts_.sharing.luns;
+  return opts_.sharing.host_id == 0 || v.empty() || std::find(v.begin(), v.end(), index) != v.end();
+}
+
 Status Card::AttachAll() {
-  return ForAll(*this, luns(), [](Lun& l, Lun::Done d) { l.Attach(std::move(d)); }, StatusCode::kNotFound);
+  std::vector<Lun*> mine;
+  for (Lun* l : luns()) {
+    if (Serves(l->index())) {
+      mine.push_back(l);
+    } else if (l->state() == LunState::kOffline) {
+      l->SetState(LunState::kElsewhere, fmt::format("not served by this host (host {})", opts_.sharing.host_id));
+    }
+  }
+  // A LUN another host holds stays with it (kElsewhere, not an error of this host's).
+  Status first;
+  const Status s = ForAll(*this, mine, [](Lun& l, Lun::Done d) {
+    l.Attach([&l, d = std::move(d)](Status st) mutable {
+      if (st.code() == StatusCode::kBusy && l.state() == LunState::kElsewhere) st = Status::Ok();
+      d(st);
+    });
+  }, StatusCode::kNotFound);
+  return s;
+}
+
+void Card::TakeoverLoop() {
+  const DurNs period = std::max<DurNs>(opts_.sharing.lease_ns / 4, 10 * kMs);
+  std::unique_lock<std::mutex> l(takeover_mu_);
+  while (!takeover_cv_.wait_for(l, std::chrono::nanoseconds(period), [this] { return takeover_stop_; })) {
+    l.unlock();
+    for (Lun* lun : luns()) {
+      const LunState st = lun->state();
+      if (st != LunState::kElsewhere && st != LunState::kFenced && st != LunState::kOffline) continue;
+      nand::PipeOwner o;
+      TimeNs now = 0;
+      RunOnPipe(lun->pipes()[0], [&] {
+        o = lun->owner();
+        now = PipeEngine(lun->pipes()[0]).Now();
+      });
+      // A holder that stopped renewing: dead, paused or cut off from the card. (A LUN
+      // released on purpose, host 0, is not taken: its host handed it over cleanly.)
+      if (o.host == 0 || o.host == opts_.sharing.host_id || o.lease_until > now) continue;
+      Logger("card")->warn("{}: host {}'s lease ran out: taking it over", lun->name(), o.host);
+      const Status s = lun->Call([lun](Lun::Done d) { lun->Takeover(false, std::move(d)); });
+      if (!s.ok()) Logger("card")->error("{}: automatic takeover: {}", lun->name(), s.ToString());
+    }
+    l.lock();
+  }
 }
 
 Status Card::DetachAll() {

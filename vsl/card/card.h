@@ -20,6 +20,8 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <thread>
 #include <deque>
 #include <cstdint>
 #include <memory>
@@ -52,6 +54,10 @@ enum class LunState : uint8_t {
   kFailed,       // attach failed (error() says why)
   kThermalShutdown,  // flushed, checkpointed and offline because the card overheated;
                      // attaches again by itself once the card is cool
+  kElsewhere,  // a shared card's LUN this host does not serve: not one of its LUNs, or
+               // another host holds it (error() names the holder)
+  kFenced,     // another host took it over: the card refuses this host's commands on
+               // it; nothing is served here until it is taken back (vslctl takeover)
 };
 std::string_view LunStateName(LunState s);
 
@@ -72,6 +78,21 @@ struct CardOptions {
   // saves (98K against 110K; docs/performance.md).
   enum class CopyRelocation : uint8_t { kAuto, kOn, kOff };
   CopyRelocation copy_relocation = CopyRelocation::kAuto;
+  // A card shared with other hosts (shared_card.h, docs/ha.md). host_id 0: this host is
+  // the card's only one and claims nothing. Otherwise a LUN's pipes are claimed
+  // (nand::FlashPipe::Claim) before it is attached, formatted or erased, for lease_ns,
+  // renewed every lease_ns / 4 on its engine, and released when it is detached; a renewal
+  // refused, or a command the card fences, means another host took the LUN over (state
+  // kFenced). `luns`: the LUNs this host attaches (empty: all). auto_takeover: once the
+  // lease of another host's LUN runs out (that host stopped renewing: dead, paused or cut
+  // off), this host claims the LUN and attaches it from flash.
+  struct Sharing {
+    uint32_t host_id = 0;
+    std::vector<uint32_t> luns;
+    DurNs lease_ns = 4 * kSec;
+    bool auto_takeover = false;
+  };
+  Sharing sharing;
   bool CopyRelocationNow() const {
     return copy_relocation == CopyRelocation::kOn ||
            (copy_relocation == CopyRelocation::kAuto && power.override_w > 0);
@@ -141,6 +162,15 @@ class Lun {
   // checkpoint once nothing refers to it, and the LUN attaches again (scan recovery).
   // Writes not yet acknowledged fail; acknowledged data survives.
   void Reset(Done done);
+  // Shared cards (CardOptions::sharing). Takeover claims the LUN's pipes (with `force`
+  // even while another host's lease runs; without, only once it ran out or was given
+  // up), fencing the previous owner, then attaches from flash: its checkpoint if the
+  // owner left one, else the scan. Release detaches (flush, checkpoint) and gives the
+  // pipes up, so another host attaches from the checkpoint without a scan.
+  void Takeover(bool force, Done done);
+  void Release(Done done);
+  // The owner the card reports for the LUN's first pipe (sharing only; engine).
+  nand::PipeOwner owner() const;
   // Sure-erase: erases every block of the LUN's dies and reads each back to check it is
   // erased (the data is gone for good; the LUN is unformatted after). The LUN must be
   // offline. Blocks whose erase fails are counted (bad), not an error.
@@ -168,6 +198,17 @@ class Lun {
   // counters (PushHostIo).
   void Periodic();
   void PushHostIo();
+  bool shared() const;
+  // Claims the LUN's pipes for this host; Busy naming the holder when refused (nothing
+  // stays claimed then).
+  Status ClaimPipes(bool force);
+  void ReleasePipes();
+  void RenewLease();
+  // The card refused this host's claim: drop the FTL without a checkpoint (the new owner
+  // recovers from flash) and serve nothing more.
+  void Fenced(std::string why);
+  // Claims the pipes (sharing, when not held) then runs `then`; `done` gets the refusal.
+  void WithClaim(Done done, Function<void(Done)> then);
 
   Card& card_;
   const uint32_t index_, controller_;
@@ -181,6 +222,9 @@ class Lun {
   std::atomic<bool> thermal_stopped_{false};  // offline by ThermalStop, to resume
   const ftl::Ftl* io_ftl_ = nullptr;  // engine: the FTL whose counters were pushed so far
   uint64_t io_read_ = 0, io_write_ = 0;
+  bool holds_ = false;          // engine: this host's claim on the LUN's pipes is granted
+  TimerId lease_timer_ = 0;     // engine
+  bool fencing_ = false;        // engine: Fenced is dropping the FTL
   mutable std::mutex mu_;  // guards error_
   std::string error_;
 };
@@ -224,6 +268,8 @@ class Card {
 
   Status AttachAll();
   Status DetachAll();
+  // Whether this host serves LUN `index` (CardOptions::sharing::luns).
+  bool Serves(uint32_t index) const;
   // Formats controller `c` in `mode`: detaches its LUNs, sets the mode register, lays its
   // LUNs out again and formats each (they stay offline).
   Status FormatController(uint32_t c, PipeMode mode, const ftl::FormatOptions& fo);
@@ -257,6 +303,13 @@ class Card {
   // The thermal monitor: a tick on pipe 0's engine every policy.sample_ns while the card
   // is busy, warm or in a thermal state; it stops when the card is idle and cool and the
   // governor wakes it on the next NAND operation.
+  // Automatic takeover (sharing.auto_takeover): a thread that looks for LUNs whose
+  // owner's lease ran out.
+  void TakeoverLoop();
+  std::thread takeover_thread_;
+  std::mutex takeover_mu_;
+  std::condition_variable takeover_cv_;
+  bool takeover_stop_ = false;
   void WakeMonitor();
   void MonitorTick();
   void ThermalShutdown(double temp_c, uint32_t controller);

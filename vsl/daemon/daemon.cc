@@ -135,6 +135,16 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
         const std::string m = v.get<std::string>();
         if (m != "model" && m != "none") throw std::invalid_argument("expected \"model\" or \"none\"");
         c.sim_zero_time = m == "none";
+      } else if (k == "host_id") {
+        c.sharing.host_id = v.get<uint32_t>();
+      } else if (k == "luns") {
+        c.sharing.luns = v.get<std::vector<uint32_t>>();
+      } else if (k == "lease_ms") {
+        c.sharing.lease_ns = static_cast<DurNs>(v.get<uint32_t>()) * kMs;
+      } else if (k == "takeover") {
+        const std::string m = v.get<std::string>();
+        if (m != "auto" && m != "manual") throw std::invalid_argument("expected \"auto\" or \"manual\"");
+        c.sharing.auto_takeover = m == "auto";
       } else if (k == "volume_chunk_kib") {
         c.volume_chunk_kib = v.get<uint32_t>();
       } else if (k == "ublk") {
@@ -265,6 +275,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(const DaemonConfig& cfg) {
     }
     o.power.slot_limit_w = cfg.power.slot_limit_w;
     o.power.slot_capability_w = cfg.power.slot_capability_w;
+    o.sharing = cfg.sharing;
     auto c = backend::OpenCard(dir, o);
     if (!c.ok()) return c.status().WithContext(fmt::format("card {}", dir));
     const std::string serial = CardSerial(**c);
@@ -343,7 +354,21 @@ Result<json> Daemon::LunStatus(card::Card& c, card::Lun& l, bool all) {
             {"pipes", l.pipes()},
             {"state", std::string(card::LunStateName(l.state()))}};
   if (!l.error().empty()) j["error"] = l.error();
-  (void)c;
+  if (c.options().sharing.host_id != 0) {
+    // What the card says of the LUN's owner (its first pipe's).
+    nand::PipeOwner o;
+    TimeNs now = 0;
+    c.RunOnPipe(l.pipes()[0], [&] {
+      o = l.owner();
+      now = l.engine().Now();
+    });
+    j["owner"] = {{"host", o.host},
+                  {"generation", o.generation},
+                  {"this_host", o.host == c.options().sharing.host_id},
+                  {"lease_left_ms", o.lease_until == kTimeNever ? -1.0
+                                    : o.lease_until > now       ? (o.lease_until - now) / 1e6
+                                                                : 0.0}};
+  }
   VSL_RETURN_IF_ERROR(l.Call([&l, &j, all](card::Lun::Done d) {
     ftl::Ftl* f = l.ftl();
     if (f == nullptr) return d(vsl::Status::Ok());
@@ -570,6 +595,12 @@ Result<json> Daemon::StatusCmd(const json& req) {
       luns.push_back(lj);
     }
     cj["luns"] = luns;
+    if (const auto& sh = c.options().sharing; sh.host_id != 0) {
+      cj["sharing"] = {{"host_id", sh.host_id},
+                       {"luns", sh.luns},
+                       {"lease_ms", sh.lease_ns / 1e6},
+                       {"takeover", sh.auto_takeover ? "auto" : "manual"}};
+    }
     cj["health"] = CardHealth(c, luns, pj);
     if (cfg_.volume_chunk_kib != 0) {
       auto v = card::CardVolume::Create(c.luns(), cfg_.volume_chunk_kib * 1024);
@@ -741,6 +772,40 @@ Result<json> Daemon::Dispatch(const json& req) {
         return s.WithContext(l->name());
       }
       done.push_back({{"lun", l->name()}, {"state", std::string(card::LunStateName(l->state()))}});
+    }
+    return json{{"luns", done}};
+  }
+  if (cmd == "takeover" || cmd == "release") {
+    // Shared cards (docs/ha.md): take a LUN over from another host (fencing it), or hand
+    // one over (checkpoint, release).
+    VSL_ASSIGN_OR_RETURN(card::Card * c, CardArg(req));
+    if (c->options().sharing.host_id == 0) {
+      return vsl::Status::FailedPrecondition(fmt::format("card {} is not shared: vsld runs without --host-id", c->dir()));
+    }
+    VSL_ASSIGN_OR_RETURN(auto luns, LunsArg(req, *c));
+    VSL_ASSIGN_OR_RETURN(bool force, Arg<bool>(req, "force", false));
+    if (cmd == "release") VSL_RETURN_IF_ERROR(RefuseInUse(req, *c, luns));
+    json done = json::array();
+    for (card::Lun* l : luns) {
+      const auto t0 = std::chrono::steady_clock::now();
+      vsl::Status s = l->Call([l, &cmd, force](card::Lun::Done d) {
+        if (cmd == "takeover") return l->Takeover(force, std::move(d));
+        l->Release(std::move(d));
+      });
+      if (!s.ok()) return s.WithContext(l->name());
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      json e = {{"lun", l->name()}, {"state", std::string(card::LunStateName(l->state()))}, {"ms", ms}};
+      if (cmd == "takeover") {
+        VSL_RETURN_IF_ERROR(l->Call([l, &e](card::Lun::Done d) {
+          if (l->ftl() != nullptr) {
+            const auto& ai = l->ftl()->attach_info();
+            e["attach"] = {{"from_checkpoint", ai.from_checkpoint}, {"lebs_scanned", ai.lebs_scanned},
+                           {"ms", ai.attach_ns / 1e6}};
+          }
+          d(vsl::Status::Ok());
+        }));
+      }
+      done.push_back(e);
     }
     return json{{"luns", done}};
   }

@@ -122,6 +122,10 @@ struct DaemonConfig {
   // groomer, checkpoints, protocols) runs for real. A benchmarking mode for measuring the
   // host path alone, not a product card: only simulated cards take it.
   bool sim_zero_time = false;
+  // A card shared with other hosts (docs/ha.md; vsld --host-id, --luns, --lease-ms,
+  // --takeover; config "host_id": 1, "luns": [0, 1], "lease_ms": 4000, "takeover":
+  // "auto" | "manual"). Applies to every card this vsld opens.
+  card::CardOptions::Sharing sharing;
   // Loads a JSON config file: {"cards": ["/var/lib/openvsl/card0"], "socket": "...",
   // "socket_mode": "0660", "attach": true, "volume_chunk_kib": 128}. Unknown keys are refused (a typo would
   // otherwise be silently ignored).

@@ -78,6 +78,11 @@ std::vector<Alert> Evaluate(const json& status, const std::vector<Prediction>& p
         add("lun_failed", "critical", card, lun,
             fmt::format("card {} {} failed: {}", card, lun, l.value("error", std::string("(no reason given)"))));
       }
+      if (st == "fenced") {  // a shared card: another host took the LUN over (docs/ha.md)
+        add("lun_fenced", "critical", card, lun,
+            fmt::format("card {} {} was taken over by another host and is no longer served here: {}", card, lun,
+                        l.value("error", std::string("(no reason given)"))));
+      }
       if (!l.contains("reserve")) continue;
       const json& r = l["reserve"];
       if (r.value("warning", false)) {
