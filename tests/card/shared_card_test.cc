@@ -176,12 +176,19 @@ TEST_F(SharedCardTest, TwoHostsServeTheirOwnLunsAndAreRefusedTheOthers) {
     EXPECT_EQ(other.lun(i)->state(), LunState::kElsewhere) << i;
     ASSERT_TRUE(Write(*mine.lun(i), 3, Pattern(3, i, 4096)).ok());
   }
+  // Each host governs its half of the card's NAND power budget, so together they keep
+  // the card's limit.
+  EXPECT_DOUBLE_EQ(a->governor().budget_share(), 0.5);
+  EXPECT_DOUBLE_EQ(b->governor().budget_share(), 0.5);
   // Attaching another host's LUN without force is refused, naming the holder.
   Lun& theirs = *a->lun(2);
   const Status s = theirs.Call([&theirs](Lun::Done d) { theirs.Attach(std::move(d)); });
   EXPECT_EQ(s.code(), StatusCode::kBusy) << s.ToString();
   EXPECT_NE(s.ToString().find("held by host 2"), std::string::npos) << s.ToString();
   EXPECT_EQ(theirs.state(), LunState::kElsewhere);
+  EXPECT_DOUBLE_EQ(a->governor().budget_share(), 0.5);
+  ASSERT_TRUE(b->lun(3)->Call([l = b->lun(3)](Lun::Done d) { l->Release(std::move(d)); }).ok());
+  EXPECT_DOUBLE_EQ(b->governor().budget_share(), 0.25);
   std::vector<uint8_t> got;
   ASSERT_TRUE(Read(*b->lun(2), 3, &got).ok());
   EXPECT_EQ(got, Pattern(3, 2, 4096));

@@ -197,6 +197,7 @@ Status Lun::ClaimPipes(bool force) {
     Logger("card")->info("{}: pipe {} claimed by host {} (generation {})", name(), p, sh.host_id, r.owner.generation);
   }
   holds_ = true;
+  card_.RefreshBudgetShare();
   if (lease_timer_ != 0) engine_->Cancel(lease_timer_);
   lease_timer_ = engine_->After(sh.lease_ns / 4, [this] { RenewLease(); });
   return Status::Ok();
@@ -207,6 +208,7 @@ void Lun::ReleasePipes() {
   lease_timer_ = 0;
   if (!holds_) return;
   holds_ = false;
+  card_.RefreshBudgetShare();
   for (uint32_t p : pipes_) card_.backend_->pipe(p).Release();
   Logger("card")->info("{}: released", name());
 }
@@ -227,6 +229,7 @@ void Lun::RenewLease() {
 
 void Lun::Fenced(std::string why) {
   holds_ = false;
+  card_.RefreshBudgetShare();
   if (lease_timer_ != 0) engine_->Cancel(lease_timer_);
   lease_timer_ = 0;
   if (fencing_) return;
@@ -561,6 +564,7 @@ Result<std::unique_ptr<Card>> Card::Open(std::unique_ptr<CardBackend> backend, c
     for (uint32_t l : sh.luns) {
       if (card->lun(l) == nullptr) return Status::InvalidArgument(fmt::format("the card has no LUN {}", l));
     }
+    card->RefreshBudgetShare();
     if (sh.auto_takeover) card->takeover_thread_ = std::thread([c = card.get()] { c->TakeoverLoop(); });
   }
   return card;
@@ -628,6 +632,7 @@ PipeMode Card::pipe_mode(uint32_t controller) const {
 Status Card::LayOut(uint32_t c) {
   const uint32_t ppc = backend_->geometry().pipes_per_controller;
   const uint32_t first = c * ppc;
+  std::lock_guard<std::mutex> lock(luns_mu_);
   for (uint32_t p = first; p < first + ppc; ++p) luns_[p].reset();
   if (pipe_mode(c) == PipeMode::kSingle) {
     // Both pipes on the first pipe's engine: one LUN, one thread.
@@ -692,6 +697,16 @@ Status ForAll(Card& card, const std::vector<Lun*>& luns,
   return sh->first;
 }
 }  // namespace
+
+void Card::RefreshBudgetShare() {
+  if (opts_.sharing.host_id == 0 || !governor_) return;
+  uint32_t held = 0;
+  std::lock_guard<std::mutex> lock(luns_mu_);
+  for (const auto& l : luns_) {
+    if (l && l->holds_) held += static_cast<uint32_t>(l->pipes().size());
+  }
+  governor_->SetBudgetShare(static_cast<double>(held) / backend_->pipe_count());
+}
 
 bool Card::Serves(uint32_t index) const {
   const auto& v = opts_.sharing.luns;

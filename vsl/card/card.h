@@ -222,7 +222,7 @@ class Lun {
   std::atomic<bool> thermal_stopped_{false};  // offline by ThermalStop, to resume
   const ftl::Ftl* io_ftl_ = nullptr;  // engine: the FTL whose counters were pushed so far
   uint64_t io_read_ = 0, io_write_ = 0;
-  bool holds_ = false;          // engine: this host's claim on the LUN's pipes is granted
+  std::atomic<bool> holds_{false};  // this host's claim on the LUN's pipes is granted (set on the engine)
   TimerId lease_timer_ = 0;     // engine
   bool fencing_ = false;        // engine: Fenced is dropping the FTL
   mutable std::mutex mu_;  // guards error_
@@ -270,6 +270,9 @@ class Card {
   Status DetachAll();
   // Whether this host serves LUN `index` (CardOptions::sharing::luns).
   bool Serves(uint32_t index) const;
+  // A shared card: the governor's part of the card's NAND budget follows the pipes this
+  // host holds (PowerGovernor::SetBudgetShare). Any thread.
+  void RefreshBudgetShare();
   // Formats controller `c` in `mode`: detaches its LUNs, sets the mode register, lays its
   // LUNs out again and formats each (they stay offline).
   Status FormatController(uint32_t c, PipeMode mode, const ftl::FormatOptions& fo);
@@ -306,6 +309,7 @@ class Card {
   // Automatic takeover (sharing.auto_takeover): a thread that looks for LUNs whose
   // owner's lease ran out.
   void TakeoverLoop();
+  std::mutex luns_mu_;  // luns_ changing (LayOut) against RefreshBudgetShare
   std::thread takeover_thread_;
   std::mutex takeover_mu_;
   std::condition_variable takeover_cv_;

@@ -101,7 +101,7 @@ double PowerGovernor::CopyJ(const nand::CopyRequest& req) const {
 // rate = (dyn * W - burst) / (W + lag) keeps the spent energy within dyn * W, so static
 // plus NAND power averages at most the limit over the window.
 void PowerGovernor::Configure() {
-  const double dyn = std::max(0.0, policy_.limit_w() - static_w_);
+  const double dyn = std::max(0.0, policy_.limit_w() - static_w_) * budget_share_;
   const double w = static_cast<double>(policy_.window_ns) / 1e9;
   const double lag = static_cast<double>(kQueueLagNs) / 1e9;
   burst_j_ = std::max(dyn * 0.002, 8 * EraseJ());
@@ -182,6 +182,17 @@ Status PowerGovernor::SetPolicy(const PowerPolicy& p) {
   policy_ = p;
   Configure();
   return Status::Ok();
+}
+
+void PowerGovernor::SetBudgetShare(double share) {
+  std::lock_guard<std::mutex> l(mu_);
+  budget_share_ = std::clamp(share, 0.0, 1.0);
+  Configure();
+}
+
+double PowerGovernor::budget_share() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return budget_share_;
 }
 
 void PowerGovernor::SetWriteShare(double share) {

@@ -108,6 +108,11 @@ class PowerGovernor {
   PowerPolicy policy() const;
   Status SetPolicy(const PowerPolicy& p);
   void SetWriteShare(double share);  // thermal throttle: 1 = none
+  // A shared card (CardOptions::sharing): the part of the card's NAND budget (the limit
+  // less static power) this host may spend, its held pipes over all; 1: all of it. So
+  // hosts that each govern their own pipes stay within the card's limit together.
+  void SetBudgetShare(double share);
+  double budget_share() const;
   double write_share() const;
   double static_w() const { return static_w_; }
   double full_write_w() const { return full_write_w_; }
@@ -141,6 +146,7 @@ class PowerGovernor {
   mutable double tokens_ = 0, write_tokens_ = 0;
   mutable TimeNs at_ = 0;
   mutable bool started_ = false;
+  double budget_share_ = 1.0;
   double write_share_ = 1.0;
   GovernorStats stats_;
   std::atomic<bool> activity_{false};

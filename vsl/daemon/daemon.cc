@@ -599,7 +599,8 @@ Result<json> Daemon::StatusCmd(const json& req) {
       cj["sharing"] = {{"host_id", sh.host_id},
                        {"luns", sh.luns},
                        {"lease_ms", sh.lease_ns / 1e6},
-                       {"takeover", sh.auto_takeover ? "auto" : "manual"}};
+                       {"takeover", sh.auto_takeover ? "auto" : "manual"},
+                       {"power_budget_share", c.governor().budget_share()}};
     }
     cj["health"] = CardHealth(c, luns, pj);
     if (cfg_.volume_chunk_kib != 0) {
