@@ -156,7 +156,6 @@ struct CardServer::Impl {
   bool stopping = false;
   std::vector<std::shared_ptr<Conn>> conns;
   std::atomic<uint64_t> malformed{0};
-  std::mutex control_mu;  // one control request at a time (the backend's management calls)
 
   ~Impl() { Stop(); }
 
@@ -496,8 +495,10 @@ struct CardServer::Impl {
   }
 
   // One control request: {"cmd": ..., args}; {"ok": true, "result": ...} or {"ok": false, "error": "..."}.
+  // Each connection's requests are served in order by its reader; the backend's calls
+  // used here are safe from any thread (those of a pipe run on its engine), so hosts do
+  // not wait for one another.
   nlohmann::json Control(const nlohmann::json& req) {
-    std::lock_guard<std::mutex> l(control_mu);
     CardBackend& b = *backend;
     const std::string cmd = req.at("cmd").get<std::string>();
     auto ok = [](nlohmann::json r) { return nlohmann::json{{"ok", true}, {"result", std::move(r)}}; };

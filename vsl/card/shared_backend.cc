@@ -396,12 +396,19 @@ class SharedBackend final : public CardBackend {
     if (ids_.size() != geometry_.controllers || modes_.size() != geometry_.controllers) {
       throw std::runtime_error("the card's description does not match its geometry");
     }
+    readings_.resize(geometry_.controllers);
+    life_.resize(geometry_.controllers);
+    io_.resize(geometry_.controllers);
+    Refresh();
+    sensor_ = std::thread([this] { SensorLoop(); });
   }
   ~SharedBackend() override {
+    StopSensors();
     pipes_.clear();
     ::close(control_fd_);
   }
   void Stop() override {
+    StopSensors();
     for (auto& p : pipes_) p->Shutdown();
   }
 
@@ -452,23 +459,43 @@ class SharedBackend final : public CardBackend {
   }
   ControllerIdentity identity(uint32_t c) const override { return ids_.at(c); }
 
+  // Sensors and lifetime: the card's engines ask for them (the thermal monitor every
+  // few ms on a pipe's engine), so they come from a cache a sensor thread keeps fresh
+  // (every kSensorPeriod while asked for) and the updates go out from that thread: a
+  // pipe's engine never waits on the control link.
   model::PowerReading ReadPower(uint32_t c) const override {
-    return Get<model::PowerReading>({{"cmd", "read_power"}, {"controller", c}});
+    std::lock_guard<std::mutex> l(cache_mu_);
+    Want();
+    return readings_.at(c);
   }
-  model::Environment environment() const override { return Get<model::Environment>({{"cmd", "environment"}}); }
+  model::Environment environment() const override {
+    std::lock_guard<std::mutex> l(cache_mu_);
+    Want();
+    return env_;
+  }
   Status SetEnvironment(const model::Environment& env) override {
-    return Ask({{"cmd", "set_environment"}, {"environment", env}}).status();
+    VSL_RETURN_IF_ERROR(Ask({{"cmd", "set_environment"}, {"environment", env}}).status());
+    std::lock_guard<std::mutex> l(cache_mu_);
+    env_ = env;
+    return Status::Ok();
   }
-  void SetLowPower(uint32_t c, bool on) override { (void)Ask({{"cmd", "set_low_power"}, {"controller", c}, {"on", on}}); }
+  void SetLowPower(uint32_t c, bool on) override {
+    Post({{"cmd", "set_low_power"}, {"controller", c}, {"on", on}});
+  }
   model::Lifetime lifetime(uint32_t c) const override {
-    return Get<model::Lifetime>({{"cmd", "lifetime"}, {"controller", c}});
+    std::lock_guard<std::mutex> l(cache_mu_);
+    Want();
+    return life_.at(c);
   }
   void AccountHostIo(uint32_t c, uint64_t r, uint64_t w) override {
     if (r == 0 && w == 0) return;
-    (void)Ask({{"cmd", "account_host_io"}, {"controller", c}, {"read", r}, {"write", w}});
+    std::lock_guard<std::mutex> l(cache_mu_);
+    io_.at(c).first += r;
+    io_.at(c).second += w;
+    cache_cv_.notify_all();
   }
-  void CountThermalShutdown(uint32_t c) override { (void)Ask({{"cmd", "count_thermal_shutdown"}, {"controller", c}}); }
-  void SaveLifetime() override { (void)Ask({{"cmd", "save_lifetime"}}); }
+  void CountThermalShutdown(uint32_t c) override { Post({{"cmd", "count_thermal_shutdown"}, {"controller", c}}); }
+  void SaveLifetime() override { Post({{"cmd", "save_lifetime"}}); }
   PowerCycles power_cycles(uint32_t c) const override {
     auto r = Ask({{"cmd", "power_cycles"}, {"controller", c}});
     if (!r.ok()) return {};
@@ -506,6 +533,68 @@ class SharedBackend final : public CardBackend {
       return Status::Corruption(fmt::format("the card server's answer is malformed: {}", e.what()));
     }
   }
+  static constexpr auto kSensorPeriod = std::chrono::milliseconds(20);
+  // cache_mu_ held: the sensor thread keeps the cache fresh while it is read.
+  void Want() const { wanted_until_ = std::chrono::steady_clock::now() + std::chrono::seconds(2); }
+  // Queues a request whose answer nobody waits for.
+  void Post(nlohmann::json req) {
+    std::lock_guard<std::mutex> l(cache_mu_);
+    posts_.push_back(std::move(req));
+    cache_cv_.notify_all();
+  }
+  // One refresh of every cached reading (the sensor thread, and once at start).
+  void Refresh() {
+    std::vector<model::PowerReading> p(geometry_.controllers);
+    std::vector<model::Lifetime> life(geometry_.controllers);
+    for (uint32_t c = 0; c < geometry_.controllers; ++c) {
+      p[c] = Get<model::PowerReading>({{"cmd", "read_power"}, {"controller", c}});
+      life[c] = Get<model::Lifetime>({{"cmd", "lifetime"}, {"controller", c}});
+    }
+    const auto env = Get<model::Environment>({{"cmd", "environment"}});
+    std::lock_guard<std::mutex> l(cache_mu_);
+    readings_ = std::move(p);
+    life_ = std::move(life);
+    env_ = env;
+  }
+  void SensorLoop() {
+    std::unique_lock<std::mutex> l(cache_mu_);
+    while (!sensor_stop_) {
+      cache_cv_.wait_for(l, kSensorPeriod);
+      if (sensor_stop_) break;
+      std::vector<nlohmann::json> posts;
+      posts.swap(posts_);
+      std::vector<std::pair<uint64_t, uint64_t>> io(io_.size());
+      io.swap(io_);
+      const bool refresh = std::chrono::steady_clock::now() < wanted_until_;
+      l.unlock();
+      for (uint32_t c = 0; c < io.size(); ++c) {
+        if (io[c].first != 0 || io[c].second != 0) {
+          (void)Ask({{"cmd", "account_host_io"}, {"controller", c}, {"read", io[c].first}, {"write", io[c].second}});
+        }
+      }
+      for (const auto& r : posts) (void)Ask(r);
+      if (refresh) Refresh();
+      l.lock();
+    }
+  }
+  void StopSensors() {
+    {
+      std::lock_guard<std::mutex> l(cache_mu_);
+      if (sensor_stop_) return;
+      sensor_stop_ = true;
+    }
+    cache_cv_.notify_all();
+    if (sensor_.joinable()) sensor_.join();
+    // What is still queued goes out now (the lifetime counters must not be lost).
+    for (uint32_t c = 0; c < io_.size(); ++c) {
+      if (io_[c].first != 0 || io_[c].second != 0) {
+        (void)Ask({{"cmd", "account_host_io"}, {"controller", c}, {"read", io_[c].first}, {"write", io_[c].second}});
+      }
+    }
+    for (const auto& r : posts_) (void)Ask(r);
+    posts_.clear();
+  }
+
   template <typename T>
   T Get(const nlohmann::json& req) const {
     auto r = Ask(req);
@@ -530,6 +619,16 @@ class SharedBackend final : public CardBackend {
   mutable std::mutex control_mu_;
   mutable uint64_t control_tag_ = 0;
   mutable bool control_lost_ = false;
+  mutable std::mutex cache_mu_;  // what follows
+  mutable std::condition_variable cache_cv_;
+  mutable std::chrono::steady_clock::time_point wanted_until_{};
+  std::vector<model::PowerReading> readings_;
+  std::vector<model::Lifetime> life_;
+  model::Environment env_;
+  std::vector<std::pair<uint64_t, uint64_t>> io_;  // host I/O not yet sent, per controller
+  std::vector<nlohmann::json> posts_;
+  bool sensor_stop_ = false;
+  std::thread sensor_;
 };
 
 }  // namespace
