@@ -73,27 +73,28 @@ class ReadRetryPipe final : public FlashPipe {
     TimeNs first_submit = 0;
   };
   // The completion reports the first attempt's submit time, so the caller sees the whole
-  // latency, retries included.
+  // latency, retries included. The read's callback owns its Pending until it runs: a
+  // callback dropped without running (a card closed with commands outstanding) frees it.
   void Attempt(const ReadRequest& req, FlashCallback done, uint32_t attempt, TimeNs first_submit) {
-    Pending* p;
+    std::unique_ptr<Pending> p;
     if (free_.empty()) {
-      p = new Pending();
+      p = std::make_unique<Pending>();
     } else {
-      p = free_.back().release();
+      p = std::move(free_.back());
       free_.pop_back();
     }
     p->req = req;
     p->done = std::move(done);
     p->attempt = attempt;
     p->first_submit = first_submit;
-    inner_.Read(req, [this, p](const Completion& c) { Finish(p, c); });
+    inner_.Read(req, [this, p = std::move(p)](const Completion& c) mutable { Finish(std::move(p), c); });
   }
-  void Finish(Pending* p, const Completion& c) {
+  void Finish(std::unique_ptr<Pending> p, const Completion& c) {
     const TimeNs submitted = p->attempt == 0 ? c.submit_ns : p->first_submit;
     FlashCallback done = std::move(p->done);
     const ReadRequest req = p->req;
     const uint32_t attempt = p->attempt;
-    free_.emplace_back(p);
+    free_.push_back(std::move(p));
     if (c.status == FlashStatus::kUncorrectable && attempt < retries_) {
       ++stats_.retries;
       Attempt(req, std::move(done), attempt + 1, submitted);
