@@ -61,7 +61,9 @@
 //   answers any host.
 // - Errors: an unknown opcode, a LUN out of range or sizes the buffer cannot hold (or
 //   not multiples of 8) complete INVALID with nothing done; an AXI error response
-//   completes the command DMA_ERROR and sets dma_error; a ring size that is not a power
+//   completes the command DMA_ERROR and sets dma_error (a descriptor whose own fetch
+//   failed too: its completion has LUN 0xFF, tag 0xFFFF and the descriptor's SQ index in
+//   place of the corrected bits, as its tag was never read); a ring size that is not a power
 //   of two (or zero) sets ring_error and the pipe does not run.
 // The page buffer is one block RAM of 64-bit words; its last 8 words stage descriptors
 // and completions.
@@ -337,6 +339,12 @@ module vsl_pipe #(
   logic [15:0] c_dwords;
   logic [AW-1:0] c_dbuf;
   logic        r_derr;
+  // A descriptor whose fetch got an AXI error: it still gets its one completion
+  // (DMA_ERROR, LUN 0xFF, tag 0xFFFF, the descriptor's SQ index in the corrected-bits
+  // field, since its tag was never read). No other descriptor is fetched before it is
+  // posted. cpl_ff: the completion being written is that one.
+  logic        ff_valid, cpl_ff;
+  logic [15:0] ff_index;
 
   // din: bytes from the buffer, one prefetched.
   logic [15:0] din_ptr, din_end;
@@ -468,8 +476,9 @@ module vsl_pipe #(
     end else if (state == M_CPL0 || state == M_CPL1) begin
       b_we    = 1'b1;
       b_waddr = state == M_CPL0 ? CPL_W : CPL_W + 1'b1;
-      b_wdata = state == M_CPL0 ? {phase, 7'd0, cur_lun8, s_corr[16*(cur) +: 16], s_nand[8*(cur) +: 8], s_result[8*(cur) +: 8], s_tag[16*(cur) +: 16]}
-                                : cycles;
+      b_wdata = state != M_CPL0 ? cycles
+                : cpl_ff          ? {phase, 7'd0, 8'hFF, ff_index, 8'd0, ST_DMA_ERROR, 16'hFFFF}
+                                  : {phase, 7'd0, cur_lun8, s_corr[16*(cur) +: 16], s_nand[8*(cur) +: 8], s_result[8*(cur) +: 8], s_tag[16*(cur) +: 16]};
     end
     if (c_din && state == M_SEQ_WAIT) b_raddr = din_ptr[AW+2:3];
     else if (state == M_PROG_ENC) b_raddr = enc_word[AW-1:0];
@@ -598,6 +607,7 @@ module vsl_pipe #(
       dout_ptr <= '0; enc_word <= '0; enc_words <= '0; enc_rd <= 1'b0; fetch_i <= '0; fetch_rd <= 1'b0;
       e_start <= 1'b0; e_decode <= 1'b0; error_event <= 1'b0; ecc_done <= 1'b0;
       fence_done <= 8'd0; fenced <= 32'd0;
+      ff_valid <= 1'b0; cpl_ff <= 1'b0; ff_index <= 16'd0;
     end else begin
       e_start     <= 1'b0;
       error_event <= 1'b0;
@@ -651,6 +661,9 @@ module vsl_pipe #(
           end else if (f_cpl && !cq_full && running) begin
             cur   <= i_cpl;
             state <= M_CPL0;
+          end else if (ff_valid && !cq_full && running) begin
+            cpl_ff <= 1'b1;
+            state  <= M_CPL0;
           end else if (p_valid && p_lun < 8'(LUNS) && s_state[3*(p_lun[LW-1:0]) +: 3] == SL_FREE) begin
             // The waiting descriptor takes its LUN's slot.
             s_state[3*(p_lun[LW-1:0]) +: 3]  <= (p_bad || p_fenced) ? SL_CPL : SL_NEW;
@@ -678,7 +691,7 @@ module vsl_pipe #(
               s_nand[8*(0) +: 8] <= 8'd0; s_corr[16*(0) +: 16] <= 16'd0;
               p_valid <= 1'b0;
             end
-          end else if (running && !p_valid && (sq_head & sq_mask) != (sq_tail & sq_mask)) begin
+          end else if (running && !p_valid && !ff_valid && (sq_head & sq_mask) != (sq_tail & sq_mask)) begin
             c_dwrite <= 1'b0;
             c_daddr  <= sq_base + {26'd0, (sq_head & sq_mask), 6'd0};
             c_dwords <= 16'd6;
@@ -786,7 +799,11 @@ module vsl_pipe #(
           sq_head  <= (sq_head + 32'd1) & sq_mask;
           fetch_i  <= 3'd0;
           fetch_rd <= 1'b0;
-          state    <= r_derr ? M_IDLE : M_FETCH_RD;  // a failed fetch is dropped (DMA_ERROR set)
+          if (r_derr) begin  // a failed fetch completes DMA_ERROR (DMA_ERROR status bit set)
+            ff_valid <= 1'b1;
+            ff_index <= sq_head[15:0];
+          end
+          state    <= r_derr ? M_IDLE : M_FETCH_RD;
         end
         M_FETCH_RD: begin
           fetch_rd <= 1'b1;
@@ -1032,11 +1049,16 @@ module vsl_pipe #(
         end
         default: begin  // M_CPL_DONE
           // Even a completion whose write failed frees the slot (DMA_ERROR is set).
-          s_state[3*(cur) +: 3] <= SL_FREE;
+          if (cpl_ff) begin
+            ff_valid <= 1'b0;
+            cpl_ff   <= 1'b0;
+          end else begin
+            s_state[3*(cur) +: 3] <= SL_FREE;
+            if (s_result[8*(cur) +: 8] == ST_FENCED) fenced <= fenced + 32'd1;
+          end
           cq_tail      <= (cq_tail + 32'd1) & cq_mask;
           if (((cq_tail + 32'd1) & cq_mask) == 32'd0) phase <= !phase;
           completions  <= completions + 32'd1;
-          if (s_result[8*(cur) +: 8] == ST_FENCED) fenced <= fenced + 32'd1;
           state <= M_IDLE;
         end
       endcase

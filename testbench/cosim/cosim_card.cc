@@ -389,6 +389,7 @@ void CosimCard::FailNextProgram(uint32_t pipe, uint32_t lun) {
   impl_->targets.at(pipe)->fail_next_program_lun = static_cast<int>(lun);
 }
 void CosimCard::FailDma(uint64_t addr, uint64_t len) { impl_->ctrls[0]->mem.mem.failing.emplace_back(addr, len); }
+void CosimCard::ClearDmaFailures() { impl_->ctrls[0]->mem.mem.failing.clear(); }
 
 int CosimCard::timing_violations() const {
   int n = 0;

@@ -94,6 +94,7 @@ class CosimCard : public hw::RegMemPort {
   void KillLun(uint32_t pipe, uint32_t lun);
   void FailNextProgram(uint32_t pipe, uint32_t lun);
   void FailDma(uint64_t addr, uint64_t len);
+  void ClearDmaFailures();  // every range FailDma set answers OKAY again
 
   // The board's surroundings (its sensors follow from the next Advance on).
   void SetAmbient(double ambient_c, double r_c_per_w);

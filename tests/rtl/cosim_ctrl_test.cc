@@ -194,6 +194,34 @@ TEST_F(CosimTest, InterleavedReadsAcrossFourLuns) {
   ExpectCheckerSilent();
 }
 
+// A descriptor whose own fetch gets an AXI error is not dropped: it completes DMA_ERROR
+// (LUN 0xFF, tag 0xFFFF, its SQ index in place of the corrected bits), the host maps the
+// index back to its command (kAborted), and the pipe goes on once memory answers again
+// (issue 35: "one completion per submitted descriptor").
+TEST_F(CosimTest, AFailedDescriptorFetchStillCompletes) {
+  Build();
+  auto& pipe = *pipes_[0];
+  auto erase = [&](uint32_t die, uint32_t block) {
+    return Wait([&](auto cb) { pipe.Erase(die, block, std::move(cb)); });
+  };
+  ASSERT_TRUE(erase(1, 3).ok());
+  uint32_t before = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kCompletions), &before));
+  card_->FailDma(card_->region_base(0), 64 * 64);  // the whole submission ring
+  const nand::Completion c = erase(1, 4);
+  EXPECT_EQ(c.status, nand::FlashStatus::kAborted);
+  uint32_t st = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kPipeStatus), &st));
+  EXPECT_TRUE(pr::kPipeStatusDmaError.get(st));
+  uint32_t done = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kCompletions), &done));
+  EXPECT_EQ(done, before + 1) << "the failed descriptor was completed, once";
+  card_->ClearDmaFailures();
+  EXPECT_TRUE(erase(1, 4).ok());
+  EXPECT_TRUE(erase(2, 4).ok());
+  EXPECT_EQ(card_->timing_violations(), 0);
+}
+
 // Every error path the controller reports: a program FAIL, a LUN that never becomes
 // ready (TIMEOUT, with the other LUNs unaffected), an AXI error response, a reset in the
 // middle of a program and of an erase.

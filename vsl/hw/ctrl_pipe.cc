@@ -611,6 +611,8 @@ void ControllerPipe::Issue(uint32_t die) {
     d.Window(0, 0);  // metadata only: no data goes out of the controller
   }
   d.Generation(own_gen_);
+  if (sq_tags_.size() != o_.ring_entries) sq_tags_.assign(o_.ring_entries, 0xFFFF);
+  sq_tags_[sq_tail_] = tag;
   port_.WriteMem(region_ + uint64_t{sq_tail_} * 64, &d, sizeof(d));
   sq_tail_ = (sq_tail_ + 1) & (o_.ring_entries - 1);
   port_.Write32(pr::At(pipe_, pr::kSqTail), sq_tail_);
@@ -644,6 +646,13 @@ void ControllerPipe::Tick() {
   while (NextCompletion(&e)) {
     consumed = true;
     ++stats_.completions;
+    if (e.lun() == 0xFF && e.tag() == 0xFFFF && e.status() == cst::kDmaError) {
+      // The descriptor at this SQ index could not be fetched: its command ends DMA_ERROR.
+      const uint32_t index = e.corrected() & (o_.ring_entries - 1);
+      const uint16_t tag = index < sq_tags_.size() ? sq_tags_[index] : 0xFFFF;
+      Logger("hw")->error("pipe {}: the descriptor at SQ index {} could not be fetched (AXI error)", pipe_, index);
+      e.w[0] = (e.w[0] & ~uint64_t{0x0000'FFFF'0000'FFFF}) | tag;  // its tag; no corrected bits
+    }
     const uint32_t die = e.tag() & 0xF;
     if (die >= inflight_.size() || !inflight_[die] || (e.tag() >> 4) != gen_[die]) {
       Logger("hw")->error("pipe {}: completion with unknown tag {:#06x} (status {}) ignored", pipe_, e.tag(),

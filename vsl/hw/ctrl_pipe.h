@@ -178,6 +178,9 @@ class ControllerPipe final : public nand::FlashPipe {
   std::vector<std::optional<Cmd>> inflight_;
   std::vector<uint16_t> gen_;
   uint32_t sq_tail_ = 0, cq_head_ = 0;
+  // The tag written at each SQ index: a completion for a descriptor whose fetch failed
+  // names only its index.
+  std::vector<uint16_t> sq_tags_;
   bool cq_phase_ = true;
   uint32_t in_ring_ = 0;
   bool tick_armed_ = false;
