@@ -757,6 +757,7 @@ module vsl_pipe #(
             state <= M_SEQ; ret <= M_RDOUT_DEC;
           end else if (f_poll) begin
             cur <= i_poll;
+            rr  <= i_poll;  // the next poll starts after this LUN: with POLL_GAP 0 none starves
             c_op <= RQ_POLL_ONCE; c_row <= s_row[24*(i_poll) +: 24]; c_col <= 16'd0; c_len <= 16'd0;
             c_din <= 1'b0; c_dout <= 1'b0; c_dec <= 1'b0;
             state <= M_SEQ; ret <= M_POLLED;

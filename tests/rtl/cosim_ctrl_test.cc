@@ -194,6 +194,37 @@ TEST_F(CosimTest, InterleavedReadsAcrossFourLuns) {
   ExpectCheckerSilent();
 }
 
+// Status polling goes round the busy LUNs even with POLL_GAP 0 (poll whenever the
+// channel is free): a short read on one LUN is seen done while another LUN erases, not
+// only once the erase ends (issue 35, item 3: the poll never moved the round-robin
+// pointer, so the first busy LUN after it was polled every time).
+TEST_F(CosimTest, PollingIsFairWithNoGap) {
+  Build();
+  auto& pipe = *pipes_[0];
+  const uint32_t db = data_bytes();
+  ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(2, 5, std::move(cb)); }).ok());
+  auto data = Pattern(2, 5, 0, db);
+  ASSERT_TRUE(Wait([&](auto cb) {
+    pipe.Program(nand::ProgramRequest{{2, 5, 0}, data.data(), nullptr, false}, [](const nand::Completion&) {},
+                 std::move(cb));
+  }).ok());
+  ASSERT_TRUE(card_->Write32(pr::At(0, pr::kPollGap), 0));
+  std::optional<nand::Completion> erase, read;
+  pipe.Erase(1, 6, [&](const nand::Completion& c) { erase = c; });
+  std::vector<uint8_t> rd(db);
+  pipe.Read(nand::ReadRequest{{2, 5, 0}, 0, db / 512, rd.data(), nullptr},
+            [&](const nand::Completion& c) { read = c; });
+  clock_.RunUntilTrue([&] { return erase.has_value() && read.has_value(); }, kMaxEvents);
+  ASSERT_TRUE(erase.has_value() && read.has_value());
+  ASSERT_TRUE(erase->ok() && read->ok());
+  EXPECT_EQ(rd, data);
+  const double read_us = (read->complete_ns - read->submit_ns) / 1e3;
+  const double erase_us = (erase->complete_ns - erase->submit_ns) / 1e3;
+  std::printf("POLL_GAP 0: read %.1f us while the other LUN's erase took %.1f us\n", read_us, erase_us);
+  EXPECT_LT(read->complete_ns, erase->complete_ns) << "the read was seen done only after the erase";
+  EXPECT_LT(read_us, erase_us / 2);
+}
+
 // A descriptor whose own fetch gets an AXI error is not dropped: it completes DMA_ERROR
 // (LUN 0xFF, tag 0xFFFF, its SQ index in place of the corrected bits), the host maps the
 // index back to its command (kAborted), and the pipe goes on once memory answers again
