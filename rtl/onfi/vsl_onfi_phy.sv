@@ -69,6 +69,13 @@ module vsl_onfi_phy #(
     output logic              dq_oe,
     input  logic [7:0]        dq_i,
     input  logic              rb_n
+`ifdef FORMAL
+    ,
+    // The formal harness's view of the state (rtl/formal/onfi_phy_props.sv: helper
+    // invariants); not in a synthesized or simulated build.
+    output logic [2:0]        f_state,
+    output logic [7:0]        f_phase
+`endif
 );
   typedef enum logic [2:0] {
     S_IDLE,
@@ -107,6 +114,10 @@ module vsl_onfi_phy #(
     endcase
   endfunction
 
+`ifdef FORMAL
+  assign f_state = state;
+  assign f_phase = phase;
+`endif
   assign op_ready   = (state == S_IDLE);
   assign busy       = (state != S_IDLE);
   assign rb_sampled = rb_qq;

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# The formal suite's runner (docs/formal.md): yosys -> AIGER -> ABC, no SymbiYosys.
+#
+#   rtl/formal/run.sh MODULE [--prop N] [--no-mutants] [--no-covers] [--keep DIR]
+#
+# MODULE names rtl/formal/MODULE.conf (the harness top, its files, its properties with how
+# each is checked, and the cover depth) and rtl/formal/MODULE.mutants. For each property:
+#   prove     ABC pdr: an unbounded proof (or a counterexample)
+#   bmc:D     ABC bmc3 to depth D: no counterexample within D cycles (a bounded check; its
+#             cover must be reached within D, or the depth says nothing)
+# then its cover (the harness built with -DCOVER asserts the property's trigger never
+# happens; bmc3 finding a "counterexample" within COVER_DEPTH is the witness that the
+# property is exercised), then each mutant of its family (a copy of the RTL with one
+# seeded change): the check must fail on it, or the property is vacuous.
+# A counterexample is kept as DIR/<prop>.cex (ABC's witness: inputs per frame).
+# Exit 0 when every property holds, every cover is reached and every mutant is caught.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+MODULE="${1:?usage: run.sh MODULE [--prop N] [--no-mutants] [--no-covers] [--keep DIR]}"
+shift
+ONLY="" MUTANTS=1 COVERS=1 KEEP=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prop) ONLY="$2"; shift 2 ;;
+    --no-mutants) MUTANTS=0; shift ;;
+    --no-covers) COVERS=0; shift ;;
+    --keep) KEEP="$2"; shift 2 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+for t in yosys yosys-abc python3; do
+  command -v "$t" >/dev/null || { echo "SKIP: $t is not installed (scripts/setup installs it)"; exit 77; }
+done
+CONF="$HERE/$MODULE.conf"
+[ -f "$CONF" ] || { echo "run.sh: no $CONF" >&2; exit 2; }
+TOP="" FILES=() PROPS=() COVER_DEPTH=40 PDR_TIMEOUT=120
+# shellcheck source=/dev/null
+source "$CONF"
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+[ -n "$KEEP" ] && mkdir -p "$KEEP"
+
+# aig DIR DEFINES... : the harness (RTL from DIR, relative names as in FILES) as $W/out.aig
+aig() {
+  local dir="$1"
+  shift
+  local files=""
+  for f in "${FILES[@]}"; do files+=" $dir/$f"; done
+  yosys -q -p "read_verilog -sv -formal $* $files; prep -flatten -top $TOP; async2sync;
+               setundef -undriven -anyseq; setundef -anyseq; techmap; opt -fast; dffunmap; aigmap; opt_clean;
+               write_aiger -zinit $W/out.aig" >"$W/yosys.log" 2>&1 || { cat "$W/yosys.log" >&2; return 2; }
+}
+# check MODE : ABC on $W/out.aig; prints "proved", "holds to D" or "fails at frame F"
+check() {
+  local mode="$1" cmd
+  case "$mode" in
+    prove) cmd="pdr -T $PDR_TIMEOUT" ;;
+    bmc:*) cmd="bmc3 -F ${mode#bmc:}" ;;
+    *) echo "bad mode $mode" >&2; return 2 ;;
+  esac
+  local out
+  out=$(yosys-abc -c "read_aiger $W/out.aig; fold; strash; $cmd; write_cex -n $W/out.cex" 2>&1) || true
+  if grep -q "Property proved" <<<"$out"; then
+    echo "proved"
+  elif f=$(grep -oE "(asserted|failed) in frame [0-9]+" <<<"$out" | grep -oE "[0-9]+$" | head -1) && [ -n "$f" ]; then
+    echo "fails at frame $f"
+  elif grep -qE "No output asserted in [0-9]+ frames|Reached limit on the number of timeframes" <<<"$out"; then
+    echo "holds to ${mode#bmc:}"
+  else
+    echo "undecided: $(tail -2 <<<"$out" | tr '\n' ' ')"
+  fi
+}
+
+fail=0
+printf '%-3s %-22s %-8s %-26s %-22s %s\n' "#" "property" "mode" "result" "cover" "mutants"
+for entry in "${PROPS[@]}"; do
+  read -r n name mode <<<"$entry"
+  [ -n "$ONLY" ] && [ "$ONLY" != "$n" ] && continue
+  t0=$(date +%s.%N)
+  aig "$ROOT" "-DPROP=$n"
+  res=$(check "$mode")
+  secs=$(python3 -c "print(f'{$(date +%s.%N)-$t0:.1f}')")
+  ok=1
+  case "$res" in proved | holds*) ;; *) ok=0 ;; esac
+  [ "$ok" = 0 ] && [ -n "$KEEP" ] && cp "$W/out.cex" "$KEEP/$name.cex" 2>/dev/null || true
+  cover="-"
+  if [ "$COVERS" = 1 ]; then
+    aig "$ROOT" "-DPROP=$n" -DCOVER
+    c=$(check "bmc:$COVER_DEPTH")
+    case "$c" in
+      "fails at frame"*) cover="reached at ${c##* }" ;;
+      *) cover="NOT REACHED ($c)"; ok=0 ;;
+    esac
+    # A bounded check says nothing past its depth: its cover must be reached within it.
+    if [[ "$mode" == bmc:* ]] && [[ "$cover" == reached* ]] && [ "${cover##* }" -ge "${mode#bmc:}" ]; then
+      cover+=" (past the check's depth)"; ok=0
+    fi
+  fi
+  muts=""
+  if [ "$MUTANTS" = 1 ] && [ -f "$HERE/$MODULE.mutants" ]; then
+    k=0
+    while IFS= read -r line; do
+      [[ -z "$line" || "$line" == \#* ]] && continue
+      mp="${line%%|||*}"
+      mp="${mp// /}"
+      [[ ",$mp," == *",$n,"* ]] || continue
+      k=$((k + 1))
+      rm -rf "$W/mut" && mkdir -p "$W/mut"
+      (cd "$ROOT" && cp --parents "${FILES[@]}" "$W/mut/")
+      python3 - "$W/mut" "$line" <<'PY' || { echo "mutant '$line' does not apply" >&2; exit 2; }
+import sys
+root, line = sys.argv[1], sys.argv[2]
+_, path, occ, old, new = [x.strip() for x in line.split("|||")]
+old, new = old.replace("\\n", "\n"), new.replace("\\n", "\n")
+p = f"{root}/{path}"
+s = open(p).read()
+at = -1
+for _ in range(int(occ)):
+    at = s.find(old, at + 1)
+    if at < 0:
+        sys.exit(1)
+open(p, "w").write(s[:at] + new + s[at + len(old):])
+PY
+      aig "$W/mut" "-DPROP=$n"
+      m=$(check "$mode")
+      case "$m" in
+        "fails at frame"*) muts+="${muts:+, }#$k caught at ${m##* }" ;;
+        *) muts+="${muts:+, }#$k MISSED ($m)"; ok=0 ;;
+      esac
+    done <"$HERE/$MODULE.mutants"
+  fi
+  [ -z "$muts" ] && muts="-"
+  printf '%-3s %-22s %-8s %-26s %-22s %s\n' "$n" "$name" "$mode" "$res (${secs}s)" "$cover" "$muts"
+  [ "$ok" = 1 ] || fail=1
+done
+exit "$fail"
