@@ -48,7 +48,7 @@ aig() {
   local files=""
   for f in "${FILES[@]}"; do files+=" $dir/$f"; done
   yosys -q -p "read_verilog -sv -formal $* $files; prep -flatten -top $TOP; async2sync;
-               setundef -undriven -anyseq; setundef -anyseq; techmap; opt -fast; dffunmap; aigmap; opt_clean;
+               setundef -undriven -anyseq; setundef -anyseq; techmap; opt -fast; setundef -anyseq; dffunmap; aigmap; opt_clean;
                write_aiger -zinit $W/out.aig" >"$W/yosys.log" 2>&1 || { cat "$W/yosys.log" >&2; return 2; }
 }
 # check MODE : ABC on $W/out.aig; prints "proved", "holds to D" or "fails at frame F"
