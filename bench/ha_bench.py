@@ -220,7 +220,6 @@ try:
         # Give the LUNs back to A for the next round (B releases; A attaches from the checkpoint).
         ctl("b", "release", "--lun", "0")
         ctl("b", "release", "--lun", "1")
-        _ = st
 finally:
     stop_all(list(procs.values()))
     shutil.rmtree(tmp, ignore_errors=True)

@@ -367,44 +367,34 @@ def run_realtime(build, quick, timing="model"):
 # ---------------------------------------------------------------- rendering
 
 
-def run_backends(build, quick):
-    """vsld over NBD on the sim, rtl and kernel backends, same workload, same run."""
+def run_script(build, script, tools, extra, quick):
+    """Runs bench/SCRIPT with build/tools/TOOLS, its JSON to a temp file (its --out or
+    --json flag leads `extra`), and returns what it wrote with the command and wall time;
+    {"skipped": ...} when it fails."""
     exe = os.path.join(build, "tools")
     out = tempfile.mktemp(suffix=".json")
-    args = [sys.executable, os.path.join(ROOT, "bench", "backend_bench.py"), os.path.join(exe, "vsld"),
-            os.path.join(exe, "vslctl"), os.path.join(exe, "vsl-bench"), "--out", out]
-    if quick:
-        args.append("--quick")
+    args = [sys.executable, os.path.join(ROOT, "bench", script)] + [os.path.join(exe, t) for t in tools] + \
+        extra + [out] + (["--quick"] if quick else [])
     t0 = time.time()
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
-        return {"skipped": "backend_bench.py failed: " + (r.stderr or r.stdout)[-400:]}
+        return {"skipped": "%s failed: %s" % (script, (r.stderr or r.stdout)[-400:])}
     res = json.load(open(out))
     os.unlink(out)
-    res["command"] = "bench/backend_bench.py build/tools/vsld build/tools/vslctl build/tools/vsl-bench" + (
+    res["command"] = " ".join(["bench/" + script] + ["build/tools/" + t for t in tools] + extra[:-1]) + (
         " --quick" if quick else "")
     res["wall_seconds"] = time.time() - t0
     return res
+
+
+def run_backends(build, quick):
+    """vsld over NBD on the sim, rtl and kernel backends, same workload, same run."""
+    return run_script(build, "backend_bench.py", ["vsld", "vslctl", "vsl-bench"], ["--out"], quick)
 
 
 def run_ha(build, quick):
     """Two hosts on one card (docs/ha.md): isolation and failover time."""
-    exe = os.path.join(build, "tools")
-    out = tempfile.mktemp(suffix=".json")
-    args = [sys.executable, os.path.join(ROOT, "bench", "ha_bench.py"), os.path.join(exe, "vsld"),
-            os.path.join(exe, "vslctl"), os.path.join(exe, "vslflash"), "--seconds", "10", "--json", out]
-    if quick:
-        args.append("--quick")
-    t0 = time.time()
-    r = subprocess.run(args, capture_output=True, text=True)
-    if r.returncode != 0:
-        return {"skipped": "ha_bench.py failed: " + (r.stderr or r.stdout)[-400:]}
-    res = json.load(open(out))
-    os.unlink(out)
-    res["command"] = "bench/ha_bench.py build/tools/vsld build/tools/vslctl build/tools/vslflash --seconds 10" + (
-        " --quick" if quick else "")
-    res["wall_seconds"] = time.time() - t0
-    return res
+    return run_script(build, "ha_bench.py", ["vsld", "vslctl", "vslflash"], ["--seconds", "10", "--json"], quick)
 
 
 def fmt_n(x):

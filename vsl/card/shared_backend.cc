@@ -176,8 +176,8 @@ class RemotePipe final : public nand::FlashPipe {
   }
   nand::PipeOwner owner() const override {
     wire::ValueMsg m;
-    m.h = const_cast<RemotePipe*>(this)->Head(Type::kOwner);
-    const auto o = const_cast<RemotePipe*>(this)->Ask(m);
+    m.h = Head(Type::kOwner);
+    const auto o = Ask(m);
     return o ? OwnerFrom(*o) : nand::PipeOwner{};
   }
 
@@ -193,7 +193,7 @@ class RemotePipe final : public nand::FlashPipe {
     TimeNs submit = 0;
   };
 
-  wire::Header Head(Type t) {
+  wire::Header Head(Type t) const {
     wire::Header h;
     h.type = static_cast<uint8_t>(t);
     h.tag = ++next_tag_;
@@ -277,7 +277,7 @@ class RemotePipe final : public nand::FlashPipe {
     }
   }
 
-  std::optional<wire::OwnerMsg> Ask(const wire::ValueMsg& m) {
+  std::optional<wire::OwnerMsg> Ask(const wire::ValueMsg& m) const {
     if (lost_) return std::nullopt;
     std::unique_lock<std::mutex> l(ask_mu_);
     ask_tag_ = m.h.tag;
@@ -373,12 +373,13 @@ class RemotePipe final : public nand::FlashPipe {
   const uint32_t index_;
   std::thread reader_;
   std::atomic<bool> lost_{false}, closing_{false};
-  std::atomic<uint64_t> next_tag_{0};
+  mutable std::atomic<uint64_t> next_tag_{0};
   std::unordered_map<uint64_t, Pending> pending_;  // engine
-  std::mutex ask_mu_;
-  std::condition_variable ask_cv_;
-  uint64_t ask_tag_ = 0;
-  std::optional<wire::OwnerMsg> answer_;
+  // One ownership request at a time waits for its answer (engine, or a status reader).
+  mutable std::mutex ask_mu_;
+  mutable std::condition_variable ask_cv_;
+  mutable uint64_t ask_tag_ = 0;
+  mutable std::optional<wire::OwnerMsg> answer_;
 };
 
 class SharedBackend final : public CardBackend {
