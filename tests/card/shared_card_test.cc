@@ -317,6 +317,37 @@ TEST_F(SharedCardTest, AutomaticTakeoverAfterTheLeaseRunsOut) {
   ASSERT_TRUE(WaitFor([&] { return a->lun(0)->state() == LunState::kFenced; }, 10));
 }
 
+// A 512-byte sector format and a die that dies under writes, on a shared card: the die
+// failure goes through the card's fault path over the control link, FlashBack remaps it,
+// and every sector written reads back.
+TEST_F(SharedCardTest, SmallSectorsAndADeadDieOverTheSharedCard) {
+  auto a = Host(1, {});
+  ASSERT_TRUE(a);
+  ftl::FormatOptions fo;
+  fo.sector_bytes = 512;
+  for (uint32_t k = 0; k < a->controllers(); ++k) {
+    ASSERT_TRUE(a->FormatController(k, card::PipeMode::kDual, fo).ok());
+  }
+  ASSERT_TRUE(a->AttachAll().ok());
+  Lun& l = *a->lun(0);
+  std::map<uint64_t, uint64_t> version;
+  auto write = [&](uint64_t lba, uint64_t v) {
+    version[lba] = v;
+    return Write(l, lba, Pattern(lba, v, 512));
+  };
+  for (uint64_t lba = 0; lba < 600; ++lba) ASSERT_TRUE(write(lba, 1).ok()) << lba;
+  Status s;
+  a->RunOnPipe(0, [&] { s = a->backend().InjectDieFailure(0, 1); });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  for (uint64_t lba = 300; lba < 900; ++lba) ASSERT_TRUE(write(lba, 2).ok()) << lba;
+  std::vector<uint8_t> got;
+  for (const auto& [lba, v] : version) {
+    ASSERT_TRUE(Read(l, lba, &got).ok()) << lba;
+    ASSERT_EQ(got, Pattern(lba, v, 512)) << lba;
+  }
+  EXPECT_EQ(a->backend().PipeCounters(0).failed_dies, 1u);
+}
+
 // Garbage on the card's socket closes that connection with an error and leaves the
 // card serving everyone else.
 TEST_F(SharedCardTest, MalformedMessagesCloseOnlyTheirConnection) {
