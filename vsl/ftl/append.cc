@@ -166,6 +166,8 @@ void Ftl::PageBuf::Recycle() {
   std::vector<Ftl::WriteCtx*> keep_waiters = std::move(waiters);
   std::vector<Psa> keep_prev = std::move(prev);
   std::vector<uint32_t> keep_pinned = std::move(pinned);
+  std::vector<Psa> keep_csrc = std::move(csrc);
+  std::vector<uint32_t> keep_ccrc = std::move(ccrc);
   const uint32_t index = store_index;
   *this = PageBuf{};
   store_index = index;
@@ -177,6 +179,10 @@ void Ftl::PageBuf::Recycle() {
   keep_waiters.clear();
   keep_prev.clear();
   keep_pinned.clear();
+  keep_csrc.clear();
+  keep_ccrc.clear();
+  csrc = std::move(keep_csrc);
+  ccrc = std::move(keep_ccrc);
   pmeta = std::move(keep_pmeta);
   trims = std::move(keep_trims);
   waiters = std::move(keep_waiters);
@@ -203,7 +209,7 @@ Ftl::PageBuf* Ftl::Impl::MakeBuf(uint32_t leb, uint32_t die, uint32_t page, f::P
 }
 
 Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
-                        Leb* src_victim, Psa prev, Psa copy_from, uint32_t copy_crc) {
+                        Leb* src_victim, Psa prev, Psa copy_from, std::optional<uint32_t> crc) {
   const bool copy = src == nullptr;
   if (ap.open != nullptr && (ap.open->type != f::PageType::kData || ap.open->copy != copy)) SubmitOpen(ap);
   // A gathered copy has at most kMaxCopySegments runs: a sector that would start one more
@@ -216,10 +222,10 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
     ap.open = NewPage(ap, f::PageType::kData);
     if (ap.open == nullptr) return nullptr;
     PageBuf* b = ap.open;
+    b->ccrc.assign(S(), 0);
     if (copy) {
       b->copy = true;
       b->csrc.assign(S(), kUnmapped);
-      b->ccrc.assign(S(), 0);
     }
     // Groomer pages are never padded on idle: they fill, or are pushed out when a
     // victim must be released. Host pages are programmed when nothing more is coming.
@@ -244,9 +250,10 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
   if (copy) {
     if (slot == 0 || !CopyRunContinues(b->csrc[slot - 1], copy_from)) ++b->copy_runs;
     b->csrc[slot] = copy_from;
-    b->ccrc[slot] = copy_crc;
+    b->ccrc[slot] = crc.value_or(0);
   } else {
     std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
+    b->ccrc[slot] = crc ? *crc : Crc32c(src, f.sector_bytes_);
   }
   b->lbas[slot] = lba;
   if (ctx != nullptr) {
@@ -331,7 +338,9 @@ void Ftl::Impl::Submit(PageBuf* b) {
   content.used = b->used;
   content.lbas = b->lbas.data();
   content.trims = &b->trims;
-  if (b->copy) content.crcs = b->ccrc.data();
+  if (b->ccrc.size() == S() && (b->type == f::PageType::kData || b->type == f::PageType::kAtomicData)) {
+    content.crcs = b->ccrc.data();
+  }
   if (b->type == f::PageType::kTrim) {
     l.trim_pages.push_back(b->page * D() + b->die);
     ++f.stats_.trim_pages;

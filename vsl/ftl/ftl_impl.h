@@ -15,6 +15,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -94,11 +95,14 @@ struct Ftl::PageBuf {
   std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
   Leb* victim = nullptr;  // the LEB whose data this GC page relocates (holds a reference)
   // A copy page (FlashPipe::Copy): its sectors are not in `data`; per slot, where the
-  // controller reads it from and the CRC its source's metadata gives.
+  // controller reads it from.
   bool copy = false;
   uint32_t copy_runs = 0;  // copy: runs of slots from one source page (gathered segments)
   uint32_t acc_used = nand::kNoAccumulator;  // the accumulator it was submitted with
   std::vector<Psa> csrc;
+  // Pages filled by AppendSector (data and copy pages): the CRC-32C of each slot below
+  // `used`, what its sector entry will hold (for a copy, as its source's metadata gives
+  // it). Empty for pages filled otherwise (SealPage computes theirs).
   std::vector<uint32_t> ccrc;
   std::vector<uint8_t> fail_meta;  // what the page holds if a source cannot be read
   // Per slot: where the sector was before this copy (kUnmapped: nowhere; kKeepMapping: do
@@ -450,11 +454,14 @@ struct Ftl::Impl {
   // Appends one sector to `ap`. Null when no page position could be had.
   // Returns the page the sector went into (submitted already if it filled), or null.
   // `src` null: a copy (FtlOptions::copy_relocation): the sector is at `copy_from` on
-  // flash, its CRC `copy_crc`, and the controller moves it; copy and data sectors never
-  // share a page.
+  // flash, its CRC `crc`, and the controller moves it; copy and data sectors never
+  // share a page. With `src`, `crc` is the CRC-32C of its bytes when the caller has
+  // verified it already (a relocated sector checked against its page's metadata, a
+  // rewritten one): it goes into the page's sector entry as it is; otherwise it is
+  // computed here, once.
   PageBuf* AppendSector(AppendPoint& ap, uint64_t lba, const uint8_t* src, WriteCtx* ctx,
                         Leb* src_victim, Psa prev = kUnmapped - 2, Psa copy_from = kUnmapped,
-                        uint32_t copy_crc = 0);
+                        std::optional<uint32_t> crc = std::nullopt);
 
   void SubmitOpen(AppendPoint& ap);
 

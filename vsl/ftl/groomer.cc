@@ -284,7 +284,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
       continue;
     }
     AppendPoint& ap = f.opts_.separate_gc_stream ? gcap : host;
-    if (!AppendSector(ap, lba, src, nullptr, &v)) {
+    if (!AppendSector(ap, lba, src, nullptr, &v, kUnmapped - 2, kUnmapped, e[s].crc)) {
       {
         uint32_t st[5] = {0, 0, 0, 0, 0};
         uint64_t valid = 0, cap = 0, held = 0;

@@ -37,10 +37,15 @@ void SealPage(const PageContent& page, std::vector<uint8_t>& data, uint8_t* meta
   auto* e = reinterpret_cast<f::SectorEntry*>(meta + sizeof(f::PageHeader));
   const uint64_t sb = page.sector_bytes;
   if (HoldsSectors(page.type)) {
-    if (page.used < S) std::memset(data.data() + page.used * sb, 0, (S - page.used) * sb);
+    uint32_t pad_crc = 0;
+    if (page.used < S) {
+      std::memset(data.data() + page.used * sb, 0, (S - page.used) * sb);
+      pad_crc = Crc32c(data.data() + page.used * sb, sb);  // every padding slot is this
+    }
     for (uint32_t s = 0; s < S; ++s) {
       e[s].lba = page.lbas[s];
-      e[s].crc = page.crcs != nullptr && s < page.used ? page.crcs[s] : Crc32c(data.data() + s * sb, sb);
+      if (s >= page.used) e[s].crc = pad_crc;
+      else e[s].crc = page.crcs != nullptr ? page.crcs[s] : Crc32c(data.data() + s * sb, sb);
     }
   } else if (page.type == f::PageType::kTrim) {
     std::memcpy(data.data(), page.trims->data(), page.trims->size() * sizeof(f::TrimRecord));

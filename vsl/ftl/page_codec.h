@@ -22,8 +22,10 @@ struct PageContent {
   uint32_t used = 0;          // data and atomic pages: slots filled; the rest are padding
   const uint64_t* lbas = nullptr;  // per slot (kNoLba: padding); summary pages: [0] = its index and count
   const std::vector<format::TrimRecord>* trims = nullptr;  // trim pages: the records
-  // Data pages whose sectors are not in `data` (copied inside the controller): the
-  // CRCs of slots below `used`, as their sources' metadata holds them.
+  // Data and atomic pages: the CRCs of slots below `used` when the writer has them (for
+  // sectors copied inside the controller, as their sources' metadata holds them; else
+  // the CRC of each slot's bytes in `data`, which the writer vouches for); null: computed
+  // here from `data`.
   const uint32_t* crcs = nullptr;
 };
 

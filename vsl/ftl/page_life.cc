@@ -208,7 +208,10 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
     // (Host sectors do not take the groomer's reserve: it must stay free for the
     // groomer to make room, for them too.)
     const Psa before = s < b->prev.size() ? b->prev[s] : kKeepMapping;
-    PageBuf* t = AppendSector(ap, lba, src, nullptr, b->victim, before);
+    // Its CRC was sealed into the failed page from these very bytes.
+    const std::optional<uint32_t> crc =
+        !b->copy && s < b->ccrc.size() && s < b->used ? std::optional<uint32_t>(b->ccrc[s]) : std::nullopt;
+    PageBuf* t = AppendSector(ap, lba, src, nullptr, b->victim, before, kUnmapped, crc);
     if (t == nullptr) {
       // No page anywhere now: the sector waits in host memory (its writes unanswered,
       // a groomer victim it came from held) until space appears.
