@@ -367,6 +367,25 @@ module vsl_pipe #(
   logic [2:0]  fetch_i;  // descriptor word being read out of the buffer
   logic        fetch_rd;
 
+  // Target-level commands (READ ID, READ PARAMETER PAGE, GET/SET FEATURES) address the
+  // whole target and poll it with READ STATUS (70h), which ONFI forbids while a multiple-
+  // LUN operation runs: such a command starts only when no LUN of the target has an array
+  // operation under way (no slot BUSY), and while one waits no new array operation
+  // (READ, PROGRAM, ERASE) starts, so the busy LUNs drain and it cannot starve. A LUN that
+  // timed out is no longer BUSY: a stuck die does not hold these commands back for ever.
+  logic [LUNS-1:0] s_tl, s_arr;  // per slot: a target-level command, an array operation
+  logic            t_busy, t_wait;
+  always_comb begin
+    t_busy = 1'b0; t_wait = 1'b0;
+    for (int l = 0; l < LUNS; l++) begin
+      s_tl[l]  = s_op[8*l +: 8] == OPC_READ_ID || s_op[8*l +: 8] == OPC_READ_PARAM ||
+                 s_op[8*l +: 8] == OPC_GET_FEAT || s_op[8*l +: 8] == OPC_SET_FEAT;
+      s_arr[l] = s_op[8*l +: 8] == OPC_READ || s_op[8*l +: 8] == OPC_PROGRAM || s_op[8*l +: 8] == OPC_ERASE;
+      if (s_state[3*l +: 3] == SL_BUSY) t_busy = 1'b1;
+      if (s_state[3*l +: 3] == SL_NEW && s_tl[l]) t_wait = 1'b1;
+    end
+  end
+
   // Choice of the next thing to do: each kind of work goes round the LUNs, starting after
   // the LUN served last (rr), so no LUN starves while others keep the bus busy.
   logic            f_abort, f_cpl, f_new, f_ready, f_poll;
@@ -380,7 +399,10 @@ module vsl_pipe #(
         f_abort = 1'b1; i_abort = li;
       end
       if (s_state[3*(li) +: 3] == SL_CPL) begin f_cpl = 1'b1; i_cpl = li; end
-      if (s_state[3*(li) +: 3] == SL_NEW) begin f_new = 1'b1; i_new = li; end
+      if (s_state[3*(li) +: 3] == SL_NEW &&
+          !(s_tl[li] && t_busy) && !(s_arr[li] && t_wait)) begin
+        f_new = 1'b1; i_new = li;
+      end
       if (s_state[3*(li) +: 3] == SL_READY) begin f_ready = 1'b1; i_ready = li; end
       if (s_state[3*(li) +: 3] == SL_BUSY && (cycles[31:0] - s_polled[32*(li) +: 32]) >= poll_gap) begin
         f_poll = 1'b1; i_poll = li;

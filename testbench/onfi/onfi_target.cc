@@ -173,6 +173,19 @@ void OnfiTarget::Command(uint8_t c) {
   // A command after R/B# rose starts a flow with its own turnaround (tWHR): tRR is for
   // data out straight after waiting on R/B#.
   after_ready_ = false;
+  // ONFI's multiple-LUN rules: target-level commands, and READ STATUS (70h, which does not
+  // say which LUN answers), only while no other LUN runs an array operation. A LUN stuck
+  // busy for ever (a dead die) is left out: the controller has written it off.
+  auto other_busy = [&](int except) {
+    for (uint32_t i = 0; i < shape_.luns; ++i) {
+      if (static_cast<int>(i) != except && luns_[i].busy && !luns_[i].stick) return true;
+    }
+    return false;
+  };
+  if ((c == 0x90 || c == 0xEC || c == 0xEE || c == 0xEF) && other_busy(-1)) {
+    ++violations_["target-level command while a LUN is busy"];
+  }
+  if (c == 0x70 && other_busy(static_cast<int>(sel_))) ++violations_["READ STATUS while another LUN is busy"];
   switch (c) {
     case 0xFF:  // RESET: every LUN
       for (uint32_t i = 0; i < shape_.luns; ++i) {

@@ -225,6 +225,33 @@ TEST_F(CosimTest, PollingIsFairWithNoGap) {
   EXPECT_LT(read_us, erase_us / 2);
 }
 
+// Target-level commands (READ ID here) wait until no LUN of the target has an array
+// operation under way: ONFI forbids them, and the READ STATUS (70h) they poll with, during
+// a multiple-LUN operation. The target model counts either as a violation (issue 35,
+// item 2); before the fix the READ ID went out while LUN 1 erased. (A target-level
+// command waiting holds back new array operations, so it may overtake one submitted
+// before it that had not started: LUNs keep no order between them.)
+TEST_F(CosimTest, TargetLevelCommandsWaitForBusyLuns) {
+  Build();
+  auto& pipe = *pipes_[0];
+  std::optional<nand::Completion> erase, id, erase2;
+  std::vector<uint8_t> idb(4);
+  pipe.Erase(1, 6, [&](const nand::Completion& c) { erase = c; });
+  clock_.RunFor(100 * kUs);  // the erase is under way (tBERS 1.5 ms)
+  ASSERT_FALSE(erase.has_value());
+  pipe.ReadId(0, 0x20, idb.data(), static_cast<uint32_t>(idb.size()),
+              [&](const nand::Completion& c) { id = c; });
+  // Submitted after the READ ID: it must not overtake it (no starving of the waiting one).
+  pipe.Erase(2, 6, [&](const nand::Completion& c) { erase2 = c; });
+  clock_.RunUntilTrue([&] { return erase && id && erase2; }, kMaxEvents);
+  ASSERT_TRUE(erase && id && erase2);
+  ASSERT_TRUE(erase->ok() && id->ok() && erase2->ok());
+  EXPECT_EQ(std::string(idb.begin(), idb.end()), "ONFI");
+  EXPECT_GE(id->complete_ns, erase->complete_ns) << "READ ID went out while LUN 1 erased";
+  EXPECT_GE(erase2->complete_ns, id->complete_ns);
+  EXPECT_EQ(card_->timing_violations(), 0);
+}
+
 // A descriptor whose own fetch gets an AXI error is not dropped: it completes DMA_ERROR
 // (LUN 0xFF, tag 0xFFFF, its SQ index in place of the corrected bits), the host maps the
 // index back to its command (kAborted), and the pipe goes on once memory answers again
