@@ -11,7 +11,8 @@
 # then its cover (the harness built with -DCOVER asserts the property's trigger never
 # happens; bmc3 finding a "counterexample" within COVER_DEPTH is the witness that the
 # property is exercised), then each mutant of its family (a copy of the RTL with one
-# seeded change): the check must fail on it, or the property is vacuous.
+# seeded change): bmc3 to MUTANT_DEPTH must find a counterexample on it, or the property
+# is vacuous.
 # A counterexample is kept as DIR/<prop>.cex (ABC's witness: inputs per frame).
 # Exit 0 when every property holds, every cover is reached and every mutant is caught.
 set -euo pipefail
@@ -34,9 +35,12 @@ for t in yosys yosys-abc python3; do
 done
 CONF="$HERE/$MODULE.conf"
 [ -f "$CONF" ] || { echo "run.sh: no $CONF" >&2; exit 2; }
-TOP="" FILES=() PROPS=() COVER_DEPTH=40 PDR_TIMEOUT=120
+TOP="" FILES=() PROPS=() COVER_DEPTH=40 PDR_TIMEOUT=120 MUTANT_DEPTH=""
 # shellcheck source=/dev/null
 source "$CONF"
+# Mutants are checked by bmc3 to this depth (default: the cover depth plus 8): each must
+# fail within it.
+MUTANT_DEPTH="${MUTANT_DEPTH:-$((COVER_DEPTH + 8))}"
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 [ -n "$KEEP" ] && mkdir -p "$KEEP"
@@ -123,7 +127,8 @@ for _ in range(int(occ)):
 open(p, "w").write(s[:at] + new + s[at + len(old):])
 PY
       aig "$W/mut" "-DPROP=$n"
-      m=$(check "$mode")
+      # A mutant needs only a counterexample: bmc3 finds a shallow one sooner than pdr.
+      m=$(check "bmc:$MUTANT_DEPTH")
       case "$m" in
         "fails at frame"*) muts+="${muts:+, }#$k caught at ${m##* }" ;;
         *) muts+="${muts:+, }#$k MISSED ($m)"; ok=0 ;;
