@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The formal suite's runner (docs/formal.md): yosys -> AIGER -> ABC, no SymbiYosys.
 #
-#   rtl/formal/run.sh MODULE [--prop N] [--no-mutants] [--no-covers] [--keep DIR]
+#   rtl/formal/run.sh MODULE [--prop N] [--no-mutants] [--no-covers] [--keep DIR] [--vcd DIR]
 #
 # MODULE names rtl/formal/MODULE.conf (the harness top, its files, its properties with how
 # each is checked, and the cover depth) and rtl/formal/MODULE.mutants. For each property:
@@ -13,20 +13,24 @@
 # property is exercised), then each mutant of its family (a copy of the RTL with one
 # seeded change): bmc3 to MUTANT_DEPTH must find a counterexample on it, or the property
 # is vacuous.
-# A counterexample is kept as DIR/<prop>.cex (ABC's witness: inputs per frame).
+# A counterexample is kept as DIR/<prop>.cex (ABC's witness: inputs per frame). With
+# --vcd DIR every counterexample found (a failing property, and each mutant caught) is
+# replayed by `yosys sim` on the same netlist into DIR/<prop>[.mutK].vcd; the replay must
+# fail the same assertion, or the run fails (the witness would not be the design's).
 # Exit 0 when every property holds, every cover is reached and every mutant is caught.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-MODULE="${1:?usage: run.sh MODULE [--prop N] [--no-mutants] [--no-covers] [--keep DIR]}"
+MODULE="${1:?usage: run.sh MODULE [--prop N] [--no-mutants] [--no-covers] [--keep DIR] [--vcd DIR]}"
 shift
-ONLY="" MUTANTS=1 COVERS=1 KEEP=""
+ONLY="" MUTANTS=1 COVERS=1 KEEP="" VCD=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --prop) ONLY="$2"; shift 2 ;;
     --no-mutants) MUTANTS=0; shift ;;
     --no-covers) COVERS=0; shift ;;
     --keep) KEEP="$2"; shift 2 ;;
+    --vcd) VCD="$2"; shift 2 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -44,16 +48,33 @@ MUTANT_DEPTH="${MUTANT_DEPTH:-$((COVER_DEPTH + 8))}"
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 [ -n "$KEEP" ] && mkdir -p "$KEEP"
+[ -n "$VCD" ] && mkdir -p "$VCD"
 
-# aig DIR DEFINES... : the harness (RTL from DIR, relative names as in FILES) as $W/out.aig
-aig() {
+# netlist DIR DEFINES... : the yosys script that reads the harness (RTL from DIR, relative
+# names as in FILES) and maps it to an AIG-ready netlist
+netlist() {
   local dir="$1"
   shift
   local files=""
   for f in "${FILES[@]}"; do files+=" $dir/$f"; done
-  yosys -q -p "read_verilog -sv -formal $* $files; prep -flatten -top $TOP; async2sync;
-               setundef -undriven -anyseq; setundef -anyseq; techmap; opt -fast; setundef -anyseq; dffunmap; aigmap; opt_clean;
-               write_aiger -zinit $W/out.aig" >"$W/yosys.log" 2>&1 || { cat "$W/yosys.log" >&2; return 2; }
+  echo "read_verilog -sv -formal $* $files; prep -flatten -top $TOP; async2sync;
+        setundef -undriven -anyseq; setundef -anyseq; techmap; opt -fast; setundef -anyseq; dffunmap; aigmap; opt_clean"
+}
+# aig DIR DEFINES... : the harness as $W/out.aig, its symbol map as $W/out.aim
+aig() {
+  yosys -q -p "$(netlist "$@"); write_aiger -zinit -map $W/out.aim $W/out.aig" >"$W/yosys.log" 2>&1 ||
+    { cat "$W/yosys.log" >&2; return 2; }
+}
+# replay OUT DIR DEFINES... : $W/out.cex (from the last check) through `yosys sim` on the
+# netlist aig built from the same DIR and DEFINES, into OUT; fails unless an assertion
+# fails in the replay
+replay() {
+  local out="$1"
+  shift
+  (printf '1\nb0\n'; cat "$W/out.cex"; echo .) >"$W/out.aiw"
+  yosys -p "$(netlist "$@"); sim -q -clock clk -r $W/out.aiw -map $W/out.aim -vcd $out" >"$W/sim.log" 2>&1 ||
+    { cat "$W/sim.log" >&2; return 2; }
+  grep -q "Assert .* failed" "$W/sim.log"
 }
 # check MODE : ABC on $W/out.aig; prints "proved", "holds to D" or "fails at frame F"
 check() {
@@ -64,7 +85,7 @@ check() {
     *) echo "bad mode $mode" >&2; return 2 ;;
   esac
   local out
-  out=$(yosys-abc -c "read_aiger $W/out.aig; fold; strash; $cmd; write_cex -n $W/out.cex" 2>&1) || true
+  out=$(yosys-abc -c "read_aiger $W/out.aig; fold; strash; $cmd; write_cex -a $W/out.cex" 2>&1) || true
   if grep -q "Property proved" <<<"$out"; then
     echo "proved"
   elif f=$(grep -oE "(asserted|failed) in frame [0-9]+" <<<"$out" | grep -oE "[0-9]+$" | head -1) && [ -n "$f" ]; then
@@ -88,6 +109,9 @@ for entry in "${PROPS[@]}"; do
   ok=1
   case "$res" in proved | holds*) ;; *) ok=0 ;; esac
   [ "$ok" = 0 ] && [ -n "$KEEP" ] && cp "$W/out.cex" "$KEEP/$name.cex" 2>/dev/null || true
+  if [ "$ok" = 0 ] && [ -n "$VCD" ] && [[ "$res" == "fails at frame"* ]]; then
+    replay "$VCD/$name.vcd" "$ROOT" "-DPROP=$n" || { res+=" (replay did not fail)"; }
+  fi
   cover="-"
   if [ "$COVERS" = 1 ]; then
     aig "$ROOT" "-DPROP=$n" -DCOVER
@@ -130,7 +154,16 @@ PY
       # A mutant needs only a counterexample: bmc3 finds a shallow one sooner than pdr.
       m=$(check "bmc:$MUTANT_DEPTH")
       case "$m" in
-        "fails at frame"*) muts+="${muts:+, }#$k caught at ${m##* }" ;;
+        "fails at frame"*)
+          muts+="${muts:+, }#$k caught at ${m##* }"
+          if [ -n "$VCD" ]; then
+            if replay "$VCD/$name.mut$k.vcd" "$W/mut" "-DPROP=$n"; then
+              muts+=" (vcd)"
+            else
+              muts+=" (REPLAY DID NOT FAIL)"; ok=0
+            fi
+          fi
+          ;;
         *) muts+="${muts:+, }#$k MISSED ($m)"; ok=0 ;;
       esac
     done <"$HERE/$MODULE.mutants"
