@@ -489,6 +489,120 @@ TEST(ServerTest, ManyConnectionsDeepQueuesOutOfOrderReplies) {
   EXPECT_GT(exp->reordered(), 100u) << "completions were not reordered: the test proves nothing";
 }
 
+// Completes each request on a worker thread a few tens of microseconds later, as an
+// engine on a modelled card does.
+class DelayedExport : public BlockExport {
+ public:
+  DelayedExport(uint64_t size, uint32_t block) : mem_(size, block), worker_([this] { Loop(); }) {}
+  ~DelayedExport() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  uint64_t size_bytes() const override { return mem_.size_bytes(); }
+  uint32_t block_bytes() const override { return mem_.block_bytes(); }
+  void Read(uint64_t o, uint32_t n, uint8_t* out, Done d) override {
+    Queue([this, o, n, out, d = std::move(d)]() mutable { mem_.Read(o, n, out, std::move(d)); });
+  }
+  void Write(uint64_t o, uint32_t n, const uint8_t* in, bool fua, Done d) override {
+    Queue([this, o, n, in, fua, d = std::move(d)]() mutable { mem_.Write(o, n, in, fua, std::move(d)); });
+  }
+  void Trim(uint64_t o, uint64_t n, Done d) override {
+    Queue([this, o, n, d = std::move(d)]() mutable { mem_.Trim(o, n, std::move(d)); });
+  }
+  void Flush(Done d) override {
+    Queue([d = std::move(d)]() mutable { d(Status::Ok()); });
+  }
+
+ private:
+  void Queue(Function<void()> f) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      q_.push_back(std::move(f));
+    }
+    cv_.notify_all();
+  }
+  void Loop() {
+    for (;;) {
+      Function<void()> f;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [this] { return stop_ || !q_.empty(); });
+        if (q_.empty()) return;
+        f = std::move(q_.front());
+        q_.pop_front();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(30));
+      f();
+    }
+  }
+  MemoryExport mem_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Function<void()>> q_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+// At queue depth 1 the reader waits for the engine's completion itself and sends the
+// reply (no writer wake-up); deeper queues go through the writer; no reply is lost or
+// doubled either way, whichever thread wins a race (issue 29, the QD1 latency).
+TEST(ServerTest, TheReaderSendsTheRepliesOfQueueDepthOne) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  StaticCatalog cat;
+  cat.Add({"slow", ""}, std::make_shared<DelayedExport>(4 << 20, 4096));
+  Session s(std::make_unique<SocketTransport>(sv[0]), cat, {}, "test");
+  std::thread server([&] { s.Run(); });
+  nbd_handle* h = nbd_create();
+  ASSERT_NE(h, nullptr);
+  ASSERT_EQ(nbd_set_export_name(h, "slow"), 0);
+  ASSERT_EQ(nbd_connect_socket(h, sv[1]), 0) << nbd_get_error();
+  constexpr int kOps = 200;
+  std::vector<uint8_t> buf(4096), back(4096);
+  for (int i = 0; i < kOps; ++i) {
+    std::fill(buf.begin(), buf.end(), static_cast<uint8_t>(i * 3 + 1));
+    ASSERT_EQ(nbd_pwrite(h, buf.data(), buf.size(), static_cast<uint64_t>(i % 64) * 4096, 0), 0) << nbd_get_error();
+    ASSERT_EQ(nbd_pread(h, back.data(), back.size(), static_cast<uint64_t>(i % 64) * 4096, 0), 0) << nbd_get_error();
+    ASSERT_EQ(back, buf) << i;
+  }
+  const uint64_t qd1 = s.stats().reader_replies.load();
+  // Then 16 in flight at a time: every command completes once, with its data.
+  std::vector<std::vector<uint8_t>> bufs(64, std::vector<uint8_t>(4096));
+  for (int pass = 0; pass < 2; ++pass) {
+    int next = 0;
+    while (next < 64 || nbd_aio_in_flight(h) > 0) {
+      while (next < 64 && nbd_aio_in_flight(h) < 16) {
+        auto& b = bufs[next];
+        int64_t r;
+        if (pass == 0) {
+          std::fill(b.begin(), b.end(), static_cast<uint8_t>(next + 100));
+          r = nbd_aio_pwrite(h, b.data(), 4096, static_cast<uint64_t>(next) * 4096, NBD_NULL_COMPLETION, 0);
+        } else {
+          r = nbd_aio_pread(h, b.data(), 4096, static_cast<uint64_t>(next) * 4096, NBD_NULL_COMPLETION, 0);
+        }
+        ASSERT_GE(r, 0) << nbd_get_error();
+        ++next;
+      }
+      ASSERT_GE(nbd_poll(h, -1), 0);
+      int64_t cookie;
+      while ((cookie = nbd_aio_peek_command_completed(h)) > 0) {
+        ASSERT_EQ(nbd_aio_command_completed(h, static_cast<uint64_t>(cookie)), 1);
+      }
+    }
+  }
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(bufs[i], std::vector<uint8_t>(4096, static_cast<uint8_t>(i + 100))) << i;
+  nbd_shutdown(h, 0);
+  nbd_close(h);
+  server.join();
+  std::printf("reader-sent replies at QD1: %llu of %d\n", static_cast<unsigned long long>(qd1), 2 * kOps);
+  EXPECT_GT(qd1, static_cast<uint64_t>(kOps / 2)) << "the QD1 replies went through the writer thread";
+  EXPECT_EQ(s.stats().requests.load(), static_cast<uint64_t>(2 * kOps + 128));
+}
+
 TEST(ServerTest, ASecondServerOnALiveSocketIsRefusedAndLeavesItAlone) {
   TempDir dir;
   StaticCatalog cat;
