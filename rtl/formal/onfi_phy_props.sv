@@ -20,6 +20,12 @@
 //   7 WE_HIGH_WIDTH     WE# stays high at least tWH between two pulses
 //   8 RE_LOW_WIDTH      each RE# low pulse lasts at least tRP
 //   9 RE_HIGH_WIDTH     RE# stays high at least tREH between two pulses
+//  10 DOUT_EXACT        a DOUT op gives exactly op_count bytes, the last one before its
+//                       op_done or in the same cycle, and no byte comes outside a DOUT op
+//                       (the contract the sequencer's proofs assume of their abstract engine,
+//                       onfi_seq_props)
+//  11 DIN_EXACT         a DIN op takes exactly op_count bytes before its op_done, and none
+//                       is taken outside a DIN op (the same contract, data in)
 `ifndef PROP
 `define PROP 1
 `endif
@@ -87,6 +93,20 @@ module onfi_phy_props (
     if (re_n && !re_q) re_pulsed <= 1'b1;
     cle_q <= cle; ale_q <= ale; we_q <= we_n; re_q <= re_n; dq_oe_q <= dq_oe; dq_q <= dq_o;
   end
+  // The op in flight, and the bytes it has moved.
+  logic [2:0]  kind_q = 3'd0;
+  logic [15:0] count_q = 16'd0;
+  logic [16:0] moved = 17'd0;
+  wire din_take = din_valid && din_ready;
+  always_ff @(posedge clk) begin
+    if (accepted) begin
+      kind_q <= op_kind;
+      count_q <= op_count;
+      moved <= din_take ? 17'd1 : 17'd0;
+    end else if (dout_valid || din_take) begin
+      moved <= moved + 17'd1;
+    end
+  end
   // What the low phase of WE# that ends now needed: tWP, and the CLE/ALE setup.
   wire [8:0] we_need = {1'b0, (cle_q && t_cls > at_least_1(t_wp)) ? t_cls
                             : (ale_q && t_als > at_least_1(t_wp)) ? t_als
@@ -111,9 +131,16 @@ module onfi_phy_props (
                    (f_state == S_RE_HIGH ? (f_phase != 8'd0 && re_high + {1'b0, f_phase} >= {1'b0, at_least_1(t_reh)})
                                          : re_high >= {1'b0, at_least_1(t_reh)});
 
-  logic [9:0] ok;
+  logic [11:0] ok;
   always_comb begin
     ok = '1;
+    // (moved counts bytes of earlier cycles: a byte in the done cycle is added here.)
+    ok[10] = !(dout_valid && (pending == 2'd0 || kind_q != 3'd3)) &&
+             !(op_done && !done_timeout && pending != 2'd0 && kind_q == 3'd3 &&
+               moved + {16'd0, dout_valid} != {1'b0, count_q});
+    // The first byte is taken as the op is accepted (din_ready then depends on op_valid).
+    ok[11] = !(din_take && !(accepted && op_kind == 3'd2) && (pending == 2'd0 || kind_q != 3'd2 || op_done)) &&
+             !(op_done && !done_timeout && pending != 2'd0 && kind_q == 3'd2 && moved != {1'b0, count_q});
     ok[1] = !(!we_n && !re_n);
     ok[2] = !(dq_oe && !re_n);
     ok[3] = !(cle && ale);
@@ -130,9 +157,11 @@ module onfi_phy_props (
 `endif
 
   // Covers: each property's trigger is reachable (run.sh --cover checks them with bmc3).
-  logic [9:0] hit;
+  logic [11:0] hit;
   always_comb begin
     hit = '0;
+    hit[10] = op_done && kind_q == 3'd3 && moved == 17'd2;
+    hit[11] = op_done && kind_q == 3'd2 && moved == 17'd2;
     hit[1] = !we_n;
     hit[2] = !re_n;
     hit[3] = cle || ale;

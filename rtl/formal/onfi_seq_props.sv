@@ -4,7 +4,8 @@
 // R/B# timeout, at any time. Below the sequencer an abstract pin engine (this harness's
 // own logic, not vsl_onfi_phy, whose pin rules onfi_phy_props proves): one op at a time,
 // accepted when the sequencer offers it and the engine is free (any delay); a DOUT op
-// gives exactly op_count bytes, then done; every other op is done after any delay; any op
+// gives exactly op_count bytes, the last one before its done or with it (onfi_phy_props
+// DOUT_EXACT proves the phy keeps to that); every other op is done after any delay; any op
 // may end in a timeout; status and data byte values are free. Like a real target the
 // engine is in status mode after READ STATUS (70h) or READ STATUS ENHANCED (78h) until the
 // next command, and its bytes then are status bytes.
@@ -21,6 +22,9 @@
 //   7 POLL_BY_LUN      LUN-level requests poll with 78h and their own row (three address
 //                      cycles, row[7:0] first); target-level ones (READ PARAMETER PAGE,
 //                      GET/SET FEATURES) with 70h and no address
+//   8 READY_SEEN       a poll ends (the request goes on, or answers without a timeout) only
+//                      when the status byte it read last says ready (RDY, bit 6); POLL_ONCE
+//                      answers whatever it read
 `ifndef PROP
 `define PROP 1
 `endif
@@ -35,7 +39,8 @@ module onfi_seq_props (
     input logic [7:0]  phy_byte,     // the engine's byte out, free
     input logic        e_ready,      // the engine takes an offered op this cycle (when free)
     input logic        e_step,       // the engine moves on this cycle (a byte, or done)
-    input logic        e_timeout     // the op ends in a timeout
+    input logic        e_timeout,    // the op ends in a timeout
+    input logic        e_join        // a DOUT's last byte comes in its done cycle
 );
   localparam logic [3:0] REQ_READ_ID = 4'd1, REQ_READ_PARAM = 4'd2, REQ_READ = 4'd3, REQ_PROGRAM = 4'd4,
                          REQ_SET_FEAT = 4'd7, REQ_GET_FEAT = 4'd8, REQ_PROGRAM_START = 4'd10,
@@ -56,7 +61,8 @@ module onfi_seq_props (
   logic [15:0] op_count;
   assign op_ready       = started && !e_busy && e_ready;
   assign phy_dout_valid = e_busy && e_kind == vsl_onfi_pkg::OP_DOUT && e_left != 16'd0 && e_step;
-  assign op_done        = e_busy && e_left == 16'd0 && e_step;
+  assign op_done        = e_busy && e_step &&
+                          (e_left == 16'd0 || (e_left == 16'd1 && e_kind == vsl_onfi_pkg::OP_DOUT && e_join));
   assign op_timeout     = op_done && e_timeout;
   wire op_take = op_valid && op_ready;
   always_ff @(posedge clk) begin
@@ -95,6 +101,18 @@ module onfi_seq_props (
   logic [7:0]  off_byte = 8'd0;
   logic [15:0] off_count = 16'd0;
   wire target_level = rop == REQ_READ_PARAM || rop == REQ_GET_FEAT || rop == REQ_SET_FEAT;
+  // The last status byte read, and whether the last op done was a status read.
+  logic [7:0] last_st = 8'd0;
+  logic       after_poll = 1'b0;
+  wire status_byte = phy_dout_valid && e_status;
+  wire [7:0] st_now = status_byte ? phy_byte : last_st;
+  always_ff @(posedge clk) begin
+    if (status_byte) last_st <= phy_byte;
+    if (op_done && e_kind == vsl_onfi_pkg::OP_DOUT && e_status) after_poll <= 1'b1;
+    else if (op_take || resp_valid) after_poll <= 1'b0;
+  end
+  wire poll_again = op_take && op_kind == vsl_onfi_pkg::OP_CMD &&
+                    (op_byte == vsl_onfi_pkg::CMD_READ_STATUS || op_byte == vsl_onfi_pkg::CMD_READ_STATUS_ENH);
   always_ff @(posedge clk) begin
     if (req_take) begin
       rop <= req_op; rrow <= req_row; rlen <= req_len;
@@ -125,9 +143,11 @@ module onfi_seq_props (
                     rop == REQ_READ_OUT;
   wire writes_data = rop == REQ_PROGRAM || rop == REQ_PROGRAM_START || rop == REQ_SET_FEAT;
 
-  logic [7:0] ok;
+  logic [8:0] ok;
   always_comb begin
     ok = '1;
+    ok[8] = !(after_poll && ((op_take && !poll_again) || (resp_valid && !resp_timeout)) &&
+              rop != 4'd12 && !st_now[6]);
     // (A response and the next request may meet: the sequencer is idle again as it answers.)
     ok[1] = !(resp_valid && !open_q) && !(req_take && open_q && !resp_valid);
     ok[2] = !off_q || (op_valid && op_kind == off_kind && op_byte == off_byte && op_count == off_count);
@@ -140,9 +160,10 @@ module onfi_seq_props (
 `ifndef COVER
   always @* if (started) assert (ok[`PROP]);
 `else
-  logic [7:0] hit;
+  logic [8:0] hit;
   always_comb begin
     hit = '0;
+    hit[8] = after_poll && op_take && !poll_again && rop == REQ_READ_OUT;  // a poll ended, data follows
     hit[1] = resp_valid && open_q && rop == REQ_READ;
     hit[2] = off_q && op_valid;
     hit[3] = op_take && first_op && rop == REQ_PROGRAM;

@@ -207,6 +207,9 @@ module vsl_onfi_seq (
   logic [7:0]  status_q;
 
   assign req_ready = (state == S_IDLE);
+  // The poll's status byte: this cycle's if it lands now, else the last one read.
+  logic [7:0] status_now;
+  assign status_now = (in_poll && phy_dout_valid) ? phy_dout_data : status_q;
   // Status bytes read while polling are the sequencer's.
   assign dout_data  = phy_dout_data;
   assign dout_valid = phy_dout_valid && !in_poll;
@@ -285,8 +288,9 @@ module vsl_onfi_seq (
             state <= S_ISSUE;
             if (in_poll) begin
               if (pstep == P_READ) begin
-                // The status byte lands with op_done (dout_valid the cycle before).
-                if ((status_q & STATUS_RDY) != 8'd0 || op_q == REQ_POLL_ONCE) begin
+                // The status byte lands before op_done or with it (the phy's last byte may
+                // come in the done cycle: formal onfi_phy DOUT_EXACT): judge the newest.
+                if ((status_now & STATUS_RDY) != 8'd0 || op_q == REQ_POLL_ONCE) begin
                   in_poll <= 1'b0;
                   pc      <= pc + 5'd1;
                 end else if (rb_timeout != 32'd0 && polled >= rb_timeout) begin
