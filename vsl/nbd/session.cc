@@ -398,7 +398,6 @@ void Session::Transmission() {
     inline_last_ = !local_replies_.empty();
     if (inline_last_) SendReplies(local_replies_, local_iov_);
     if (!go_on) break;
-    if (!inline_last_) AwaitOwnReply();
   }
   // Every accepted request is answered (or dropped by a failed writer) before returning.
   std::unique_lock<std::mutex> l(mu_);
@@ -575,47 +574,7 @@ void Session::Complete(Request* r, Status s) {
   // session no more, and the session may end as soon as the writer has sent the reply.
   std::lock_guard<std::mutex> l(mu_);
   replies_.push_back(r);
-  if (reader_polling_) {
-    reply_ready_.store(true, std::memory_order_release);
-    if (reader_sleeping_) reply_cv_.notify_one();
-  } else if (writer_waiting_) {
-    writer_cv_.notify_one();
-  }
-}
-
-void Session::AwaitOwnReply() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (inflight_ != 1 || !replies_.empty()) return;  // deeper queues: the writer batches
-    reader_polling_ = true;
-    reply_ready_.store(false, std::memory_order_relaxed);
-  }
-  // A new request ends the wait too: the client pipelines, and the writer takes over.
-  auto done = [this] { return reply_ready_.load(std::memory_order_acquire) || t_->Ready(); };
-  if (!reply_spin_.Spin(done)) {
-    // Then a bounded sleep, woken by the completion (no dearer than the writer's wake-up
-    // it replaces); a short one earns the spin back.
-    const auto t0 = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> l(mu_);
-    reader_sleeping_ = true;
-    const bool got = reply_cv_.wait_for(l, std::chrono::nanoseconds(AdaptiveSpin::kMaxNs),
-                                        [this] { return reply_ready_.load(std::memory_order_relaxed); });
-    reader_sleeping_ = false;
-    if (got) {
-      reply_spin_.NoteBlocked(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-    }
-  }
-  std::deque<Request*> batch;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    reader_polling_ = false;
-    batch.swap(replies_);
-  }
-  if (!batch.empty()) {
-    ++stats_.reader_replies;
-    SendReplies(batch, local_iov_);
-  }
+  if (writer_waiting_) writer_cv_.notify_one();
 }
 
 void Session::WriterLoop() {

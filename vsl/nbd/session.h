@@ -49,8 +49,6 @@ struct SessionStats {
   std::atomic<uint64_t> errors{0};
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> bytes_written{0};
-  // Replies the reader sent itself after waiting for an engine (queue depth 1).
-  std::atomic<uint64_t> reader_replies{0};
 };
 
 class Session {
@@ -114,19 +112,6 @@ class Session {
   // request, and at queue depth 1 the next request follows its reply within a few.
   AdaptiveSpin idle_spin_;
   bool inline_last_ = true;  // the last request was answered on the reader's thread
-  // At queue depth 1 on a modelled card the one request in flight completes on an
-  // engine's thread within tens of microseconds: the reader waits for it itself (polling,
-  // adaptively bounded) and sends the reply, instead of the writer thread being woken for
-  // it (a wake-up costs as much as the flash read here). It polls (adaptively), then
-  // sleeps up to AdaptiveSpin::kMaxNs on reply_cv_. While `reader_polling_` (under mu_)
-  // Complete only raises `reply_ready_` (and wakes a sleeping reader); the reader takes
-  // what is queued once it stops waiting, so no reply is left for a writer nobody woke.
-  void AwaitOwnReply();
-  AdaptiveSpin reply_spin_;
-  std::condition_variable reply_cv_;  // the reply came, for a reader asleep in AwaitOwnReply
-  bool reader_polling_ = false;
-  bool reader_sleeping_ = false;
-  std::atomic<bool> reply_ready_{false};
   uint32_t inflight_ = 0;
   uint64_t inflight_bytes_ = 0;
   bool writer_stop_ = false;
