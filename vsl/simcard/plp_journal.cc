@@ -65,8 +65,15 @@ Result<std::unique_ptr<PlpJournal>> PlpJournal::Open(const std::string& path, ui
     fh.slot_bytes = slot_bytes;
     std::memcpy(j->map_, &fh, sizeof fh);
   }
+  j->live_.assign(records, false);
+  j->free_.reserve(records);
   for (uint32_t i = records; i-- > 0;) {
-    if (j->head(i)->state != kLive) j->free_.push_back(i);
+    // A fresh file reads as zeros: no need to fault in every slot to learn so.
+    if (!fresh && j->head(i)->state == kLive) {
+      j->live_[i] = true;
+    } else {
+      j->free_.push_back(i);
+    }
   }
   return j;
 }
@@ -99,20 +106,22 @@ int PlpJournal::Add(Kind kind, uint64_t seq, uint32_t die, uint32_t block, uint3
   h->erase_count_after = erase_count_after;
   if (data != nullptr) std::memcpy(reinterpret_cast<uint8_t*>(h) + 64, data, slot_bytes_);
   __atomic_store_n(&h->state, kLive, __ATOMIC_RELEASE);
+  live_[i] = true;
   return static_cast<int>(i);
 }
 
 void PlpJournal::Remove(int index) {
   if (index < 0) return;
   __atomic_store_n(&head(static_cast<uint32_t>(index))->state, 0u, __ATOMIC_RELEASE);
+  live_[static_cast<uint32_t>(index)] = false;
   free_.push_back(static_cast<uint32_t>(index));
 }
 
 std::vector<PlpJournal::Record> PlpJournal::Pending() const {
   std::vector<Record> v;
   for (uint32_t i = 0; i < records_; ++i) {
+    if (!live_[i]) continue;
     const Head* h = head(i);
-    if (h->state != kLive) continue;
     v.push_back({static_cast<Kind>(h->kind), h->seq, h->die, h->block, h->page, h->erase_count_after,
                  reinterpret_cast<const uint8_t*>(h) + 64});
   }
@@ -122,7 +131,10 @@ std::vector<PlpJournal::Record> PlpJournal::Pending() const {
 void PlpJournal::Clear() {
   free_.clear();
   for (uint32_t i = records_; i-- > 0;) {
-    head(i)->state = 0;
+    if (live_[i]) {
+      head(i)->state = 0;
+      live_[i] = false;
+    }
     free_.push_back(i);
   }
 }

@@ -64,6 +64,9 @@ class PlpJournal {
   std::size_t map_bytes_ = 0;
   uint32_t records_ = 0, slot_bytes_ = 0, stride_ = 0;
   std::vector<uint32_t> free_;
+  // live_[i]: slot i's head says kLive (the file's state, mirrored so Clear touches only
+  // live slots: touching every slot dirtied the whole mapping on each clean close).
+  std::vector<bool> live_;
   uint64_t overflows_ = 0;
 };
 
