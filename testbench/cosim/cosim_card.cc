@@ -54,15 +54,34 @@ SC_MODULE(AxiMem) {
     dont_initialize();
   }
 
+  // Word access, not range(): a range proxy walks the vector bit by bit.
   static uint64_t Slice64(const sc_bv<128>& v, uint32_t p) {
-    return v.range(64 * p + 63, 64 * p).to_uint64();
+    return uint64_t{v.get_word(static_cast<int>(2 * p))} | uint64_t{v.get_word(static_cast<int>(2 * p + 1))} << 32;
   }
   static uint32_t Bit(uint32_t v, uint32_t p) { return (v >> p) & 1u; }
 
+  // The read data last driven (per port), and the vector built from it: the vector is
+  // rebuilt and written only when a port's word changes, not every clock (an sc_bv
+  // built per clock was a quarter of a co-simulated card's host CPU).
+  uint64_t driven_rdata[kPipes] = {};
+  sc_bv<128> rdata_bv;
+
+  bool driven = false;  // the outputs have been written once (before that they read 0)
+
+  // Every port idle and no request offered: this clock changes neither state nor outputs.
+  bool Idle() const {
+    if (!driven) return false;
+    for (const Port& s : ports) {
+      if (s.r_active || s.w_active || s.rvalid || s.bvalid || !s.awready || !s.arready) return false;
+    }
+    return (arvalid.read() | awvalid.read()) == 0;
+  }
+
   void Tick() {
+    if (Idle()) return;
     uint32_t o_awready = 0, o_wready = 0, o_bvalid = 0, o_arready = 0, o_rvalid = 0, o_rlast = 0;
     uint32_t o_bresp = 0, o_rresp = 0;
-    sc_bv<128> o_rdata;
+    bool rdata_changed = false;
     for (uint32_t p = 0; p < kPipes; ++p) {
       Port& s = ports[p];
       // Read channel: handshakes seen at this edge use the values driven before it.
@@ -123,11 +142,17 @@ SC_MODULE(AxiMem) {
       o_rvalid |= uint32_t{s.rvalid} << p;
       o_rlast |= uint32_t{s.rlast} << p;
       o_rresp |= (s.r_err ? 2u : 0u) << (2 * p);
-      o_rdata.range(64 * p + 63, 64 * p) = s.rdata;
+      if (s.rdata != driven_rdata[p]) {
+        driven_rdata[p] = s.rdata;
+        rdata_bv.set_word(static_cast<int>(2 * p), static_cast<sc_digit>(s.rdata));
+        rdata_bv.set_word(static_cast<int>(2 * p + 1), static_cast<sc_digit>(s.rdata >> 32));
+        rdata_changed = true;
+      }
     }
     awready.write(o_awready), wready.write(o_wready), bvalid.write(o_bvalid), bresp.write(o_bresp);
     arready.write(o_arready), rvalid.write(o_rvalid), rlast.write(o_rlast), rresp.write(o_rresp);
-    rdata.write(o_rdata);
+    if (rdata_changed) rdata.write(rdata_bv);
+    driven = true;
   }
 };
 
