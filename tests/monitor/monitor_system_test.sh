@@ -138,7 +138,7 @@ echo "== alerts: a hot card and a dead die, everywhere they should show"
 ctl sim-environment --ambient 50 >/dev/null
 ctl fail-die --lun 1 --die 2 >/dev/null
 for a in temperature_warning die_failed; do
-  wait_for "curl -sf '$(url /metrics)' | grep -q 'vsl_alert_active{alert=\"$a\"'" "$a in /metrics"
+  wait_for "grep -q 'vsl_alert_active{alert=\"$a\"' <<<\"\$(curl -sf '$(url /metrics)')\"" "$a in /metrics"
   wait_for "grep -q '^$a raised' '$T/hook.log' 2>/dev/null" "the hook to run for $a"
   grep -q "alert raised: $a" "$T/vsld.log" || fail "no log line for $a"
   ctl status | grep -q "ALERT [a-z]* $a:" || fail "vslctl status does not show $a"
@@ -153,7 +153,9 @@ grep -Eq "lun0 +online" "$T/monitor.txt" || fail "vslctl monitor shows no LUN: $
 grep -q "write MB/s" "$T/monitor.txt" || fail "vslctl monitor has no rate columns"
 ctl sim-environment --ambient 25 >/dev/null
 wait_for "grep -q '^temperature_warning cleared' '$T/hook.log'" "temperature_warning to clear"
-curl -sf "$(url /metrics)" | grep -q 'vsl_alerts_raised_total{alert="die_failed"} 1' || fail "raises not counted"
+# Fetched whole, then matched: `curl | grep -q` under pipefail fails when grep stops
+# reading before curl has written the rest (SIGPIPE).
+grep -q 'vsl_alerts_raised_total{alert="die_failed"} 1' <<<"$(curl -sf "$(url /metrics)")" || fail "raises not counted"
 
 echo "== the shipped rules and dashboard against this Prometheus"
 wait_for "curl -s 'http://127.0.0.1:$PPORT/api/v1/alerts' | grep -q '\"alertname\":\"VslDieFailed\"'" \
@@ -219,7 +221,7 @@ start --http 0.0.0.0:0 --http-allow-remote --http-tls --tls-cert "$T/server-cert
 SCHEME=https
 grep -q "serving https://0.0.0.0:$PORT/" "$T/vsld.log" || fail "not serving HTTPS on every address"
 command curl -sf "http://127.0.0.1:$PORT/metrics" >/dev/null 2>&1 && fail "plain HTTP answered on the HTTPS port"
-curl -sf "$(url /metrics)" | grep -q '^vsl_up 1' || fail "GET /metrics over HTTPS"
+grep -q '^vsl_up 1' <<<"$(curl -sf "$(url /metrics)")" || fail "GET /metrics over HTTPS"
 grep -q "could not be read and were skipped" "$T/vsld.log" || fail "the corrupt line went unremarked"
 curl -sf "$(url '/api/history?card=0&max=100000')" >"$T/h2.json" || fail "GET /api/history after the restart"
 python3 - "$T/h1.json" "$T/h2.json" <<'PY' || fail "history lost across the restart"
