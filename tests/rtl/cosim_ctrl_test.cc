@@ -252,6 +252,57 @@ TEST_F(CosimTest, TargetLevelCommandsWaitForBusyLuns) {
   EXPECT_EQ(card_->timing_violations(), 0);
 }
 
+// A dead die on the target does not hold target-level commands for ever: a READ ID that
+// finds LUN 3 stuck busy waits for that LUN's R/B# timeout (the bus is the target's, and
+// the LUN might still answer), then goes out; after the timeout the LUN is dead to the
+// controller, so the next READ ID goes out at once, and the live LUNs keep working
+// (issue 35: READ ID behind a stuck die).
+TEST_F(CosimTest, ReadIdBehindAStuckDieWaitsForItsTimeoutOnly) {
+  Build();
+  const uint32_t db = data_bytes();
+  auto& pipe = *pipes_[0];
+  ASSERT_TRUE(card_->Write32(hw::regs::chan::At(0, hw::regs::chan::kRbTimeout), 500000));  // 2.5 ms
+  auto data = Pattern(0, 3, 0, db);
+  auto program = [&](uint32_t die, uint32_t block, uint32_t page) {
+    return Wait([&](auto cb) {
+      pipe.Program(nand::ProgramRequest{{die, block, page}, data.data(), nullptr, false},
+                   [](const nand::Completion&) {}, std::move(cb));
+    });
+  };
+  for (uint32_t die : {0u, 3u}) ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(die, 3, std::move(cb)); }).ok());
+  ASSERT_TRUE(program(3, 3, 0).ok());
+  ASSERT_TRUE(program(0, 3, 0).ok());
+  card_->StickLunOnNextRead(0, 3);
+  std::vector<uint8_t> rd(db);
+  std::optional<nand::Completion> stuck, id;
+  pipe.Read(nand::ReadRequest{{3, 3, 0}, 0, db / 512, rd.data(), nullptr},
+            [&](const nand::Completion& x) { stuck = x; });
+  clock_.RunFor(100 * kUs);
+  ASSERT_FALSE(stuck.has_value());
+  std::vector<uint8_t> idb(4);
+  pipe.ReadId(0, 0x20, idb.data(), static_cast<uint32_t>(idb.size()), [&](const nand::Completion& c) { id = c; });
+  clock_.RunUntilTrue([&] { return stuck && id; }, kMaxEvents);
+  ASSERT_TRUE(stuck && id) << "READ ID behind a stuck die never completed";
+  EXPECT_EQ(stuck->status, nand::FlashStatus::kDieTimeout);
+  ASSERT_TRUE(id->ok());
+  EXPECT_EQ(std::string(idb.begin(), idb.end()), "ONFI");
+  EXPECT_GE(id->complete_ns, stuck->complete_ns) << "READ ID went out while LUN 3 was still busy";
+  // The LUN is dead to the controller now: the next READ ID does not wait another timeout.
+  std::fill(idb.begin(), idb.end(), 0);
+  const nand::Completion again =
+      Wait([&](auto cb) { pipe.ReadId(0, 0x20, idb.data(), static_cast<uint32_t>(idb.size()), std::move(cb)); });
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(std::string(idb.begin(), idb.end()), "ONFI");
+  EXPECT_LT(again.complete_ns - again.submit_ns, 500'000) << "a dead LUN held a target-level command";
+  // The live LUN of the same target still reads.
+  std::vector<uint8_t> r0(db);
+  const nand::Completion c =
+      Wait([&](auto cb) { pipe.Read(nand::ReadRequest{{0, 3, 0}, 0, db / 512, r0.data(), nullptr}, std::move(cb)); });
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(r0, data);
+  EXPECT_EQ(card_->timing_violations(), 0);
+}
+
 // A descriptor whose own fetch gets an AXI error is not dropped: it completes DMA_ERROR
 // (LUN 0xFF, tag 0xFFFF, its SQ index in place of the corrected bits), the host maps the
 // index back to its command (kAborted), and the pipe goes on once memory answers again
