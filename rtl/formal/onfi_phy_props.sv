@@ -26,6 +26,11 @@
 //                       onfi_seq_props)
 //  11 DIN_EXACT         a DIN op takes exactly op_count bytes before its op_done, and none
 //                       is taken outside a DIN op (the same contract, data in)
+//  12 WAIT_EXACT        an OP_WAIT lasts exactly the timing its selector names (tWHR, tADL,
+//                       tWB, tRR; 0 counts as 1): its op_done comes that many cycles after
+//                       the cycle it started in, plus one, and WE# and RE# stay high and DQ
+//                       undriven throughout. With the sequencer's order of ops (onfi_seq)
+//                       this is what keeps tWHR, tADL, tWB and tRR on the pins.
 `ifndef PROP
 `define PROP 1
 `endif
@@ -95,12 +100,16 @@ module onfi_phy_props (
   end
   // The op in flight, and the bytes it has moved.
   logic [2:0]  kind_q = 3'd0;
+  logic [7:0]  byte_q = 8'd0;
+  logic [8:0]  age = 9'd0;  // cycles since the op in flight was accepted (saturating)
   logic [15:0] count_q = 16'd0;
   logic [16:0] moved = 17'd0;
   wire din_take = din_valid && din_ready;
   always_ff @(posedge clk) begin
+    age <= accepted ? 9'd1 : (age == 9'h1FF ? age : age + 9'd1);
     if (accepted) begin
       kind_q <= op_kind;
+      byte_q <= op_byte;
       count_q <= op_count;
       moved <= din_take ? 17'd1 : 17'd0;
     end else if (dout_valid || din_take) begin
@@ -131,9 +140,18 @@ module onfi_phy_props (
                    (f_state == S_RE_HIGH ? (f_phase != 8'd0 && re_high + {1'b0, f_phase} >= {1'b0, at_least_1(t_reh)})
                                          : re_high >= {1'b0, at_least_1(t_reh)});
 
-  logic [11:0] ok;
+  // The wait an OP_WAIT selector names (the phy's own table, restated).
+  wire [7:0] wait_need = byte_q == 8'd0 ? at_least_1(t_whr) : byte_q == 8'd1 ? at_least_1(t_adl)
+                       : byte_q == 8'd2 ? at_least_1(t_wb) : at_least_1(t_rr);
+  wire in_wait = pending != 2'd0 && kind_q == 3'd4;
+
+  logic [12:0] ok;
   always_comb begin
     ok = '1;
+    // Helper: a wait in flight is in S_WAIT with the cycles left matching its age.
+    ok[12] = !(op_done && in_wait && age != {1'b0, wait_need} + 9'd1) &&
+             !(in_wait && !op_done && (!we_n || !re_n || dq_oe)) &&
+             (!in_wait || op_done || (f_state == 3'd5 && age + {1'b0, f_phase} == {1'b0, wait_need} + 9'd1));
     // (moved counts bytes of earlier cycles: a byte in the done cycle is added here.)
     ok[10] = !(dout_valid && (pending == 2'd0 || kind_q != 3'd3)) &&
              !(op_done && !done_timeout && pending != 2'd0 && kind_q == 3'd3 &&
@@ -157,9 +175,10 @@ module onfi_phy_props (
 `endif
 
   // Covers: each property's trigger is reachable (run.sh --cover checks them with bmc3).
-  logic [11:0] hit;
+  logic [12:0] hit;
   always_comb begin
     hit = '0;
+    hit[12] = op_done && in_wait && byte_q == 8'd1 && t_adl > 8'd3;
     hit[10] = op_done && kind_q == 3'd3 && moved == 17'd2;
     hit[11] = op_done && kind_q == 3'd2 && moved == 17'd2;
     hit[1] = !we_n;
