@@ -34,7 +34,9 @@ class Vsld {
   ~Vsld() { Kill(SIGTERM); }
   std::string sdk_socket() const { return dir_ + "/ctl-sdk.sock"; }
   void Start() {
+    // Both sockets outlive a SIGKILLed daemon: a stale SDK socket refuses connections.
     std::filesystem::remove(dir_ + "/ctl.sock");
+    std::filesystem::remove(sdk_socket());
     pid_ = ::fork();
     if (pid_ == 0) {
       const std::string log = dir_ + "/vsld.log";
@@ -44,12 +46,23 @@ class Vsld {
               "--nbd-socket", "none", "--ublk", "off", static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    // Ready once the control socket answers to a connect (the SDK socket comes before).
+    // Ready once the control socket exists and the SDK socket takes a connection (vsld
+    // opens the control socket before its front ends: its existence alone is not enough).
     for (int i = 0; i < 600; ++i) {
-      if (std::filesystem::exists(dir_ + "/ctl.sock")) return;
+      if (std::filesystem::exists(dir_ + "/ctl.sock") && Accepts(sdk_socket())) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     FAIL() << "vsld did not start";
+  }
+  static bool Accepts(const std::string& path) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
   }
   void Kill(int sig) {
     if (pid_ <= 0) return;
