@@ -119,7 +119,7 @@ module vsl_ctrl #(
   );
 
   for (genvar p = 0; p < NUM_PIPES; p++) begin : g_pipe
-    vsl_pipe #(.LUNS(LUNS), .BUF_WORDS(BUF_WORDS), .ACCS(ACCS), .ECC_ID(p)) pipe (
+    vsl_pipe #(.LUNS(LUNS), .BUF_WORDS(BUF_WORDS), .ACCS(ACCS)) pipe (
         .clk, .rst_n(pipe_rst_n),
         .run(ap_start && enable[p]),
         .sq_base(sq_base[64*p +: 64]), .sq_size(sq_size[32*p +: 32]), .sq_tail(sq_tail[32*p +: 32]),

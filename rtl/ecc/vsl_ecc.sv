@@ -20,7 +20,7 @@
 // would. In hardware the HLS kernel (hls/kernels.h, vsl_bch8_*) fills this boundary;
 // yosys counts the controller with this module as a black box (rtl/ecc/vsl_ecc_blackbox.sv).
 module vsl_ecc #(
-    parameter int ID = 0  // the engine instance (one per pipe) the DPI side keeps apart
+    parameter int ID = 0  // checked by the DPI side (0-7); it keeps instances apart by scope
 ) (
     input  logic        clk,
     input  logic        rst_n,

@@ -70,8 +70,7 @@
 module vsl_pipe #(
     parameter int unsigned LUNS = 4,
     parameter int unsigned BUF_WORDS = 2304,  // 18 KiB: a 16 KiB page, 2 KiB spare, staging
-    parameter int unsigned ACCS = 16,         // accumulators, each a page and its spare
-    parameter int ECC_ID = 0
+    parameter int unsigned ACCS = 16          // accumulators, each a page and its spare
 ) (
     input  logic        clk,
     input  logic        rst_n,
@@ -192,7 +191,7 @@ module vsl_pipe #(
   logic [7:0]    b_wbe;
   always_ff @(posedge clk) begin
     if (b_we) begin
-      for (int i = 0; i < 8; i++) if (b_wbe[i]) pbuf[b_waddr][8*i +: 8] <= b_wdata[8*i +: 8];
+      for (int bi = 0; bi < 8; bi++) if (b_wbe[bi]) pbuf[b_waddr][8*bi +: 8] <= b_wdata[8*bi +: 8];
     end
     b_rdata <= pbuf[b_raddr];
   end
@@ -309,7 +308,10 @@ module vsl_pipe #(
   assign cur_crc_w = (cur_w5[63:48] + 16'd7) >> 3;
   assign acc_base  = XW'(cur_w5[23:16]) * XW'(ACC_WORDS);
   assign cur_len_mask = s_len[16*(cur) +: 3] == 3'd0 ? {64{1'b1}} : ~({64{1'b1}} << {s_len[16*(cur) +: 3], 3'd0});
-  vsl_ecc #(.ID(ECC_ID)) ecc (
+  // No instance parameter: the two pipes of a controller are one module to synthesis (a
+  // per-pipe parameter made yosys elaborate and process the pipe twice); the ECC's DPI
+  // model tells its instances apart by their scope.
+  vsl_ecc ecc (
       .clk, .rst_n, .start(e_start), .decode(e_decode), .data_bytes(s_dbytes[16*(cur) +: 16]), .meta_bytes(s_mbytes[16*(cur) +: 16]),
       .spare_bytes(s_sbytes[16*(cur) +: 16]), .in_valid(e_in_valid), .in_word(e_in_word), .in_nbytes(e_in_nbytes),
       .in_last(e_in_last), .fix_valid(e_fix_valid), .fix_addr(e_fix_addr), .fix_data(e_fix_data),
