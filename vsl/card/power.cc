@@ -127,24 +127,29 @@ void PowerGovernor::Refill(TimeNs now) const {
   write_tokens_ = std::min(burst_j_, write_tokens_ + full_write_w_ * write_share_ * dt);
 }
 
+bool PowerGovernor::TakeLocked(double joules, bool write) {
+  if (write) {
+    // Writes keep the read reserve and, when throttled, their own cap.
+    if (tokens_ - joules < reserve_j_) return false;
+    if (write_share_ < 1.0 && write_tokens_ < joules) return false;
+    tokens_ -= joules;
+    if (write_share_ < 1.0) write_tokens_ -= joules;
+    ++stats_.writes;
+    stats_.write_j += joules;
+  } else {
+    if (tokens_ < joules) return false;
+    tokens_ -= joules;
+    ++stats_.reads;
+    stats_.read_j += joules;
+  }
+  return true;
+}
+
 bool PowerGovernor::TryTake(TimeNs now, double joules, bool write) {
   {
     std::lock_guard<std::mutex> l(mu_);
     Refill(now);
-    if (write) {
-      // Writes keep the read reserve and, when throttled, their own cap.
-      if (tokens_ - joules < reserve_j_) return false;
-      if (write_share_ < 1.0 && write_tokens_ < joules) return false;
-      tokens_ -= joules;
-      if (write_share_ < 1.0) write_tokens_ -= joules;
-      ++stats_.writes;
-      stats_.write_j += joules;
-    } else {
-      if (tokens_ < joules) return false;
-      tokens_ -= joules;
-      ++stats_.reads;
-      stats_.read_j += joules;
-    }
+    if (!TakeLocked(joules, write)) return false;
   }
   NoteActivity();
   return true;
@@ -159,6 +164,54 @@ DurNs PowerGovernor::WaitHint(TimeNs now, double joules, bool write) const {
     secs = std::max(secs, (joules - write_tokens_) / (full_write_w_ * write_share_));
   }
   return std::max<DurNs>(kUs, static_cast<DurNs>(std::ceil(secs * 1e9)));
+}
+
+void PowerGovernor::PostWriteHead(const void* who, uint64_t ticket, double joules, bool eligible) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = heads_.begin(); it != heads_.end(); ++it) {
+    if (it->who != who) continue;
+    if (ticket == 0) {
+      heads_.erase(it);
+    } else {
+      *it = {who, ticket, joules, eligible};
+    }
+    return;
+  }
+  if (ticket != 0) heads_.push_back({who, ticket, joules, eligible});
+}
+
+double PowerGovernor::OlderHeadsJ(const void* who, uint64_t ticket, bool* any) const {
+  double j = 0;
+  *any = false;
+  for (const WriteHead& h : heads_) {
+    if (h.who == who || !h.eligible || h.ticket >= ticket) continue;
+    j += h.joules;
+    *any = true;
+  }
+  return j;
+}
+
+bool PowerGovernor::TryTakeWrite(const void* who, uint64_t ticket, TimeNs now, double joules) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    bool older = false;
+    OlderHeadsJ(who, ticket, &older);
+    if (older) return false;
+    Refill(now);
+    if (!TakeLocked(joules, true)) return false;
+  }
+  NoteActivity();
+  return true;
+}
+
+DurNs PowerGovernor::WriteWaitHint(const void* who, uint64_t ticket, TimeNs now, double joules) const {
+  double older_j = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    bool any = false;
+    older_j = OlderHeadsJ(who, ticket, &any);
+  }
+  return WaitHint(now, joules + older_j, true);
 }
 
 void PowerGovernor::NoteWait(bool write, DurNs waited) {
@@ -227,6 +280,7 @@ GovernedPipe::GovernedPipe(nand::FlashPipe& inner, PowerGovernor& gov, Clock& cl
 
 GovernedPipe::~GovernedPipe() {
   if (timer_ != 0) clock_->Cancel(timer_);
+  gov_.PostWriteHead(this, 0, 0, false);  // what it held never goes: it keeps nobody waiting
 }
 
 bool GovernedPipe::BlockHasHeldWrite(uint32_t die, uint32_t block) const {
@@ -289,7 +343,14 @@ void GovernedPipe::Pump() {
   while (!writes_.empty()) {
     Held& h = writes_.front();
     if (h.joules > 0) {
-      if (!PipeWriteAllows(h.joules) || !gov_.TryTake(now, h.joules, true)) break;
+      if (!PipeWriteAllows(h.joules)) {
+        PostHead(false);  // held by this pipe's own cap: the others need not wait for it
+        break;
+      }
+      if (!gov_.TryTakeWrite(this, h.ticket, now, h.joules)) {
+        PostHead();
+        break;
+      }
       if (write_share_ < 1.0) pipe_tokens_ -= h.joules;
     }
     if (h.since != now) gov_.NoteWait(true, now - h.since);
@@ -299,6 +360,7 @@ void GovernedPipe::Pump() {
     HoldBlock(w.die, w.block, -1);
     Issue(w);
   }
+  if (writes_.empty()) PostHead();
   // Reads that waited behind a write of their die may go now.
   if (!reads_.empty() && !writes_.empty()) {
     for (auto it = reads_.begin(); it != reads_.end();) {
@@ -309,13 +371,13 @@ void GovernedPipe::Pump() {
       gov_.NoteWait(false, now - it->since);
       Held h = std::move(*it);
       it = reads_.erase(it);
-    gov_.NoteHeld(-1);
+      gov_.NoteHeld(-1);
       Issue(h);
     }
   }
   if (reads_.empty() && writes_.empty()) return;
   DurNs wait = kTimeNever;
-  if (!writes_.empty()) wait = gov_.WaitHint(now, writes_.front().joules, true);
+  if (!writes_.empty()) wait = gov_.WriteWaitHint(this, writes_.front().ticket, now, writes_.front().joules);
   for (const Held& r : reads_) {
     if (!BlockHasHeldWrite(r.die, r.block)) {
       wait = std::min(wait, gov_.WaitHint(now, r.joules, false));
@@ -359,15 +421,28 @@ void GovernedPipe::Read(const nand::ReadRequest& req, FlashCallback done) {
 }
 
 bool GovernedPipe::WriteGoesNow(TimeNs now, double joules) {
-  if (!writes_.empty() || !PipeWriteAllows(joules) || !gov_.TryTake(now, joules, true)) return false;
+  if (!writes_.empty() || !PipeWriteAllows(joules) || !gov_.TryTakeWrite(this, UINT64_MAX, now, joules)) {
+    return false;
+  }
   if (write_share_ < 1.0) pipe_tokens_ -= joules;
   return true;
 }
 
+void GovernedPipe::PostHead(bool eligible) {
+  if (writes_.empty()) {
+    gov_.PostWriteHead(this, 0, 0, false);
+    return;
+  }
+  const Held& h = writes_.front();
+  gov_.PostWriteHead(this, h.joules > 0 ? h.ticket : 0, h.joules, eligible);
+}
+
 void GovernedPipe::HoldWrite(Held h) {
   HoldBlock(h.die, h.block, 1);
+  h.ticket = gov_.NextTicket();
   writes_.push_back(std::move(h));
   gov_.NoteHeld(1);
+  if (writes_.size() == 1) PostHead();
   if (timer_ == 0) Pump();
 }
 
@@ -427,10 +502,7 @@ void GovernedPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
   h.joules = j;
   h.done = std::move(done);
   h.since = now;
-  HoldBlock(die, block, 1);
-  writes_.push_back(std::move(h));
-  gov_.NoteHeld(1);
-  if (timer_ == 0) Pump();
+  HoldWrite(std::move(h));
 }
 
 void GovernedPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCallback accepted,
@@ -450,6 +522,7 @@ void GovernedPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCa
   h.done = std::move(done);
   h.since = clock_->Now();
   HoldBlock(h.die, h.block, 1);
+  h.ticket = gov_.NextTicket();
   writes_.push_back(std::move(h));
   gov_.NoteHeld(1);
 }
@@ -470,6 +543,7 @@ void GovernedPipe::ClearStage(uint32_t slot) {
       ++it;
     }
   }
+  PostHead();
   inner_.ClearStage(slot);
 }
 
@@ -494,6 +568,7 @@ void GovernedPipe::Reset(uint32_t die, FlashCallback done) {
   };
   abort(reads_, false);
   abort(writes_, true);
+  PostHead();
   inner_.Reset(die, std::move(done));
 }
 

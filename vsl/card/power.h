@@ -102,6 +102,24 @@ class PowerGovernor {
   bool TryTake(TimeNs now, double joules, bool write);
   // How long until a later TryTake of `joules` could succeed (at least 1 us).
   DurNs WaitHint(TimeNs now, double joules, bool write) const;
+
+  // Writes held across the card's pipes are admitted oldest first. Each GovernedPipe
+  // posts the held write at the head of its queue (its ticket, from NextTicket when it
+  // was held, and its energy); a write takes energy only if no other pipe's posted head
+  // is older. Without this the refill went to whichever pipe's timer fired first: a
+  // pipe whose head needs more energy (an erase: 150 uJ against a program's 23) was
+  // passed over by the others' programs until their queues ran dry, and everything
+  // behind it waited tens of milliseconds.
+  uint64_t NextTicket() { return ticket_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // `who`'s head: `ticket` (0: it holds no write waiting for energy).
+  // `eligible` false: it is held by its own cap (reduced-write), not by the card's
+  // bucket, and does not keep the others waiting.
+  void PostWriteHead(const void* who, uint64_t ticket, double joules, bool eligible);
+  // TryTake for a write of `who` with `ticket` (UINT64_MAX: a write not held yet, newer
+  // than every held one): false also when an older eligible head of another pipe waits.
+  bool TryTakeWrite(const void* who, uint64_t ticket, TimeNs now, double joules);
+  // WaitHint for such a write: enough energy for the older heads and this one.
+  DurNs WriteWaitHint(const void* who, uint64_t ticket, TimeNs now, double joules) const;
   void NoteWait(bool write, DurNs waited);
 
   // Policy (limit, override) and the caps set by the thermal monitor.
@@ -149,6 +167,16 @@ class PowerGovernor {
   double budget_share_ = 1.0;
   double write_share_ = 1.0;
   GovernorStats stats_;
+  struct WriteHead {
+    const void* who;
+    uint64_t ticket;
+    double joules;
+    bool eligible;
+  };
+  std::vector<WriteHead> heads_;  // one per pipe with a held write (mu_)
+  std::atomic<uint64_t> ticket_{0};
+  bool TakeLocked(double joules, bool write);  // mu_ held, refilled
+  double OlderHeadsJ(const void* who, uint64_t ticket, bool* any) const;  // mu_ held
   std::atomic<bool> activity_{false};
   std::atomic<int64_t> held_{0};
   std::function<void()> wake_;
@@ -208,7 +236,10 @@ class GovernedPipe final : public nand::FlashPipe {
     uint32_t block = 0, slot = 0;
     nand::FlashCallback accepted, done;
     TimeNs since = 0;
+    uint64_t ticket = 0;  // PowerGovernor::NextTicket: its place among all pipes' writes
   };
+  // Posts writes_.front() (or nothing) as this pipe's head to the governor.
+  void PostHead(bool eligible = true);
   void Issue(Held& h);
   // A write (program, copy, erase) goes to the controller now: nothing held before it and
   // the budget has `joules` (taken). Else it is held, in order, until Pump lets it go.

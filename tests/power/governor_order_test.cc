@@ -1,0 +1,116 @@
+// The power governor's order across pipes (vsl/card/power.h): writes held by several
+// pipes sharing one budget are admitted oldest first, so a pipe whose next write needs
+// more energy than the others' (an erase against programs) is not passed over until the
+// others run dry. Two GovernedPipes over a controller stand-in that accepts at once, in
+// virtual time, on a tight budget.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "vsl/card/power.h"
+#include "vsl/core/clock.h"
+
+namespace vsl::card {
+namespace {
+
+// Accepts and completes every command at once and logs what was issued, in order, to a
+// log shared by the pipes: 'P' a program, 'E' an erase, after the pipe's letter.
+class InstantPipe final : public nand::FlashPipe {
+ public:
+  InstantPipe(VirtualClock& clock, char name, std::string& log) : clock_(clock), name_(name), log_(log) {
+    topo_.channels = 1;
+    topo_.luns_per_channel = 4;
+    topo_.controllers = 1;
+    topo_.pipes_per_controller = 2;
+  }
+  const nand::PipeTopology& topology() const override { return topo_; }
+  nand::PlpState plp_state() const override { return nand::PlpState{}; }
+  void Read(const nand::ReadRequest&, nand::FlashCallback done) override { Done(std::move(done)); }
+  void Program(const nand::ProgramRequest&, nand::FlashCallback accepted, nand::FlashCallback done) override {
+    log_ += name_;
+    log_ += 'P';
+    Done(std::move(accepted));
+    Done(std::move(done));
+  }
+  void Erase(uint32_t, uint32_t, nand::FlashCallback done) override {
+    log_ += name_;
+    log_ += 'E';
+    Done(std::move(done));
+  }
+  void Reset(uint32_t, nand::FlashCallback done) override { Done(std::move(done)); }
+  void ReadId(uint32_t, uint8_t, uint8_t*, uint32_t, nand::FlashCallback done) override { Done(std::move(done)); }
+  void ReadParameterPage(uint32_t, uint8_t*, uint32_t, nand::FlashCallback done) override {
+    Done(std::move(done));
+  }
+
+ private:
+  void Done(nand::FlashCallback cb) {
+    clock_.Post([cb = std::move(cb)]() mutable {
+      nand::Completion c;
+      cb(c);
+    });
+  }
+  VirtualClock& clock_;
+  const char name_;
+  std::string& log_;
+  nand::PipeTopology topo_;
+};
+
+nand::Geometry SmallGeometry() {
+  nand::Geometry g;
+  g.controllers = 1;
+  g.pipes_per_controller = 2;
+  g.channels_per_pipe = 1;
+  g.luns_per_channel = 4;
+  g.blocks_per_lun = 64;
+  g.pages_per_block = 64;
+  g.page_data_bytes = 8192;
+  g.page_spare_bytes = 448;
+  return g;
+}
+
+// Pipe B keeps far more programs queued than the budget passes at once; then pipe A asks
+// for one erase, and B queues as many programs again. The erase goes in its turn: after
+// the programs B queued before it, before those B queued after it. (Before the governor
+// kept this order, the refill went to whichever pipe's timer fired first: B's programs,
+// each needing a sixth of the erase's energy, took every refill and the erase went out
+// only when B's queue ran dry.)
+TEST(GovernorOrderTest, HeldWritesOfAllPipesGoOldestFirst) {
+  VirtualClock clock(1);
+  model::Power power;
+  power.static_w = 0.25;  // per controller: a 0.5 W NAND budget under a 1 W limit
+  PowerPolicy pol;
+  pol.slot_limit_w = 1.0;
+  pol.slot_capability_w = 1.0;
+  PowerGovernor gov(power, SmallGeometry(), model::Timing{}, pol);
+  std::string log;
+  InstantPipe inner_a(clock, 'A', log), inner_b(clock, 'B', log);
+  GovernedPipe a(inner_a, gov, clock), b(inner_b, gov, clock);
+
+  std::vector<uint8_t> page(8192), meta(448);
+  auto program = [&](GovernedPipe& p, uint32_t block, uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) {
+      nand::ProgramRequest req{{i % 4, block, i / 4 % 64}, page.data(), meta.data(), false};
+      p.Program(req, [](const nand::Completion&) {}, [](const nand::Completion&) {});
+    }
+  };
+  constexpr uint32_t kBatch = 400;  // about 10 ms of programs at this budget
+  program(b, 1, kBatch);
+  clock.RunFor(1 * kMs);
+  const std::size_t issued_before = log.size() / 2;
+  ASSERT_LT(issued_before, kBatch) << "the budget must hold B's programs back for this test";
+  bool erased = false;
+  a.Erase(0, 2, [&](const nand::Completion& c) { erased = c.ok(); });
+  program(b, 3, kBatch);
+  clock.RunUntilIdle();
+  ASSERT_TRUE(erased);
+  ASSERT_EQ(log.size(), 2 * (2 * kBatch + 1));
+  const std::size_t at = log.find("AE") / 2;
+  EXPECT_EQ(at, kBatch) << "B's programs issued before A's erase: only those queued before it";
+  EXPECT_EQ(gov.stats().writes, 2 * kBatch + 1);
+}
+
+}  // namespace
+}  // namespace vsl::card
