@@ -238,5 +238,50 @@ TEST(GroomPacerTest, AppliesOnlyWhileGroomingAFreeingVictimWithFewFreeLebs) {
   EXPECT_FALSE(p.Applies(true, 3, 4));  // would stall the host for good
 }
 
+// The rate a moved sector earns is the ratio averaged over recent victims (weighted by
+// what they moved, older ones fading), not the current victim's own: a nearly full victim
+// after an emptier one does not cut the host's rate to its own ratio.
+TEST(GroomPacerTest, EarnsTheAverageRatioOfRecentVictims) {
+  GroomPacer p;
+  p.Start(/*valid=*/25, /*capacity=*/100, /*cap=*/1000);
+  EXPECT_DOUBLE_EQ(p.average(), 3.0);
+  p.Start(75, 100, 1000);  // frees 25 for 75 moved
+  EXPECT_DOUBLE_EQ(p.ratio(), 25.0 / 75.0);
+  const double avg = (75 * GroomPacer::kDecay + 25) / (25 * GroomPacer::kDecay + 75);
+  EXPECT_DOUBLE_EQ(p.average(), avg);
+  const double before = p.credits();
+  p.Earn();
+  EXPECT_DOUBLE_EQ(p.credits() - before, avg);
+  // A victim that frees nothing (or moves nothing) does not pace and does not count.
+  p.Start(100, 100, 1000);
+  EXPECT_DOUBLE_EQ(p.ratio(), 0.0);
+  EXPECT_DOUBLE_EQ(p.average(), avg);
+  p.Start(0, 100, 1000);
+  EXPECT_DOUBLE_EQ(p.average(), avg);
+  // Earlier victims fade: after many alike, the average is theirs.
+  for (int i = 0; i < 100; ++i) p.Start(50, 100, 1000);
+  EXPECT_NEAR(p.average(), 1.0, 1e-9);
+}
+
+// The free room's feedback: at the target the average, below it less (down to a floor, so
+// the groomer's own progress still lets some host writes through), above it more.
+TEST(GroomPacerTest, TheRoomBelowItsTargetSlowsTheHostAndAboveSpeedsIt) {
+  GroomPacer p;
+  p.Start(50, 100, 1000);  // average 1
+  p.SetSlack(0);
+  EXPECT_DOUBLE_EQ(p.rate(), 1.0);
+  p.SetSlack(-2);
+  EXPECT_DOUBLE_EQ(p.rate(), 1.0 - 2 * GroomPacer::kGain);
+  p.Earn();
+  EXPECT_DOUBLE_EQ(p.credits(), 1.0 - 2 * GroomPacer::kGain);
+  p.SetSlack(-100);
+  EXPECT_DOUBLE_EQ(p.feedback(), GroomPacer::kMinFeedback);
+  p.SetSlack(1);
+  EXPECT_DOUBLE_EQ(p.rate(), 1.0 + GroomPacer::kGain);
+  p.SetSlack(100);
+  EXPECT_DOUBLE_EQ(p.feedback(), GroomPacer::kMaxFeedback);
+  EXPECT_LT(p.feedback() * GroomPacer::kMinFeedback, 1.0);
+}
+
 }  // namespace
 }  // namespace vsl::ftl

@@ -361,6 +361,10 @@ void Ftl::Impl::Submit(PageBuf* b) {
   }
   ++l.inflight;
   inflight_seqs.Insert(b->seq);
+  if (b->victim != nullptr) {
+    b->gc_queued = true;
+    ++gc.queued;
+  }
   ++f.stats_.pages_programmed;
   // A parity page is fenced: accepted only once every member before it is, so a
   // durable parity page always has its members in the buffer or on flash.

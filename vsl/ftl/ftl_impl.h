@@ -90,6 +90,7 @@ struct Ftl::PageBuf {
   // takes it, a partial one peeks), and no page data is sent.
   uint32_t acc = nand::kNoAccumulator;
   bool landed = false;  // in the controller's buffer (its `accepted` fired, PLP or not)
+  bool gc_queued = false;  // counted in GroomerState::queued until it lands or ends
   // Write requests waiting on this page: (ctx, acknowledged already).
   std::vector<WriteCtx*> waiters;
   std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
@@ -166,6 +167,13 @@ struct Ftl::Impl {
     Relocation reloc;
     GroomPacer pacer;           // (groom_policy.h)
     std::vector<Done> waiters;  // TEST_ForceGroom and writers waiting for room
+    // Pages holding relocated data that are submitted but not yet in the controller's
+    // buffer (queued in the power governor or the controller's command queue). The
+    // groomer reads no further while these and its reads in flight reach
+    // MaxQueuedRelocation(): relocation runs at the pace its programs drain, so host
+    // pages (paid for by relocated sectors) never queue behind a victim's worth of them.
+    uint32_t queued = 0;
+    bool gated = false;  // GroomStep stopped at that bound; a landing resumes it
   } gc;
 
   static constexpr uint32_t kNoDie = StripeLayout::kNoDie;
@@ -601,6 +609,16 @@ struct Ftl::Impl {
 
   // Issues relocation reads, a few pages at a time, so host I/O interleaves with grooming.
   void GroomStep();
+  uint32_t MaxQueuedRelocation() const;
+  // A sector was relocated: the host earns credit (GroomPacer) at the pacer's rate, its
+  // feedback set from the room (free LEBs, what the open LEBs have left, what the victim
+  // frees beyond its live data) against kPacingTargetAboveReserve.
+  void EarnHostCredit();
+  // The pacer's target room, in LEBs above the reserve (where host writes stop for room).
+  static constexpr double kPacingTargetAboveReserve = 2.5;
+  // A submitted page reached the controller's buffer or ended without it: it no longer
+  // counts against the groomer's bound (GroomerState::queued).
+  void ReleaseQueued(PageBuf* b);
 
   void Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& c,
                 const std::vector<uint8_t>& data, const std::vector<uint8_t>& meta, bool is_trim);

@@ -34,8 +34,18 @@ Leb* RebuildQueue::Next(LebTable& lebs, uint64_t room, const std::function<void(
 }
 
 void GroomPacer::Start(uint32_t valid, uint32_t capacity, double cap) {
-  ratio_ = valid == 0 ? 0.0 : static_cast<double>(capacity - std::min(capacity, valid)) / valid;
+  const uint32_t freed = capacity - std::min(capacity, valid);
+  ratio_ = valid == 0 ? 0.0 : static_cast<double>(freed) / valid;
+  // Victims that move nothing, or free nothing, do not pace (Applies) and do not count.
+  if (ratio_ > 0) {
+    num_ = num_ * kDecay + freed;
+    den_ = den_ * kDecay + valid;
+  }
   credits_ = std::min(credits_, cap);
+}
+
+void GroomPacer::SetSlack(double lebs) {
+  feedback_ = std::clamp(1.0 + kGain * lebs, kMinFeedback, kMaxFeedback);
 }
 
 bool GroomPolicy::Gains(const Leb& c, uint32_t sectors_per_page) const {

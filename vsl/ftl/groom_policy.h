@@ -51,20 +51,39 @@ class RebuildQueue {
 };
 
 // Host-write pacing while the groomer runs with few free LEBs: each relocated sector
-// earns the host `ratio` sectors (what the victim frees per sector it moves), so host
-// writes interleave with grooming at a fine grain instead of stalling until a whole LEB
-// is free.
+// earns the host credits for that many host sectors, so host writes interleave with
+// grooming at a fine grain instead of stalling until a whole LEB is free.
+//
+// What a sector earns is a rate, not the current victim's own ratio: the ratio
+// (sectors freed per sector moved) averaged over recent victims, weighted by what they
+// moved, times a feedback on the free room (pblk's rate limiter does the like with its
+// free blocks). A victim's own ratio swings several-fold between victims (one 80% valid,
+// the next 50%); paying the host that ratio made each pipe's host rate swing with it, and
+// with the volume's requests spread over the LUNs the slow pipe's queue, and its
+// latency, grew with each swing. With the average the free room absorbs the swings, and
+// the feedback holds the room near a target above the reserve: the host earns less as
+// the room falls towards the reserve (where it would stop for room: a stall of a whole
+// victim) and more above the target.
 class GroomPacer {
  public:
   // A new victim with `valid` live sectors of `capacity`; banked credits are capped at
   // `cap` (a burst of host writes no larger than a few pages).
   void Start(uint32_t valid, uint32_t capacity, double cap);
-  void Earn() { credits_ += ratio_; }
+  // The free room's distance from its target, in LEBs (negative below it): sets the
+  // feedback factor, 1 at the target, clamped to [kMinFeedback, kMaxFeedback].
+  void SetSlack(double lebs);
+  void Earn() { credits_ += rate(); }
   bool CanSpend() const { return credits_ >= 1; }
   void Spend() { credits_ -= 1; }
   // A sector that was paid for and then found no room.
   void Refund() { credits_ += 1; }
+  // The current victim's own ratio (sectors it frees per sector moved).
   double ratio() const { return ratio_; }
+  // The ratio averaged over recent victims (the current one included).
+  double average() const { return den_ > 0 ? num_ / den_ : ratio_; }
+  double feedback() const { return feedback_; }
+  // Host sectors one relocated sector pays for now.
+  double rate() const { return average() * feedback_; }
   double credits() const { return credits_; }
   // Pacing applies while a victim is being groomed, moving it frees room (ratio > 0),
   // and free LEBs are at or below the groomer's start level.
@@ -72,9 +91,17 @@ class GroomPacer {
     return grooming && ratio_ > 0 && free_lebs <= start_free_lebs;
   }
 
+  // Each earlier victim's weight in the average shrinks by this per victim.
+  static constexpr double kDecay = 0.75;
+  // Feedback: 1 + kGain * slack, within these bounds (at two LEBs below the target the
+  // host earns half the average).
+  static constexpr double kGain = 0.25, kMinFeedback = 0.2, kMaxFeedback = 2.0;
+
  private:
   double credits_ = 0;
   double ratio_ = 0;
+  double num_ = 0, den_ = 0;  // decayed sums of sectors freed and moved
+  double feedback_ = 1.0;
 };
 
 class GroomPolicy {

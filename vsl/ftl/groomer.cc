@@ -102,6 +102,38 @@ void Ftl::Impl::OnRebuildDrained() {
   UpdateMode();
 }
 
+void Ftl::Impl::EarnHostCredit() {
+  const uint64_t leb = stripe.LebDataSectors(AliveDies());
+  if (leb != 0) {
+    // The room as it will be once the victim is released: free LEBs, what the open LEBs
+    // have left, and what the victim frees beyond its live data still to move. Moving a
+    // sector takes a position and frees one, so only host writes lower this; without the
+    // victim's term it would fall by a LEB over each victim and jump back at its release,
+    // and the feedback would swing the host's rate with it.
+    const Leb* v = gc.reloc.victim();
+    const uint64_t room = uint64_t{f.lebs_.free_count()} * leb +
+                          uint64_t{host.pos.DataPositionsLeft(stripe) + gcap.pos.DataPositionsLeft(stripe)} * S() +
+                          (v != nullptr ? v->capacity - std::min(v->capacity, v->valid) : 0);
+    const double target = f.opts_.gc_reserve_lebs + kPacingTargetAboveReserve;
+    gc.pacer.SetSlack(static_cast<double>(room) / static_cast<double>(leb) - target);
+  }
+  gc.pacer.Earn();
+}
+
+uint32_t Ftl::Impl::MaxQueuedRelocation() const {
+  return std::max<uint32_t>(8, 2 * D());
+}
+
+void Ftl::Impl::ReleaseQueued(PageBuf* b) {
+  if (!b->gc_queued) return;
+  b->gc_queued = false;
+  --gc.queued;
+  if (gc.gated && gc.queued + gc.reloc.reads() < MaxQueuedRelocation()) {
+    gc.gated = false;
+    Post([this] { GroomStep(); });
+  }
+}
+
 uint64_t Ftl::Impl::GroomerRoom() {
   uint64_t room = uint64_t{f.lebs_.free_count()} * stripe.LebDataSectors(AliveDies());
   room += uint64_t{gcap.pos.DataPositionsLeft(stripe)} * S();
@@ -111,7 +143,16 @@ uint64_t Ftl::Impl::GroomerRoom() {
 void Ftl::Impl::GroomStep() {
   Leb* v = gc.reloc.victim();
   if (v == nullptr) return;
-  while (const auto r = gc.reloc.NextRead(f.opts_.gc_max_reads)) {
+  const uint32_t max_queued = MaxQueuedRelocation();
+  gc.gated = false;
+  while (true) {
+    // Each read in flight may fill up to a page of relocated data.
+    if (gc.queued + gc.reloc.reads() >= max_queued) {
+      gc.gated = true;
+      break;
+    }
+    const auto r = gc.reloc.NextRead(f.opts_.gc_max_reads);
+    if (!r) break;
     const uint32_t die = r->die, page = r->page;
     const bool is_trim = r->is_trim;
     if (use_copy && !is_trim) {
@@ -194,7 +235,7 @@ void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vec
     }
     ++f.stats_.gc_write_sectors;
     ++f.stats_.gc_copy_sectors;
-    gc.pacer.Earn();
+    EarnHostCredit();
     if (!pending.empty() && gc.pacer.CanSpend()) {
       Post([this] { RunPending(); });
     }
@@ -302,7 +343,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
       return;
     }
     ++f.stats_.gc_write_sectors;
-    gc.pacer.Earn();
+    EarnHostCredit();
     if (!pending.empty() && gc.pacer.CanSpend()) {
       Post([this] { RunPending(); });
     }

@@ -18,6 +18,7 @@ void Ftl::Impl::Ack(WriteCtx* ctx) {
 
 void Ftl::Impl::OnAccepted(PageBuf* b) {
   b->landed = true;
+  ReleaseQueued(b);
   // A row's parity page has taken its accumulator (zeroed it): free for another row.
   if (b->final_parity) ReleaseRowAcc(b->acc, true);
   if (!PlpDurableOnAccept()) return;
@@ -73,6 +74,7 @@ void Ftl::Impl::MarkDurable(PageBuf* b) {
 void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
   Leb& l = f.lebs_.leb(b->leb);
   --l.inflight;
+  ReleaseQueued(b);
   if (b->acc_used < row_accs) {
     --acc_users[b->acc_used];
     ReuseDirtyAcc(b->acc_used);
