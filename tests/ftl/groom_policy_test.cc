@@ -270,10 +270,10 @@ TEST(GroomPacerTest, TheRoomBelowItsTargetSlowsTheHostAndAboveSpeedsIt) {
   p.Start(50, 100, 1000);  // average 1
   p.SetSlack(0);
   EXPECT_DOUBLE_EQ(p.rate(), 1.0);
-  p.SetSlack(-2);
-  EXPECT_DOUBLE_EQ(p.rate(), 1.0 - 2 * GroomPacer::kGain);
+  p.SetSlack(-1);
+  EXPECT_DOUBLE_EQ(p.rate(), 1.0 - GroomPacer::kGainBelow);
   p.Earn();
-  EXPECT_DOUBLE_EQ(p.credits(), 1.0 - 2 * GroomPacer::kGain);
+  EXPECT_DOUBLE_EQ(p.credits(), 1.0 - GroomPacer::kGainBelow);
   p.SetSlack(-100);
   EXPECT_DOUBLE_EQ(p.feedback(), GroomPacer::kMinFeedback);
   p.SetSlack(1);

@@ -45,7 +45,7 @@ void GroomPacer::Start(uint32_t valid, uint32_t capacity, double cap) {
 }
 
 void GroomPacer::SetSlack(double lebs) {
-  feedback_ = std::clamp(1.0 + kGain * lebs, kMinFeedback, kMaxFeedback);
+  feedback_ = std::clamp(1.0 + (lebs < 0 ? kGainBelow : kGain) * lebs, kMinFeedback, kMaxFeedback);
 }
 
 bool GroomPolicy::Gains(const Leb& c, uint32_t sectors_per_page) const {
