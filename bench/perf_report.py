@@ -697,10 +697,12 @@ def render(res, out_md, quick):
             if st:
                 p99 = sum(r["lat"].get("p99_us", 0) for r in win) / len(win) / 1e3
                 mx = max(r["lat"].get("max_us", 0) for r in win) / 1e3
-                left += (" Latency (the rounds' p99 %.1f ms on average, the slowest write %.1f ms) is another matter: %.0f%% of the host writes waited for the "
-                         "groomer (for its pacing credits or for free room) before they were appended; how evenly "
-                         "that wait is spread sets the tail, and the pacing here is per victim, not by the "
-                         "free-space slope the issue asks for." % (p99, mx, 100 * sum(st) / len(st)))
+                rooms = sum(r.get("room_waits", 0) for r in win)
+                left += (" Latency (the rounds' p99 %.1f ms on average, the slowest write %.1f ms): %.0f%% of the host "
+                         "writes waited for the groomer before they were appended (pacing credits: the host's share "
+                         "of the saturated dies), and the host path stopped %s times at the free-LEB reserve over "
+                         "these rounds; the pacing is the recent victims' averaged ratio with a free-room feedback "
+                         "(docs/ftl.md, \"Groomer and wear\")." % (p99, mx, 100 * sum(st) / len(st), fmt_n(rooms)))
             w("- Steady state, %s format, with the override: %s IOPS against %s the model's resources allow (%s), "
               "%.0f%%, with %.0f%% of the relocated sectors moved by controller copy (no link; the ceiling counts "
               "them so). %s" % (lab, fmt_n(iops), fmt_n(cap), bound, 100 * iops / cap, 100 * cs, left))
