@@ -610,10 +610,11 @@ struct Ftl::Impl {
   // Issues relocation reads, a few pages at a time, so host I/O interleaves with grooming.
   void GroomStep();
   uint32_t MaxQueuedRelocation() const;
-  // A sector was relocated: the host earns credit (GroomPacer) at the pacer's rate, its
-  // feedback set from the room (free LEBs, what the open LEBs have left, what the victim
-  // frees beyond its live data) against kPacingTargetAboveReserve.
-  void EarnHostCredit();
+  // Sets the pacer's feedback (GroomPacer::SetSlack) from the room (free LEBs, what the
+  // open LEBs have left, what the victim frees beyond its live data) against
+  // kPacingTargetAboveReserve; once per relocated page (the room moves by at most a page
+  // within it), before its sectors earn the host credit.
+  void UpdatePacingSlack();
   // The pacer's target room, in LEBs above the reserve (where host writes stop for room).
   static constexpr double kPacingTargetAboveReserve = 2.5;
   // A submitted page reached the controller's buffer or ended without it: it no longer

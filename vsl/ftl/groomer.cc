@@ -102,7 +102,7 @@ void Ftl::Impl::OnRebuildDrained() {
   UpdateMode();
 }
 
-void Ftl::Impl::EarnHostCredit() {
+void Ftl::Impl::UpdatePacingSlack() {
   const uint64_t leb = stripe.LebDataSectors(AliveDies());
   if (leb != 0) {
     // The room as it will be once the victim is released: free LEBs, what the open LEBs
@@ -117,7 +117,6 @@ void Ftl::Impl::EarnHostCredit() {
     const double target = f.opts_.gc_reserve_lebs + kPacingTargetAboveReserve;
     gc.pacer.SetSlack(static_cast<double>(room) / static_cast<double>(leb) - target);
   }
-  gc.pacer.Earn();
 }
 
 uint32_t Ftl::Impl::MaxQueuedRelocation() const {
@@ -220,6 +219,7 @@ void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vec
   // No accumulator for the row the copy would join (every one is forming another row's
   // parity): this page moves through host memory instead.
   if (!CopyRowReady()) return ReadAndRelocate(&v, die, page, false);
+  UpdatePacingSlack();
   const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
   for (uint32_t s = 0; s < S(); ++s) {
     const Psa p = addr.Make(v.index, die, page, s);
@@ -235,7 +235,7 @@ void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vec
     }
     ++f.stats_.gc_write_sectors;
     ++f.stats_.gc_copy_sectors;
-    EarnHostCredit();
+    gc.pacer.Earn();
     if (!pending.empty() && gc.pacer.CanSpend()) {
       Post([this] { RunPending(); });
     }
@@ -314,6 +314,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
     gc.reloc.CarryTrims(meta.data(), data, S(), f.epoch_, oldest, trace);
     return;
   }
+  UpdatePacingSlack();
   const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
   for (uint32_t s = 0; s < S(); ++s) {
     const Psa p = addr.Make(v.index, die, page, s);
@@ -343,7 +344,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
       return;
     }
     ++f.stats_.gc_write_sectors;
-    EarnHostCredit();
+    gc.pacer.Earn();
     if (!pending.empty() && gc.pacer.CanSpend()) {
       Post([this] { RunPending(); });
     }
