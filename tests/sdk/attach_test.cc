@@ -54,15 +54,26 @@ class Vsld {
     }
     FAIL() << "vsld did not start";
   }
-  static bool Accepts(const std::string& path) {
+  // A connection to the Unix socket at `path`, or -1 (errno says why).
+  static int Connect(const std::string& path) {
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
+    if (fd < 0) return -1;
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-    const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+      const int e = errno;
+      ::close(fd);
+      errno = e;
+      return -1;
+    }
+    return fd;
+  }
+  static bool Accepts(const std::string& path) {
+    const int fd = Connect(path);
+    if (fd < 0) return false;
     ::close(fd);
-    return ok;
+    return true;
   }
   void Kill(int sig) {
     if (pid_ <= 0) return;
@@ -213,12 +224,8 @@ TEST_F(AttachTest, ThreadsThatSpinAndThreadsThatSleepAllGetTheirCompletions) {
 // older libvsl beside a newer vsld) is refused at the handshake with the reason, never
 // served with a header layout it does not share.
 TEST_F(AttachTest, AnotherProtocolVersionIsRefusedWithTheReason) {
-  const int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(sock, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof(a.sun_path), "%s", vsld_->sdk_socket().c_str());
-  ASSERT_EQ(::connect(sock, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0) << std::strerror(errno);
+  const int sock = Vsld::Connect(vsld_->sdk_socket());
+  ASSERT_GE(sock, 0) << std::strerror(errno);
   sdk::shm::Hello h{};
   h.magic = sdk::shm::kHelloMagic;
   h.version = sdk::shm::kVersion - 1;
