@@ -11,6 +11,7 @@
 
 #include "vsl/card/power.h"
 #include "vsl/core/clock.h"
+#include "vsl/simcard/profile.h"
 
 namespace vsl::card {
 namespace {
@@ -20,8 +21,8 @@ namespace {
 class InstantPipe final : public nand::FlashPipe {
  public:
   InstantPipe(VirtualClock& clock, char name, std::string& log) : clock_(clock), name_(name), log_(log) {
-    topo_.channels = 1;
-    topo_.luns_per_channel = 4;
+    topo_.channels = 2;  // test-small's pipe: 2 channels x 2 LUNs
+    topo_.luns_per_channel = 2;
     topo_.controllers = 1;
     topo_.pipes_per_controller = 2;
   }
@@ -58,45 +59,35 @@ class InstantPipe final : public nand::FlashPipe {
   nand::PipeTopology topo_;
 };
 
-nand::Geometry SmallGeometry() {
-  nand::Geometry g;
-  g.controllers = 1;
-  g.pipes_per_controller = 2;
-  g.channels_per_pipe = 1;
-  g.luns_per_channel = 4;
-  g.blocks_per_lun = 64;
-  g.pages_per_block = 64;
-  g.page_data_bytes = 8192;
-  g.page_spare_bytes = 448;
-  return g;
-}
-
 // Pipe B keeps far more programs queued than the budget passes at once; then pipe A asks
 // for one erase, and B queues as many programs again. The erase goes in its turn: after
 // the programs B queued before it, before those B queued after it. (Before the governor
 // kept this order, the refill went to whichever pipe's timer fired first: B's programs,
-// each needing a sixth of the erase's energy, took every refill and the erase went out
+// each needing a seventh of the erase's energy, took every refill and the erase went out
 // only when B's queue ran dry.)
 TEST(GovernorOrderTest, HeldWritesOfAllPipesGoOldestFirst) {
   VirtualClock clock(1);
+  auto prof = simcard::FindProfile("test-small");  // one controller, two pipes of four dies
+  ASSERT_TRUE(prof.ok());
+  const nand::Geometry& g = prof->geometry;
   model::Power power;
-  power.static_w = 0.25;  // per controller: a 0.5 W NAND budget under a 1 W limit
+  power.static_w = 0.5;  // the one controller's: a 0.5 W NAND budget under a 1 W limit
   PowerPolicy pol;
   pol.slot_limit_w = 1.0;
   pol.slot_capability_w = 1.0;
-  PowerGovernor gov(power, SmallGeometry(), model::Timing{}, pol);
+  PowerGovernor gov(power, g, model::Timing{}, pol);
   std::string log;
   InstantPipe inner_a(clock, 'A', log), inner_b(clock, 'B', log);
   GovernedPipe a(inner_a, gov, clock), b(inner_b, gov, clock);
 
-  std::vector<uint8_t> page(8192), meta(448);
+  std::vector<uint8_t> page(g.page_data_bytes), meta(g.page_spare_bytes);
   auto program = [&](GovernedPipe& p, uint32_t block, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) {
-      nand::ProgramRequest req{{i % 4, block, i / 4 % 64}, page.data(), meta.data(), false};
+      nand::ProgramRequest req{{i % 4, block, i / 4 % g.pages_per_block}, page.data(), meta.data(), false};
       p.Program(req, [](const nand::Completion&) {}, [](const nand::Completion&) {});
     }
   };
-  constexpr uint32_t kBatch = 400;  // about 10 ms of programs at this budget
+  constexpr uint32_t kBatch = 400;  // about 17 ms of programs at this budget (21.5 uJ each)
   program(b, 1, kBatch);
   clock.RunFor(1 * kMs);
   const std::size_t issued_before = log.size() / 2;
