@@ -89,14 +89,31 @@ PlpJournal::Head* PlpJournal::head(uint32_t i) const {
 
 int PlpJournal::Add(Kind kind, uint64_t seq, uint32_t die, uint32_t block, uint32_t page,
                     uint32_t erase_count_after, const uint8_t* data) {
+  int i = -1;
+  uint8_t* d = Reserve(&i);
+  if (d == nullptr) return -1;
+  if (data != nullptr) std::memcpy(d, data, slot_bytes_);
+  Commit(i, kind, seq, die, block, page, erase_count_after);
+  return i;
+}
+
+uint8_t* PlpJournal::Reserve(int* index) {
+  *index = -1;
   if (free_.empty()) {
     if (overflows_++ == 0) {
       std::fprintf(stderr, "simcard: PLP journal full (%u records): an operation goes unrecorded\n", records_);
     }
-    return -1;
+    return nullptr;
   }
   const uint32_t i = free_.back();
   free_.pop_back();
+  *index = static_cast<int>(i);
+  return reinterpret_cast<uint8_t*>(head(i)) + 64;
+}
+
+void PlpJournal::Commit(int index, Kind kind, uint64_t seq, uint32_t die, uint32_t block, uint32_t page,
+                        uint32_t erase_count_after) {
+  const uint32_t i = static_cast<uint32_t>(index);
   Head* h = head(i);
   h->kind = static_cast<uint8_t>(kind);
   h->seq = seq;
@@ -104,10 +121,8 @@ int PlpJournal::Add(Kind kind, uint64_t seq, uint32_t die, uint32_t block, uint3
   h->block = block;
   h->page = page;
   h->erase_count_after = erase_count_after;
-  if (data != nullptr) std::memcpy(reinterpret_cast<uint8_t*>(h) + 64, data, slot_bytes_);
   __atomic_store_n(&h->state, kLive, __ATOMIC_RELEASE);
   live_[i] = true;
-  return static_cast<int>(i);
 }
 
 void PlpJournal::Remove(int index) {

@@ -46,6 +46,13 @@ class PlpJournal {
   // Returns the record's index, or -1 when full. `data` may be null (erases).
   int Add(Kind kind, uint64_t seq, uint32_t die, uint32_t block, uint32_t page, uint32_t erase_count_after,
           const uint8_t* data);
+  // Add in two steps, so the controller can build a page straight in its record (the
+  // record *is* the protected buffer's copy, not a second one): Reserve returns a free
+  // record's data area (slot_bytes) and its index in *index, or null (and -1) when full;
+  // the record is not present until Commit. The data area stays valid until Remove.
+  uint8_t* Reserve(int* index);
+  void Commit(int index, Kind kind, uint64_t seq, uint32_t die, uint32_t block, uint32_t page,
+              uint32_t erase_count_after);
   void Remove(int index);
   // The records present (after a kill: what the controller still had to do).
   std::vector<Record> Pending() const;

@@ -86,6 +86,7 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->admitted = op->data_ready = op->started = false;
   op->stage_slot = -1;
   op->journal = -1;
+  op->held = nullptr;
   op->qseq = 0;
   op->fence = false;
   op->parity = false;
@@ -172,7 +173,7 @@ void SimPipe::CopyReadDone(Op* prog) {
     // behind it), holding nothing: zeros and the host's fail_meta, which is what the
     // accumulator takes in. No `accepted` fires.
     prog->accepted.Reset();
-    uint8_t* s = prog->slot.get();
+    uint8_t* s = prog->held;
     std::memset(s, 0, g_.page_data_bytes);
     const uint32_t meta = g_.meta_bytes_per_page();
     if (prog->fail_meta.size() == meta) {
@@ -399,7 +400,7 @@ void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCa
   prog->flush_cost_ns = ProgramCostNs();
   prog->flush_xfer_ns = ProgramXferNs();
   if (!prog->slot) prog->slot = std::make_unique<uint8_t[]>(scratch_.size());
-  uint8_t* s = prog->slot.get();
+  uint8_t* s = prog->held = prog->slot.get();
   const uint32_t meta = g_.meta_bytes_per_page();
   const uint64_t cw_bytes = g_.ecc_codeword_bytes;
   std::memset(s + total * cw_bytes, 0, g_.page_data_bytes - total * cw_bytes);
@@ -571,8 +572,18 @@ bool SimPipe::TryAdmit(Op* op) {
   const uint64_t serial = op->serial;
   clock_->At(link, [this, op, serial] {
     if (op->serial != serial) return;
-    if (!op->slot) op->slot = std::make_unique<uint8_t[]>(scratch_.size());
-    uint8_t* s = op->slot.get();
+    const bool staged = op->stage_slot >= 0;
+    // A host page is built in its journal record; a copy's is in `slot` already.
+    bool reserved = false;
+    if (!op->internal && journal_ != nullptr && op->journal < 0) {
+      op->held = journal_->Reserve(&op->journal);
+      reserved = op->held != nullptr;
+    }
+    if (op->held == nullptr) {
+      if (!op->slot) op->slot = std::make_unique<uint8_t[]>(scratch_.size());
+      op->held = op->slot.get();
+    }
+    uint8_t* s = op->held;
     if (!op->internal) {
       if (op->src_data != nullptr) {
         std::memcpy(s, op->src_data, g_.page_data_bytes);
@@ -594,10 +605,11 @@ bool SimPipe::TryAdmit(Op* op) {
     if (op->parity) EncodeSlot(g_, s);
     op->src_data = op->src_meta = nullptr;
     op->data_ready = true;
-    const bool staged = op->stage_slot >= 0;
-    if (journal_ != nullptr && op->journal < 0) {
-      op->journal = journal_->Add(staged ? PlpJournal::Kind::kStage : PlpJournal::Kind::kProgram, op->qseq,
-                                  op->ppa.die, op->ppa.block, op->ppa.page, 0, s);
+    const auto kind = staged ? PlpJournal::Kind::kStage : PlpJournal::Kind::kProgram;
+    if (reserved) {
+      journal_->Commit(op->journal, kind, op->qseq, op->ppa.die, op->ppa.block, op->ppa.page, 0);
+    } else if (journal_ != nullptr && op->journal < 0) {
+      op->journal = journal_->Add(kind, op->qseq, op->ppa.die, op->ppa.block, op->ppa.page, 0, s);
     }
     if (staged) {
       InstallStage(op);

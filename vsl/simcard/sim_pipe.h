@@ -39,7 +39,11 @@ struct Op : QueueHook, AllHook {
   uint8_t* meta = nullptr;
   const uint8_t* src_data = nullptr;  // program source, valid until accepted
   const uint8_t* src_meta = nullptr;
-  std::unique_ptr<uint8_t[]> slot;    // controller buffer copy of a program (data + spare)
+  std::unique_ptr<uint8_t[]> slot;    // scratch for `held` when no journal record takes it
+  // The controller buffer's copy of a landed program (data + spare): its PLP journal
+  // record's data area when it has one (the page is built there, not copied in after),
+  // else `slot`. Valid until the op completes.
+  uint8_t* held = nullptr;
   bool admitted = false, data_ready = false, started = false;
   int32_t stage_slot = -1;  // a staged image (FlashPipe::Stage) for this slot; never queued
   int32_t journal = -1;     // its PlpJournal record while the controller holds it

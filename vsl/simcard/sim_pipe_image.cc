@@ -49,7 +49,7 @@ FlashStatus SimPipe::ApplyProgram(Op* op) {
     image().set_page_state(idie, p.block, p.page, PageState::kTornUncorrectable);
     return FlashStatus::kProgramFail;
   }
-  if (Status s = image().WriteSlot(idie, p.block, p.page, op->slot.get()); !s.ok()) {
+  if (Status s = image().WriteSlot(idie, p.block, p.page, op->held); !s.ok()) {
     Logger("simcard")->error("card image write failed: {}", s.ToString());
     image().set_page_state(idie, p.block, p.page, PageState::kTornUncorrectable);
     return FlashStatus::kProgramFail;
