@@ -65,35 +65,7 @@ class Rng {
 
   // Number of successes in n trials of probability p. Exact inversion for small means,
   // a rounded normal approximation (clamped to [0, n]) when n*p*(1-p) > 50.
-  uint64_t Binomial(uint64_t n, double p) {
-    if (n == 0 || p <= 0) return 0;
-    if (p >= 1) return n;
-    const double mean = static_cast<double>(n) * p;
-    const double var = mean * (1 - p);
-    if (var > 50) {
-      // Box-Muller from two uniforms.
-      const double u1 = 1.0 - Uniform();
-      const double u2 = Uniform();
-      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-      const double x = std::round(mean + z * std::sqrt(var));
-      if (x <= 0) return 0;
-      if (x >= static_cast<double>(n)) return n;
-      return static_cast<uint64_t>(x);
-    }
-    // Inversion: walk the CDF from k = 0 using the pmf recurrence.
-    const double q = 1 - p;
-    const double ratio = p / q;
-    double pmf = std::pow(q, static_cast<double>(n));
-    double u = Uniform();
-    uint64_t k = 0;
-    while (u > pmf && k < n) {
-      u -= pmf;
-      pmf *= ratio * static_cast<double>(n - k) / static_cast<double>(k + 1);
-      ++k;
-      if (pmf <= 0) break;
-    }
-    return k;
-  }
+  uint64_t Binomial(uint64_t n, double p);
 
   // Fill `len` bytes with random data.
   void Fill(void* dst, uint64_t len) {
@@ -125,5 +97,57 @@ class Rng {
   uint64_t seed_ = 0;
   uint64_t s_[4] = {};
 };
+
+// Binomial(n, p) for one (n, p), its constants computed once: each call makes exactly the
+// draw Rng::Binomial(n, p) would from the same generator state. For many draws with the
+// same n and p (a page read draws once per codeword), where the pow() per draw was most
+// of the cost.
+class BinomialDist {
+ public:
+  BinomialDist() = default;
+  BinomialDist(uint64_t n, double p) : n_(n), p_(p) {
+    if (n == 0 || p <= 0 || p >= 1) return;
+    mean_ = static_cast<double>(n) * p;
+    var_ = mean_ * (1 - p);
+    if (var_ > 50) return;
+    const double q = 1 - p;
+    ratio_ = p / q;
+    pmf0_ = std::pow(q, static_cast<double>(n));
+  }
+  uint64_t n() const { return n_; }
+  double p() const { return p_; }
+
+  uint64_t operator()(Rng& rng) const {
+    if (n_ == 0 || p_ <= 0) return 0;
+    if (p_ >= 1) return n_;
+    if (var_ > 50) {
+      // Box-Muller from two uniforms.
+      const double u1 = 1.0 - rng.Uniform();
+      const double u2 = rng.Uniform();
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      const double x = std::round(mean_ + z * std::sqrt(var_));
+      if (x <= 0) return 0;
+      if (x >= static_cast<double>(n_)) return n_;
+      return static_cast<uint64_t>(x);
+    }
+    // Inversion: walk the CDF from k = 0 using the pmf recurrence.
+    double pmf = pmf0_;
+    double u = rng.Uniform();
+    uint64_t k = 0;
+    while (u > pmf && k < n_) {
+      u -= pmf;
+      pmf *= ratio_ * static_cast<double>(n_ - k) / static_cast<double>(k + 1);
+      ++k;
+      if (pmf <= 0) break;
+    }
+    return k;
+  }
+
+ private:
+  uint64_t n_ = 0;
+  double p_ = 0, mean_ = 0, var_ = 0, ratio_ = 0, pmf0_ = 0;
+};
+
+inline uint64_t Rng::Binomial(uint64_t n, double p) { return BinomialDist(n, p)(*this); }
 
 }  // namespace vsl

@@ -165,11 +165,13 @@ FlashStatus SimPipe::DoRead(Op* op, uint32_t* corrected) {
   const uint32_t last = g_.codewords_per_page() - 1;
   const bool need_last = op->meta != nullptr && op->first_sector + op->sector_count <= last;
   FlashStatus st = FlashStatus::kOk;
+  BinomialDist errors;  // for the codeword size at hand (the last one also holds the metadata)
   for (uint32_t i = 0; i < op->sector_count + (need_last ? 1 : 0); ++i) {
     const uint32_t cwi = i < op->sector_count ? op->first_sector + i : last;
     const uint32_t extra = cwi == last ? meta_bytes : 0;
     const uint64_t bits = uint64_t{cw + g_.ecc_parity_bytes + extra} * 8;
-    const uint64_t k = rng.Binomial(bits, rber);
+    if (errors.n() != bits) errors = BinomialDist(bits, rber);
+    const uint64_t k = errors(rng);
     if (k <= g_.ecc_t) {
       *corrected += static_cast<uint32_t>(k);
       continue;
@@ -215,6 +217,7 @@ FlashStatus SimPipe::ReadBitExact(Op* op, PageState state, const format::BlockRe
   Rng& rng = die_rng_[p.die];
   FlashStatus st = FlashStatus::kOk;
   bool miscorrected = false;
+  BinomialDist errors;  // for the codeword size at hand
   std::vector<uint32_t> pos;
   std::vector<uint8_t> truth;
   for (uint32_t i = 0; i < op->sector_count + (need_last ? 1 : 0); ++i) {
@@ -224,7 +227,8 @@ FlashStatus SimPipe::ReadBitExact(Op* op, PageState state, const format::BlockRe
     uint8_t* parity = raw + span.parity_offset;
     const uint32_t msg_bits = 8 * span.msg_bytes;
     const uint32_t bits = msg_bits + 8 * g_.ecc_parity_bytes;
-    const uint64_t k = std::min<uint64_t>(rng.Binomial(bits, rber), bits);
+    if (errors.n() != bits) errors = BinomialDist(bits, rber);
+    const uint64_t k = std::min<uint64_t>(errors(rng), bits);
     if (k > g_.ecc_t) {  // beyond the code: keep the truth to recognise a miscorrection
       truth.assign(msg, msg + span.msg_bytes);
       truth.insert(truth.end(), parity, parity + g_.ecc_parity_bytes);
