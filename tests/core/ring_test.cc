@@ -1,6 +1,10 @@
+#include "vsl/core/fifo.h"
+#include "vsl/core/random.h"
 #include "vsl/core/ring.h"
 
 #include <atomic>
+#include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -78,6 +82,52 @@ TEST(MpscRingTest, FullRingRefusesAndKeepsValue) {
   std::unique_ptr<int> out;
   ASSERT_TRUE(r.TryPop(out));
   EXPECT_EQ(*out, 1);
+}
+
+
+// Fifo: order across growth and wrap-around at both ends, and release of what a popped
+// element owned.
+TEST(FifoTest, KeepsOrderAcrossGrowthAndWrap) {
+  Fifo<std::unique_ptr<int>> q;
+  std::deque<int> model;
+  int next = 0;
+  Rng rng(7);
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t r = rng.Below(10);
+    if (r < 4) {
+      q.push_back(std::make_unique<int>(next));
+      model.push_back(next++);
+    } else if (r < 5) {
+      q.push_front(std::make_unique<int>(next));
+      model.push_front(next++);
+    } else if (!model.empty()) {
+      ASSERT_EQ(*q.front(), model.front());
+      ASSERT_EQ(*q.back(), model.back());
+      q.pop_front();
+      model.pop_front();
+    }
+    ASSERT_EQ(q.size(), model.size());
+    if (!model.empty()) {
+      ASSERT_EQ(*q[model.size() / 2], model[model.size() / 2]);
+    }
+  }
+  EXPECT_GE(q.capacity(), q.size());
+}
+
+TEST(FifoTest, PopReleasesAndSteadyStateDoesNotGrow) {
+  auto shared = std::make_shared<int>(1);
+  Fifo<std::shared_ptr<int>> q;
+  for (int i = 0; i < 10; ++i) q.push_back(shared);
+  EXPECT_EQ(shared.use_count(), 11);
+  q.pop_front();
+  EXPECT_EQ(shared.use_count(), 10);  // released as it left, not when overwritten later
+  while (!q.empty()) q.pop_front();
+  const std::size_t cap = q.capacity();
+  for (int round = 0; round < 1000; ++round) {
+    for (int i = 0; i < 12; ++i) q.push_back(shared);
+    for (int i = 0; i < 12; ++i) q.pop_front();
+  }
+  EXPECT_EQ(q.capacity(), cap);  // a steady depth reuses the ring
 }
 
 }  // namespace

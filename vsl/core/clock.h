@@ -17,11 +17,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <unordered_set>
 #include <vector>
 
+#include "vsl/core/fifo.h"
 #include "vsl/core/function.h"
 #include "vsl/core/random.h"
 #include "vsl/core/spin.h"
@@ -89,7 +89,7 @@ class TimerQueue {
   std::vector<Entry> heap_;
   std::vector<Task> slots_;
   std::vector<uint32_t> free_slots_;
-  std::deque<Task> ready_;
+  Fifo<Task> ready_;  // no allocation per post once grown
   // Ids in heap_ that must not run. Cancel is rare (a few periodic timers), so it looks
   // for the id in the heap rather than every Add recording it in a set.
   std::unordered_set<TimerId> cancelled_;
