@@ -7,7 +7,7 @@ namespace vsl::ftl {
 
 bool Ftl::Impl::AppendAtomic(const std::shared_ptr<AtomicGroup>& g) {
   if (g->members_ctx == nullptr) {  // a new attempt
-    auto* ctx = new WriteCtx();
+    auto* ctx = write_ctxs.Take();
     ctx->done = [this, g](Status s) { OnMembersDone(g, s); };
     ++open_writes;
     g->members_ctx = ctx;
@@ -107,7 +107,7 @@ bool Ftl::Impl::CommitAtomic(const std::shared_ptr<AtomicGroup>& g) {
     Remap(lba, psa);
   }
   g->MarkCommitted();
-  auto* ctx = new WriteCtx();
+  auto* ctx = write_ctxs.Take();
   ctx->fua = g->fua();
   ctx->done = [this, g](Status s) { FinishGroup(g, s); };
   ++open_writes;

@@ -75,7 +75,10 @@ void Ftl::Impl::SubmitParity(Leb& l) {
     return CoverRow(l.index, rp.row, ~uint64_t{0}, true);
   }
   PageBuf* b = MakeBuf(l.index, pd, rp.row, f::PageType::kParity);
-  b->data = rp.data;
+  // Taken, not copied: a submitted row's running XOR is not read again (rebuilds use it
+  // only while the row is unsubmitted) until the next row's first member overwrites it
+  // whole (AccumulateParity).
+  b->data.swap(rp.data);
   b->pmeta = rp.meta;
   b->lbas[0] = rp.mask;
   b->final_parity = true;
@@ -93,10 +96,10 @@ void Ftl::Impl::CoverRow(uint32_t leb, uint32_t row, uint64_t mask, bool final, 
     if (!landed) f.pipe_.ClearStage(static_cast<uint32_t>(covered.freed_slot));
     ScheduleStage();  // a row that found no free slot may take this one
   }
-  for (PageBuf* b : covered.now) {
+  covered.ForEach([this](PageBuf* b) {
     b->covered = true;
     Progress(b);
-  }
+  });
 }
 
 void Ftl::Impl::FailUncovered() {
@@ -152,12 +155,17 @@ void Ftl::Impl::Progress(PageBuf* b) {
   if (!b->covered) return;
   if (b->accepted || b->flash_done) {
     MarkDurable(b);
-    std::vector<WriteCtx*> keep;
-    for (WriteCtx* c : b->waiters) {
-      if (c->fua && !b->flash_done) keep.push_back(c);
+    // FUA writes stay until the page is on flash; the rest are answered. Compacted in
+    // place (the vector keeps its storage), by index: an answer runs the caller's code.
+    auto& w = b->waiters;
+    const std::size_t n = w.size();
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      WriteCtx* c = w[i];
+      if (c->fua && !b->flash_done) w[kept++] = c;
       else Ack(c);
     }
-    b->waiters.swap(keep);
+    w.erase(w.begin() + static_cast<std::ptrdiff_t>(kept), w.begin() + static_cast<std::ptrdiff_t>(n));
   }
   if (b->flash_done) pages.Release(b);
 }
@@ -186,14 +194,16 @@ void Ftl::Impl::StageRows() {
       ++f.stats_.stage_slot_waits;
       continue;  // its members wait for the row's parity page, or a free slot
     }
-    auto img = std::make_shared<std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>();
-    if (rp.acc == nand::kNoAccumulator) img->first = rp.data;
-    img->second.assign(f.geo_.meta_bytes_per_page(), 0xFF);
+    // The image stays put until the stage ends (the pipe reads it until it is accepted).
+    StageImage* img = stage_imgs.Make();
+    if (rp.acc == nand::kNoAccumulator) img->data = rp.data;
+    img->meta.assign(f.geo_.meta_bytes_per_page(), 0xFF);
     if (rp.acc == nand::kNoAccumulator) {
-      stripe.FillParityMeta(img->second.data(), f.next_seq_++, rp.mask, rp.meta, f.epoch_);
+      stripe.FillParityMeta(img->meta.data(), f.next_seq_++, rp.mask, rp.meta, f.epoch_);
     } else {
-      stripe.FillParityMeta(img->second.data(), f.next_seq_++, rp.mask,
-                            std::vector<uint8_t>(rp.meta.size(), 0), f.epoch_);
+      // Formed in the controller: its metadata XOR starts from zeros.
+      if (zero_pmeta.size() != rp.meta.size()) zero_pmeta.assign(rp.meta.size(), 0);
+      stripe.FillParityMeta(img->meta.data(), f.next_seq_++, rp.mask, zero_pmeta, f.epoch_);
     }
     rc.staged_mask = rp.mask;
     ++f.stats_.parity_stages;
@@ -201,7 +211,7 @@ void Ftl::Impl::StageRows() {
     const uint64_t mask = rp.mask;
     // With the row's accumulator the image is the controller's XOR of the members (a
     // peek): only the metadata crosses the link.
-    nand::ProgramRequest req{{pd, leb, row}, img->first.data(), img->second.data()};
+    nand::ProgramRequest req{{pd, leb, row}, img->data.empty() ? nullptr : img->data.data(), img->meta.data()};
     if (rp.acc != nand::kNoAccumulator) {
       req.data = nullptr;
       req.acc = rp.acc;
@@ -209,10 +219,11 @@ void Ftl::Impl::StageRows() {
       SetAccMeta(req);
     }
     f.pipe_.Stage(static_cast<uint32_t>(rc.slot), req,
-                  [this, img, leb, row, mask](const Completion&) {
+                  [this, leb, row, mask](const Completion&) {
                     if (PlpDurableOnAccept()) CoverRow(leb, row, mask, false);
                   },
                   [this, img, pd](const Completion& c) {
+                    stage_imgs.Release(img);
                     if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(pd);
                   });
   }

@@ -143,7 +143,7 @@ void Ftl::Write(uint64_t lba, uint32_t count, const uint8_t* data, bool fua, Don
   }
   stats_.host_write_sectors += count;
   ++stats_.host_writes;
-  auto* ctx = new WriteCtx();
+  auto* ctx = impl_->write_ctxs.Take();
   ctx->fua = fua;
   ctx->start = clock_.Now();
   ctx->done = std::move(done);
@@ -247,7 +247,7 @@ void Ftl::WriteAtomic(std::vector<AtomicOp> ops, bool fua, Done done) {
 std::string Ftl::TEST_DebugState() const {
   const Impl& im = *impl_;
   std::string q;
-  for (const auto& p : im.pending) q += "WTAC"[p.kind];
+  for (std::size_t i = 0; i < im.pending.size(); ++i) q += "WTAC"[im.pending[i].kind];
   std::string v = "none";
   if (const Leb* vic = im.gc.reloc.victim(); vic != nullptr) {
     v = fmt::format("leb {} valid {} pins {} atomic_pins {} cursor {} reads {} refs {}", vic->index, vic->valid,
@@ -329,39 +329,10 @@ void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {
 }
 
 void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done, TimeNs start) {
-  struct ReadCtx {
-    uint32_t remaining = 1;
-    Status status;
-    Done done;
-    Ftl* ftl = nullptr;
-    TimeNs start = kTimeNever;  // a host Read's call time (its latency is recorded)
-  };
-  auto* rc = new ReadCtx();
-  rc->done = std::move(done);
-  rc->ftl = this;
-  rc->start = start;
-  auto finish = [rc]() {
-    if (--rc->remaining == 0) {
-      if (rc->start != kTimeNever) rc->ftl->stats_.read_latency.Record(rc->ftl->clock_.Now() - rc->start);
-      Done d = std::move(rc->done);
-      Status s = rc->status;
-      delete rc;
-      d(s);
-    }
-  };
-  // A read that fails (or reads another sector) after its sector moved — the groomer
-  // relocated it while the read waited, e.g. for a dead die's timeout, and its old LEB
-  // was erased and reused — is not a loss: read the sector again where it is now.
-  auto RetryMoved = [this, rc, finish](uint64_t sector, Psa was, uint8_t* dst) {
-    if (map_.Get(sector) == was) return false;
-    ++rc->remaining;
-    ReadMapped(sector, 1, dst, [rc, finish](Status s) mutable {
-      if (!s.ok()) rc->status = s;
-      finish();
-    });
-    return true;
-  };
   Impl& im = *impl_;
+  Impl::ReadCtx* rc = im.read_ctxs.Take();
+  rc->done = std::move(done);
+  rc->start = start;
   const uint32_t sb = sector_bytes_;
   const uint32_t cw_per_sector = sb / geo_.ecc_codeword_bytes;
   uint32_t i = 0;
@@ -390,62 +361,94 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done, Time
     // A run of sectors stored contiguously in one page: one flash read.
     uint32_t n = 1;
     while (i + n < count && im.addr.SlotOf(p) + n < spp_ && map_.Get(l + n) == p + n) ++n;
-    auto meta = std::make_shared<std::vector<uint8_t>>(geo_.meta_bytes_per_page());
+    Impl::ReadPiece* pc = im.read_pieces.Take();
+    pc->rc = rc;
+    pc->meta.resize(geo_.meta_bytes_per_page());
+    pc->dst = dst;
+    pc->lba = l;
+    pc->n = n;
+    pc->slot = im.addr.SlotOf(p);
+    pc->p = p;
     ++rc->remaining;
-    const uint32_t slot = im.addr.SlotOf(p);
-    pipe_.Read({{im.addr.DieOf(p), im.addr.LebOf(p), im.addr.PageOf(p)}, slot * cw_per_sector, n * cw_per_sector,
-                dst, meta->data()},
-               [this, rc, finish, meta, dst, l, n, slot, sb, p, RetryMoved](const Completion& c) mutable {
-                 Impl& im2 = *impl_;
-                 if (c.status == FlashStatus::kDieTimeout) im2.OnDieTimeout(im2.addr.DieOf(p));
-                 if (c.status == FlashStatus::kUncorrectable) im2.NoteDieError(im2.addr.DieOf(p), im2.addr.LebOf(p));
-                 if (!c.ok() && !LostToHost(c.status)) {
-                   // FlashBack: rebuild the page from the rest of its row, answer from
-                   // it, and move its live sectors to a healthy die.
-                   ++stats_.read_errors;
-                   const uint32_t leb = im2.addr.LebOf(p), die = im2.addr.DieOf(p), page = im2.addr.PageOf(p);
-                   im2.RebuildPage(leb, die, page,
-                                   [this, rc, finish, dst, l, n, slot, sb, leb, die, page, p, RetryMoved, st = c.status](
-                                       bool ok, std::vector<uint8_t> data, std::vector<uint8_t> m) mutable {
-                                     const auto* e = ok ? reinterpret_cast<const f::SectorEntry*>(
-                                                              m.data() + sizeof(f::PageHeader))
-                                                        : nullptr;
-                                     for (uint32_t k = 0; k < n; ++k) {
-                                       const uint8_t* src = ok ? data.data() + uint64_t{slot + k} * sb : nullptr;
-                                       if (!ok || e[slot + k].lba != l + k || Crc32c(src, sb) != e[slot + k].crc) {
-                                         if (RetryMoved(l + k, p + k, dst + uint64_t{k} * sb)) continue;
-                                         impl_->dies.NoteLost(l + k);
-                                         rc->status = Status::IOError(fmt::format(
-                                             "sector {} is unreadable and its stripe cannot rebuild it ({})",
-                                             l + k, nand::FlashStatusName(st)));
-                                         continue;
-                                       }
-                                       std::memcpy(dst + uint64_t{k} * sb, src, sb);
-                                     }
-                                     if (ok) impl_->RelocateRebuilt(leb, die, page, data, m);
-                                     finish();
-                                   });
-                   return;
-                 }
-                 if (!c.ok()) {
-                   ++stats_.read_errors;
-                   rc->status = Status::IOError(fmt::format(
-                       "read of sectors {}..{} failed: {}", l, l + n - 1, nand::FlashStatusName(c.status)));
-                 } else {
-                   const auto* e = reinterpret_cast<const f::SectorEntry*>(meta->data() + sizeof(f::PageHeader));
-                   for (uint32_t k = 0; k < n; ++k) {
-                     if (e[slot + k].lba != l + k || Crc32c(dst + uint64_t{k} * sb, sb) != e[slot + k].crc) {
-                       if (RetryMoved(l + k, p + k, dst + uint64_t{k} * sb)) continue;
-                       ++stats_.read_errors;
-                       rc->status = Status::IOError(fmt::format("sector {} failed its check on read", l + k));
-                     }
-                   }
-                 }
-                 finish();
-               });
+    pipe_.Read({{im.addr.DieOf(p), im.addr.LebOf(p), im.addr.PageOf(p)}, pc->slot * cw_per_sector,
+                n * cw_per_sector, dst, pc->meta.data()},
+               [this, pc](const Completion& c) { impl_->OnReadPiece(pc, c); });
     i += n;
   }
-  impl_->Post(finish);
+  im.Post([this, rc] { impl_->FinishRead(rc); });
+}
+
+void Ftl::Impl::FinishRead(ReadCtx* rc) {
+  if (--rc->remaining != 0) return;
+  if (rc->start != kTimeNever) f.stats_.read_latency.Record(f.clock_.Now() - rc->start);
+  Done d = std::move(rc->done);
+  const Status s = rc->status;
+  read_ctxs.Give(rc);
+  d(s);
+}
+
+bool Ftl::Impl::RetryMovedRead(ReadCtx* rc, uint64_t sector, Psa was, uint8_t* dst) {
+  if (f.map_.Get(sector) == was) return false;
+  ++rc->remaining;
+  f.ReadMapped(sector, 1, dst, [this, rc](Status s) {
+    if (!s.ok()) rc->status = s;
+    FinishRead(rc);
+  });
+  return true;
+}
+
+void Ftl::Impl::OnReadPiece(ReadPiece* pc, const Completion& c) {
+  ReadCtx* rc = pc->rc;
+  uint8_t* const dst = pc->dst;
+  const uint64_t l = pc->lba;
+  const uint32_t n = pc->n, slot = pc->slot, sb = f.sector_bytes_;
+  const Psa p = pc->p;
+  if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(addr.DieOf(p));
+  if (c.status == FlashStatus::kUncorrectable) NoteDieError(addr.DieOf(p), addr.LebOf(p));
+  if (!c.ok() && !LostToHost(c.status)) {
+    read_pieces.Give(pc);
+    // FlashBack: rebuild the page from the rest of its row, answer from it, and move its
+    // live sectors to a healthy die.
+    ++f.stats_.read_errors;
+    const uint32_t leb = addr.LebOf(p), die = addr.DieOf(p), page = addr.PageOf(p);
+    RebuildPage(leb, die, page,
+                [this, rc, dst, l, n, slot, sb, leb, die, page, p, st = c.status](
+                    bool ok, std::vector<uint8_t> data, std::vector<uint8_t> m) {
+                  const auto* e =
+                      ok ? reinterpret_cast<const f::SectorEntry*>(m.data() + sizeof(f::PageHeader)) : nullptr;
+                  for (uint32_t k = 0; k < n; ++k) {
+                    const uint8_t* src = ok ? data.data() + uint64_t{slot + k} * sb : nullptr;
+                    if (!ok || e[slot + k].lba != l + k || Crc32c(src, sb) != e[slot + k].crc) {
+                      if (RetryMovedRead(rc, l + k, p + k, dst + uint64_t{k} * sb)) continue;
+                      dies.NoteLost(l + k);
+                      rc->status = Status::IOError(
+                          fmt::format("sector {} is unreadable and its stripe cannot rebuild it ({})", l + k,
+                                      nand::FlashStatusName(st)));
+                      continue;
+                    }
+                    std::memcpy(dst + uint64_t{k} * sb, src, sb);
+                  }
+                  if (ok) RelocateRebuilt(leb, die, page, data, m);
+                  FinishRead(rc);
+                });
+    return;
+  }
+  if (!c.ok()) {
+    ++f.stats_.read_errors;
+    rc->status =
+        Status::IOError(fmt::format("read of sectors {}..{} failed: {}", l, l + n - 1, nand::FlashStatusName(c.status)));
+  } else {
+    const auto* e = reinterpret_cast<const f::SectorEntry*>(pc->meta.data() + sizeof(f::PageHeader));
+    for (uint32_t k = 0; k < n; ++k) {
+      if (e[slot + k].lba != l + k || Crc32c(dst + uint64_t{k} * sb, sb) != e[slot + k].crc) {
+        if (RetryMovedRead(rc, l + k, p + k, dst + uint64_t{k} * sb)) continue;
+        ++f.stats_.read_errors;
+        rc->status = Status::IOError(fmt::format("sector {} failed its check on read", l + k));
+      }
+    }
+  }
+  read_pieces.Give(pc);
+  FinishRead(rc);
 }
 
 void Ftl::Shutdown(Done done) {

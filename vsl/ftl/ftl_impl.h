@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "vsl/core/crc.h"
+#include "vsl/core/fifo.h"
 #include "vsl/core/log.h"
 #include "vsl/ftl/ftl.h"
 #include "vsl/ftl/ftl_format.h"
@@ -60,6 +61,7 @@ struct Ftl::WriteCtx {
   TimeNs start = kTimeNever;  // a host Write's call time (its latency is recorded); else never
   Status status;
   Done done;
+  void Recycle() { *this = WriteCtx{}; }  // FreeList
 };
 
 // An atomic batch (Ftl::WriteAtomic) on its way: its bookkeeping (atomic_batch.h), the
@@ -136,6 +138,15 @@ struct Ftl::Impl {
   // default and its vectors empty, except `data`, `meta` and `lbas`, which keep their
   // size and stale contents: MakeBuf sets them).
   PooledStore<PageBuf> pages;
+  // A stage slot's image (parity_cover.h, StageRows): the pipe reads it until the stage
+  // is accepted; it goes back to the pool when the stage ends (its `done`).
+  struct StageImage {
+    std::vector<uint8_t> data, meta;
+    uint32_t store_index = 0;  // PooledStore bookkeeping
+    void Recycle() {}          // every use assigns what it sends
+  };
+  PooledStore<StageImage> stage_imgs;
+  std::vector<uint8_t> zero_pmeta;  // a controller-formed stage's starting metadata XOR
   SeqWindow inflight_seqs;    // submitted, not yet done
   struct Pending {
     enum Kind { kWrite, kTrim, kAtomic, kCommit } kind;
@@ -148,7 +159,7 @@ struct Ftl::Impl {
     std::shared_ptr<AtomicGroup> group;  // kAtomic: append it; kCommit: commit it
   };
   uint32_t atomic_inflight = 0;  // batches accepted and not yet answered
-  std::deque<Pending> pending;  // host work waiting for a free LEB
+  Fifo<Pending> pending;  // host work waiting for a free LEB
   struct FlushWaiter {
     uint64_t watermark;
     Done done;
@@ -481,6 +492,39 @@ struct Ftl::Impl {
   void ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask);
 
   void Ack(WriteCtx* ctx);
+  // Write contexts are reused (a heap allocation per write otherwise): taken at their
+  // defaults, given back by Ack once the answer is taken.
+  FreeList<WriteCtx> write_ctxs;
+
+  // A host read (Ftl::ReadMapped): its answer waits for every piece, one flash read of a
+  // run of sectors in one page each (and for re-reads of sectors that moved meanwhile).
+  struct ReadCtx {
+    uint32_t remaining = 1;  // +1 while pieces are still being issued
+    Status status;
+    Done done;
+    TimeNs start = kTimeNever;  // a host Read's call time (its latency is recorded)
+    void Recycle() { *this = ReadCtx{}; }
+  };
+  struct ReadPiece {
+    ReadCtx* rc = nullptr;
+    std::vector<uint8_t> meta;  // the page's metadata (its sector entries)
+    uint8_t* dst = nullptr;
+    uint64_t lba = 0;  // the run's first sector
+    uint32_t n = 0, slot = 0;
+    Psa p = 0;  // where the run's first sector is
+    void Recycle() { rc = nullptr; }  // `meta` keeps its storage
+  };
+  FreeList<ReadCtx> read_ctxs;
+  FreeList<ReadPiece> read_pieces;
+  // One piece (or re-read) of `rc` is over.
+  void FinishRead(ReadCtx* rc);
+  // A sector that failed (or read as another) may have moved since its read was issued:
+  // the groomer relocated it while the read waited (a dead die's timeout), and its old
+  // LEB was erased and reused. Not a loss: if its map entry is no longer `was`, read it
+  // again where it is now, into `dst`, as part of `rc` (true).
+  bool RetryMovedRead(ReadCtx* rc, uint64_t sector, Psa was, uint8_t* dst);
+  // A piece's flash read ended.
+  void OnReadPiece(ReadPiece* pc, const Completion& c);
 
   // In the protected buffer: durable while PLP is healthy. Non-FUA writes are acknowledged
   // now if the page is covered (see CoverRow); FUA waits for the page to be on flash.
@@ -495,6 +539,17 @@ struct Ftl::Impl {
   // failure of it keeps the mapping (a failed member stays in its row's parity).
   void Unpin(PageBuf* b) {
     std::fill(b->prev.begin(), b->prev.end(), kKeepMapping);
+    // UnpinLeb may finish the victim, which may pin or unpin pages (this one too): the
+    // list is taken first, and the page keeps its vector's storage for its next life.
+    constexpr std::size_t kLocal = 16;
+    if (b->pinned.size() <= kLocal) {
+      std::array<uint32_t, kLocal> local;
+      const std::size_t n = b->pinned.size();
+      std::copy(b->pinned.begin(), b->pinned.end(), local.begin());
+      b->pinned.clear();
+      for (std::size_t i = 0; i < n; ++i) UnpinLeb(local[i]);
+      return;
+    }
     std::vector<uint32_t> pinned;
     pinned.swap(b->pinned);
     for (uint32_t l : pinned) UnpinLeb(l);

@@ -97,7 +97,7 @@ bool Ftl::Impl::DoTrim(uint64_t lba, uint64_t count, Done& done) {
   f.map_.ForEachMappedIn(lba, count, [&](uint64_t l, Psa) { mapped.push_back(l); });
   for (uint64_t l : mapped) Remap(l, kUnmapped);
   f.stats_.trim_sectors += count;
-  auto* ctx = new WriteCtx();
+  auto* ctx = write_ctxs.Take();
   ctx->remaining = 1;
   ctx->done = std::move(done);
   ++open_writes;

@@ -11,7 +11,7 @@ void Ftl::Impl::Ack(WriteCtx* ctx) {
     if (ctx->start != kTimeNever) f.stats_.write_latency.Record(f.clock_.Now() - ctx->start);
     Done d = std::move(ctx->done);
     Status s = ctx->status;
-    delete ctx;
+    write_ctxs.Give(ctx);
     d(s);
   }
 }

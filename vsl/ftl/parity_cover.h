@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -34,7 +35,22 @@ class ParityCover {
 
   // `b`, a member of (leb, row) whose parity goes to die `pd`, waits for cover.
   void Wait(uint32_t leb, uint32_t row, uint32_t pd, Page* b) {
-    Row& r = rows_[{leb, row}];
+    auto it = rows_.find({leb, row});
+    if (it == rows_.end()) {
+      if (spare_.empty()) {
+        it = rows_.emplace(std::make_pair(leb, row), Row{}).first;
+      } else {
+        auto node = std::move(spare_.back());
+        spare_.pop_back();
+        node.key() = {leb, row};
+        Row& fresh = node.mapped();
+        fresh.waiting.clear();
+        fresh.slot = -1;
+        fresh.staged_mask = 0;
+        it = rows_.insert(std::move(node)).position;
+      }
+    }
+    Row& r = it->second;
     r.pd = pd;
     r.waiting.push_back(b);
   }
@@ -43,9 +59,28 @@ class ParityCover {
     return it == rows_.end() ? nullptr : &it->second;
   }
 
+  // The members covered by one call, for the caller to move on, and the slot the row
+  // gave up (final), for the caller to clear. Held inline: a row has at most one member
+  // per die and a pipe at most 64 dies (the masks are 64-bit); more would spill to the
+  // heap rather than be lost.
   struct Covered {
-    std::vector<Page*> now;  // the members covered by this call, for the caller to move on
-    int freed_slot = -1;     // the slot the row gave up (final), for the caller to clear
+    int freed_slot = -1;
+    std::size_t size() const { return count + spill.size(); }
+    bool empty() const { return size() == 0; }
+    Page* at(std::size_t i) const { return i < count ? inline_[i] : spill[i - count]; }
+    template <typename F>
+    void ForEach(F&& f) const {
+      for (std::size_t i = 0; i < size(); ++i) f(at(i));
+    }
+    void Add(Page* b) {
+      if (count < inline_.size()) inline_[count++] = b;
+      else spill.push_back(b);
+    }
+
+   private:
+    std::array<Page*, 64> inline_;
+    std::size_t count = 0;
+    std::vector<Page*> spill;
   };
   // A durable parity for (leb, row) includes the members of dies in `mask`: they are
   // covered. `final` (the row's own parity page, or the row can have no other): every
@@ -57,7 +92,7 @@ class ParityCover {
     Row& r = it->second;
     for (std::size_t i = 0; i < r.waiting.size();) {
       if (final || ((mask >> r.waiting[i]->die) & 1)) {
-        out.now.push_back(r.waiting[i]);
+        out.Add(r.waiting[i]);
         r.waiting[i] = r.waiting.back();
         r.waiting.pop_back();
       } else {
@@ -69,7 +104,9 @@ class ParityCover {
         slot_busy_[static_cast<uint32_t>(r.slot)] = 0;
         out.freed_slot = r.slot;
       }
-      rows_.erase(it);
+      // The node (and its waiting list's storage) is kept for the next row.
+      if (spare_.size() < kSpareRows) spare_.push_back(rows_.extract(it));
+      else rows_.erase(it);
     }
     return out;
   }
@@ -103,7 +140,10 @@ class ParityCover {
   void StageRan() { stage_posted_ = false; }
 
  private:
-  std::map<std::pair<uint32_t, uint32_t>, Row> rows_;
+  using Rows = std::map<std::pair<uint32_t, uint32_t>, Row>;
+  static constexpr std::size_t kSpareRows = 64;
+  Rows rows_;
+  std::vector<typename Rows::node_type> spare_;  // nodes of rows that left, for reuse
   std::vector<uint8_t> slot_busy_;  // per stage slot: owned by a row until its final cover
   bool stage_posted_ = false;
 };
