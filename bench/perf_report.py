@@ -219,9 +219,14 @@ def run_realtime(build, quick, timing="model"):
     vsl_bench = os.path.join(build, "tools", "vsl-bench")
     seconds = 1 if quick else 5
     region_mib = 64 if quick else 256
-    t = tempfile.mkdtemp()
+    # The card's image in RAM where the machine has a tmpfs, as nbdkit memory's data is:
+    # on a disk file system its mapped pages are written back and faulted in again, which
+    # would be the page cache's cost, not the host path's.
+    shm = os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK)
+    t = tempfile.mkdtemp(dir="/dev/shm" if shm else None)
     procs = []
-    res = {"seconds": seconds, "region_mib": region_mib, "rows": [], "timing": timing}
+    res = {"seconds": seconds, "region_mib": region_mib, "rows": [], "timing": timing,
+           "card_in": "/dev/shm" if shm else tempfile.gettempdir()}
     state = {}
 
     def start():
@@ -337,6 +342,13 @@ def run_realtime(build, quick, timing="model"):
                                       "cpu_us_per_io": x["cpu_us_per_io"], "errors": x.get("errors", 0)}
                 print("zerotime: in-process %s 1x1: %.0f IOPS, %.2f us of CPU per I/O (the whole process over "
                       "the measured window)" % (mix, x["iops"], x["cpu_us_per_io"]), flush=True)
+            # What a process's first write to an existing page of a shared mapping costs
+            # here: the in-process rows program into image pages new to their process.
+            r = subprocess.run([os.path.join(build, "bench", "first_touch_probe")], capture_output=True, text=True)
+            if r.returncode == 0:
+                res["first_touch"] = json.loads(r.stdout)
+                print("zerotime: first write to a page by a process: %.1f us per 8,640-byte slot (%.2f after)" % (
+                    res["first_touch"]["first_us_per_slot"], res["first_touch"]["second_us_per_slot"]), flush=True)
             return res
         pid = state["vsld"].pid
         status = open("/proc/%d/status" % pid).read()
@@ -976,8 +988,9 @@ def render(res, out_md, quick):
           "written first. The ratio (vsld / nbdkit) is the figure to read: nbdkit memory is a RAM disk behind the "
           "same protocol, so it shows what vsld's FTL, card model and protocol cost on this machine. The last "
           "column is the SDK against NBD to the same vsld with the same load generator (vsl-bench --nbd): "
-          "what skipping the block protocol gains." % (
-              rt["seconds"], rt["region_mib"]))
+          "what skipping the block protocol gains.%s" % (
+              rt["seconds"], rt["region_mib"],
+              (" The card's image is in %s." % rt["card_in"]) if rt.get("card_in") else ""))
         w("")
         w("| workload | jobs x QD | block: vsld IOPS | nbdkit IOPS | ratio | vsld avg / p99 us | SDK: vsld IOPS | nbdkit (libnbd) IOPS | ratio | SDK avg / p99 us | SDK / NBD to vsld (same tool) |")
         w("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -14,8 +14,11 @@ def render_zerotime(w, res, zt, rt, fmt_n):
       "left is the host path: the front end, the engine hand-offs, the FTL and the card model's bookkeeping. "
       "Targets (issue 29): block vsld / nbdkit >= 1.0 in every row; SDK attached / NBD to the same vsld >= 2 at "
       "1x1 and 4x4. %g s per run over %d MiB written first. Both sides share this machine's 2 cores with the "
-      "load generator (fio or vsl-bench), which is why the same generator drives both sides of every ratio." % (
-          zt["seconds"], zt["region_mib"]))
+      "load generator (fio or vsl-bench), which is why the same generator drives both sides of every ratio.%s" % (
+          zt["seconds"], zt["region_mib"],
+          (" The card's image is in %s%s." % (zt["card_in"], " (RAM, as nbdkit memory's data is)"
+                                              if zt["card_in"] == "/dev/shm" else ""))
+          if zt.get("card_in") else ""))
     w("")
     w("| workload | jobs x QD | block: vsld IOPS | nbdkit IOPS | vsld / nbdkit | vsld avg us | nbdkit avg us | "
       "SDK attached IOPS | NBD to vsld (vsl-bench) IOPS | SDK / NBD | SDK avg us | SDK / nbdkit (libnbd) |")
@@ -38,6 +41,18 @@ def render_zerotime(w, res, zt, rt, fmt_n):
         for mix, x in ip.items():
             w("| %s | %s | %.1f | %.2f |" % (mix, fmt_n(x["iops"]), x["avg_us"], x["cpu_us_per_io"]))
         w("")
+        ft = zt.get("first_touch")
+        if ft:
+            w("A QD1 write pads and programs a whole page, into a slot of the card image that this process has "
+              "not touched before (the FTL appends to fresh blocks). On this machine a process's first write to a "
+              "page of a shared mapping, even one whose pages exist already, costs %.1f us per %d-byte slot, "
+              "against %.2f us for the same copy a second time (`bench/first_touch_probe`, run with this table): "
+              "the memory virtualization's cost per page a process touches, which the card model's image pays and "
+              "real flash would not. It is most of the in-process write row (and of the host path's writes in "
+              "every zero-time row until the process has touched the image once); the FTL's own CPU per write is "
+              "measured without it by `bench/ftl_cpu_bench` (docs/bench.md)." % (
+                  ft["first_us_per_slot"], ft["slot_bytes"], ft["second_us_per_slot"]))
+            w("")
     model_us = None
     for d in res.get("virtual", {}).values():
         for r in d["phases"].get("scaling", []):
