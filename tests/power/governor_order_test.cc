@@ -103,5 +103,38 @@ TEST(GovernorOrderTest, HeldWritesOfAllPipesGoOldestFirst) {
   EXPECT_EQ(gov.stats().writes, 2 * kBatch + 1);
 }
 
+
+// A host sharing a card whose LUNs are all released or fenced has no budget share (0):
+// writes it still holds must go (the card fences them), not wait for a refill that never
+// comes. (Before, they were held for ever and the pipe's engine re-armed its timer every
+// microsecond: vsld hung in its stop after losing its LUNs, in ha_system_test.)
+TEST(GovernorOrderTest, NoBudgetShareHoldsNothingForEver) {
+  VirtualClock clock(1);
+  auto prof = simcard::FindProfile("test-small");
+  ASSERT_TRUE(prof.ok());
+  const nand::Geometry& g = prof->geometry;
+  model::Power power;
+  power.static_w = 0.5;
+  PowerPolicy pol;
+  pol.slot_limit_w = 1.0;
+  pol.slot_capability_w = 1.0;
+  PowerGovernor gov(power, g, model::Timing{}, pol);
+  std::string log;
+  InstantPipe inner(clock, 'A', log);
+  GovernedPipe a(inner, gov, clock);
+  std::vector<uint8_t> page(g.page_data_bytes), meta(g.page_spare_bytes);
+  constexpr uint32_t kWrites = 400;
+  uint32_t done = 0;
+  for (uint32_t i = 0; i < kWrites; ++i) {
+    nand::ProgramRequest req{{i % 4, 1, i / 4 % g.pages_per_block}, page.data(), meta.data(), false};
+    a.Program(req, [](const nand::Completion&) {}, [&](const nand::Completion&) { ++done; });
+  }
+  clock.RunFor(1 * kMs);
+  ASSERT_LT(done, kWrites) << "the budget must hold writes back for this test";
+  gov.SetBudgetShare(0);
+  clock.RunFor(10 * kMs);
+  EXPECT_EQ(done, kWrites);
+}
+
 }  // namespace
 }  // namespace vsl::card

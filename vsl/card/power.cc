@@ -128,6 +128,12 @@ void PowerGovernor::Refill(TimeNs now) const {
 }
 
 bool PowerGovernor::TakeLocked(double joules, bool write) {
+  if (budget_share_ <= 0) {
+    // This host holds no pipe of the shared card (its LUNs released or fenced): it has no
+    // budget, and nothing it still sends is run by the card (which fences it). Holding it
+    // would hold it for ever (nothing refills): it goes, and fails there.
+    return true;
+  }
   if (write) {
     // Writes keep the read reserve and, when throttled, their own cap.
     if (tokens_ - joules < reserve_j_) return false;
