@@ -305,11 +305,26 @@ def run_realtime(build, quick, timing="model"):
         vsld_uri = "nbd+unix:///lun0?socket=%s/vsld-nbd.sock" % t
         kit_uri = "nbd+unix:///?socket=%s/kit.sock" % t
         sdk = ["--attach", t + "/vsld-sdk.sock", "--lun", "lun0"]
-        for uri in (vsld_uri, kit_uri):  # both written once over the region
+        for uri in (vsld_uri, kit_uri):
+            if timing == "none":
+                # Zero time: first the whole export written twice over and trimmed, both
+                # sides alike, so the measured writes land where the store has written
+                # before, as on a card in use. For vsld that means flash pages programmed
+                # before, whose image pages this process has touched: without it every
+                # write would carry this machine's first-touch cost
+                # (bench/first_touch_probe), which nbdkit's rewrites of its own pages do
+                # not. Twice, so the log runs through the over-provisioned blocks too
+                # (vsl-bench --fill-trim says why).
+                for rw, bs in (("write", "1m"), ("write", "1m"), ("trim", "64m")):
+                    subprocess.run(["fio", "--name=f", "--ioengine=nbd", "--uri=" + uri, "--rw=" + rw, "--bs=" + bs,
+                                    "--iodepth=8", "--size=%d" % size], check=True, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+            # Both written once over the region.
             subprocess.run(["fio", "--name=p", "--ioengine=nbd", "--uri=" + uri, "--rw=write", "--bs=1m",
                             "--iodepth=8", "--size=%dM" % region_mib], check=True, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
         res["lun_bytes"] = size
+        res["fill_trim"] = timing == "none"
         plan = ZERO_TIME_ROWS if timing == "none" else [(m, j, q) for m in FIO_MIX for j, q in ((1, 1), (4, 4))]
         for mix, jobs, qd in plan:
             if True:
@@ -334,7 +349,8 @@ def run_realtime(build, quick, timing="model"):
             for mix in ("4k-randwrite", "4k-randread"):
                 r = subprocess.run([vsl_bench, "--json", "--card", t + "/card", "--lun", "0", "--timing", "none",
                                     "--workload", mix, "--jobs", "1", "--iodepth", "1", "--runtime", str(seconds),
-                                    "--ramp", "0.5", "--span", str(region_mib * 256)], capture_output=True, text=True)
+                                    "--ramp", "0.5", "--span", str(region_mib * 256), "--fill-trim",
+                                    "--precondition"], capture_output=True, text=True)
                 if r.returncode != 0:
                     sys.exit("vsl-bench in-process failed: %s %s" % (r.stdout, r.stderr))
                 x = json.loads(r.stdout)["result"]

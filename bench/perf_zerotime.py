@@ -13,9 +13,11 @@ def render_zerotime(w, res, zt, rt, fmt_n):
       "and the protocols run for real) beside `nbdkit memory` of the same size, same run, back to back. What is "
       "left is the host path: the front end, the engine hand-offs, the FTL and the card model's bookkeeping. "
       "Targets (issue 29): block vsld / nbdkit >= 1.0 in every row; SDK attached / NBD to the same vsld >= 2 at "
-      "1x1 and 4x4. %g s per run over %d MiB written first. Both sides share this machine's 2 cores with the "
+      "1x1 and 4x4. %g s per run over %d MiB written first%s. Both sides share this machine's 2 cores with the "
       "load generator (fio or vsl-bench), which is why the same generator drives both sides of every ratio.%s" % (
           zt["seconds"], zt["region_mib"],
+          (", after the whole export was written twice over and trimmed on both sides (a store in use: vsld's writes "
+           "then land on flash pages programmed before)" if zt.get("fill_trim") else ""),
           (" The card's image is in %s%s." % (zt["card_in"], " (RAM, as nbdkit memory's data is)"
                                               if zt["card_in"] == "/dev/shm" else ""))
           if zt.get("card_in") else ""))
@@ -32,7 +34,7 @@ def render_zerotime(w, res, zt, rt, fmt_n):
     w("")
     ip = zt.get("inproc", {})
     if ip:
-        w("In-process SDK on the zero-time card (vsl-bench --card --timing none, 1x1): CPU of the whole process "
+        w("In-process SDK on the zero-time card (vsl-bench --card --timing none --fill-trim --precondition, 1x1): CPU of the whole process "
           "(FTL, card model, SDK, the engine thread) over the measured window, per I/O; target (issue 29) <= 3 us "
           "for 4 KiB writes:")
         w("")
@@ -43,14 +45,14 @@ def render_zerotime(w, res, zt, rt, fmt_n):
         w("")
         ft = zt.get("first_touch")
         if ft:
-            w("A QD1 write pads and programs a whole page, into a slot of the card image that this process has "
-              "not touched before (the FTL appends to fresh blocks). On this machine a process's first write to a "
-              "page of a shared mapping, even one whose pages exist already, costs %.1f us per %d-byte slot, "
-              "against %.2f us for the same copy a second time (`bench/first_touch_probe`, run with this table): "
-              "the memory virtualization's cost per page a process touches, which the card model's image pays and "
-              "real flash would not. It is most of the in-process write row (and of the host path's writes in "
-              "every zero-time row until the process has touched the image once); the FTL's own CPU per write is "
-              "measured without it by `bench/ftl_cpu_bench` (docs/bench.md)." % (
+            w("Why the whole LUN is written twice over and trimmed first (vsl-bench --fill-trim here, fio on both sides of "
+              "the block rows): the FTL appends to fresh blocks, so without it every measured write programs a slot "
+              "of the card image that the serving process has never touched, and on this machine a process's first "
+              "write to a page of a shared mapping, even one whose pages exist already, costs %.1f us per %d-byte "
+              "slot, against %.2f us for the same copy a second time (`bench/first_touch_probe`, run with this "
+              "table): the memory virtualization's cost per page a process touches, which the card model's image "
+              "pays and real flash would not, and which nbdkit's rewrites of its own pages never pay. The FTL's "
+              "own CPU per write is measured without it by `bench/ftl_cpu_bench` (docs/bench.md)." % (
                   ft["first_us_per_slot"], ft["slot_bytes"], ft["second_us_per_slot"]))
             w("")
     model_us = None

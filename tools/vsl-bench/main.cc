@@ -14,6 +14,8 @@
 //             --atomic N (writes go as atomic batches of N vectors)
 //   --kv --kv-value BYTES --kv-keys N: key-value puts, then gets (in-process / attached)
 //   --precondition: write the span once first (unmeasured)
+//   --fill-trim: before that, write the whole LUN twice over and trim it all (SDK;
+//             unmeasured): every flash block has been programmed, as on a card in use
 //   --json: one JSON object on stdout
 //
 // Exit codes: 0 done; 1 I/O errors during the run; 2 bad usage or cannot open.
@@ -312,6 +314,55 @@ nlohmann::json Report(std::vector<JobStats>& stats, double seconds) {
   return j;
 }
 
+// Writes every sector of the device twice over, sequentially, 1 MiB at a time (at most
+// the device's largest I/O), 8 in flight, then trims it all. Twice, because one pass
+// fills only the user space: the second runs the log through the over-provisioned
+// blocks too (the allocator prefers the least-erased blocks, which would otherwise be the
+// never-written ones), so every block has been programmed and later writes land on pages
+// programmed before, as on any card in use (and, on the simulated card, on image pages
+// this process has touched: the memory virtualization's first-touch cost,
+// docs/performance.md, is paid here and not in the measured window). Returns 0 or the
+// first error.
+int FillAndTrim(vsl_dev* dev) {
+  vsl_caps caps{};
+  if (int r = vsl_get_caps(dev, &caps); r != 0) return r;
+  const uint32_t per = std::max<uint32_t>(1, std::min<uint32_t>(caps.max_io_sectors, (1u << 20) / caps.sector_bytes));
+  constexpr uint32_t kDepth = 8;
+  uint8_t* buf = static_cast<uint8_t*>(vsl_buf_alloc(dev, uint64_t{per} * caps.sector_bytes));
+  if (buf == nullptr) return -ENOMEM;
+  vsl::Rng(3).Fill(buf, uint64_t{per} * caps.sector_bytes);
+  struct State {
+    uint32_t inflight = 0;
+    int error = 0;
+  } st;
+  auto done = [](void* a, int r) {
+    auto* s = static_cast<State*>(a);
+    --s->inflight;
+    if (r != 0 && s->error == 0) s->error = r;
+  };
+  uint64_t lba = 0;
+  const uint64_t total = 2 * caps.sectors;
+  while ((lba < total || st.inflight > 0) && st.error == 0) {
+    // Every write sends the same buffer: the data only has to reach flash, not differ.
+    while (lba < total && st.inflight < kDepth) {
+      const uint64_t at = lba % caps.sectors;
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(per, caps.sectors - at));
+      ++st.inflight;
+      if (int r = vsl_write_async(dev, at, n, buf, 0, done, &st); r != 0) {
+        --st.inflight;
+        if (r != -EAGAIN) st.error = r;
+        break;
+      }
+      lba += n;
+    }
+    vsl_poll(dev, 1, 0, 10);
+  }
+  while (st.inflight > 0) vsl_poll(dev, 1, 0, 10);
+  vsl_buf_free(dev, buf);
+  if (st.error != 0) return st.error;
+  return vsl_trim(dev, 0, caps.sectors);
+}
+
 int RunKv(vsl_dev* dev, uint32_t value_bytes, uint64_t keys, nlohmann::json& out) {
   vsl_kv* kv = nullptr;
   // One pool with values of this size: the most buckets the LUN's address space allows.
@@ -357,7 +408,7 @@ int main(int argc, char** argv) {
   std::string card, attach, nbd_uri, lun = "0", workload, rw, bs = "4k", bssplit, timing;
   uint32_t rwmixread = 70, kv_value = 4096;
   uint64_t kv_keys = 20000;
-  bool kv = false, json = false;
+  bool kv = false, json = false, fill_trim = false;
   Options o;
   app.add_option("--card", card, "in-process: the card spec (DIR, sim:DIR, rtl:DIR, kernel:DIR; docs/backends.md)");
   app.add_option("--timing", timing,
@@ -379,6 +430,8 @@ int main(int argc, char** argv) {
   app.add_option("--atomic", o.atomic, "writes as atomic batches of this many vectors (SDK)");
   bool precondition = false;
   app.add_flag("--precondition", precondition, "write the span once first (unmeasured), so reads hit flash");
+  app.add_flag("--fill-trim", fill_trim,
+               "first write the whole LUN twice over and trim it all (SDK targets; unmeasured), as on a card in use");
   app.add_flag("--kv", kv, "key-value put/get rate instead");
   app.add_option("--kv-value", kv_value, "value bytes");
   app.add_option("--kv-keys", kv_keys, "keys");
@@ -458,6 +511,16 @@ int main(int argc, char** argv) {
     }
     rc = RunKv(static_cast<SdkTarget&>(*targets[0]).dev(), kv_value, kv_keys, out);
   } else {
+    if (fill_trim) {
+      if (mode == "nbd") {
+        std::fprintf(stderr, "vsl-bench: --fill-trim needs the SDK (--card or --attach)\n");
+        return 2;
+      }
+      if (int r = FillAndTrim(static_cast<SdkTarget&>(*targets[0]).dev()); r != 0) {
+        std::fprintf(stderr, "vsl-bench: fill and trim: %s\n", vsl_strerror(r));
+        return 1;
+      }
+    }
     if (precondition) {
       // Sequential 128 KiB writes over the span, QD16, not measured.
       Options p = o;
