@@ -2,6 +2,7 @@
 // byte for byte (MemoryTransport), and the threaded server under libnbd with many
 // connections, deep queues and completions that come back out of order.
 #include <libnbd.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -387,6 +388,10 @@ class ShuffledExport : public BlockExport {
     Queue([d = std::move(d)]() mutable { d(Status::Ok()); });
   }
   uint64_t reordered() const { return reordered_; }
+  // Before any session: sets the bytes at `offset`.
+  void Fill(uint64_t offset, const std::vector<uint8_t>& d) {
+    mem_.Write(offset, static_cast<uint32_t>(d.size()), d.data(), false, [](Status) {});
+  }
 
  private:
   void Queue(Function<void()> f) {
@@ -487,6 +492,80 @@ TEST(ServerTest, ManyConnectionsDeepQueuesOutOfOrderReplies) {
   for (auto& t : clients) t.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_GT(exp->reordered(), 100u) << "completions were not reordered: the test proves nothing";
+}
+
+// Replies sent by the completing thread (SendNow) to a peer that is not reading: the
+// socket takes part of a reply and the rest waits for the writer, ahead of every later
+// reply. The peer then reads the whole stream: every reply whole, each once, data right.
+TEST(SessionSocketTest, RepliesTheSocketTakesInPartArriveWholeAndInOrderOfBytes) {
+  constexpr uint32_t kLen = 64 << 10, kReads = 48;
+  constexpr uint64_t kSize = 4 << 20;
+  auto exp = std::make_shared<ShuffledExport>(kSize, 4096);
+  std::vector<uint8_t> pattern(kSize);
+  for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  exp->Fill(0, pattern);
+  StaticCatalog cat;
+  cat.Add({"shuffled", ""}, exp);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  const int small = 16 << 10;  // smaller than one reply: a reply the socket takes is taken in part
+  ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+  uint64_t direct = 0, split = 0;
+  std::thread server([&] {
+    Session s(std::make_unique<SocketTransport>(sv[0]), cat, SessionOptions{}, "pair");
+    s.Run();
+    direct = s.stats().replies_direct;
+    split = s.stats().replies_split;
+  });
+  Wire w;
+  w.u32(kClientFixedNewstyle | kClientNoZeroes).go("shuffled");
+  for (uint32_t i = 0; i < kReads; ++i) w.req(kCmdRead, 1000 + i, uint64_t{i} * 69632 % (kSize - kLen) / 4096 * 4096, kLen);
+  w.req(kCmdDisc, 1, 0, 0);
+  std::thread client_writer([&] {
+    std::size_t off = 0;
+    while (off < w.b.size()) {
+      const ssize_t n = ::send(sv[1], w.b.data() + off, w.b.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      off += static_cast<std::size_t>(n);
+    }
+  });
+  // Not reading for a while: the completions meet a full socket.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Reader r;
+  uint8_t buf[65536];
+  for (;;) {
+    const ssize_t n = ::recv(sv[1], buf, sizeof buf, 0);
+    if (n <= 0) break;
+    r.b.insert(r.b.end(), buf, buf + n);
+  }
+  client_writer.join();
+  server.join();
+  ::close(sv[1]);
+  EXPECT_EQ(r.u64(), kNbdMagic);
+  EXPECT_EQ(r.u64(), kOptMagic);
+  r.u16();
+  auto e = r.rep();
+  while (e.type != kRepAck) e = r.rep();
+  std::vector<int> seen(kReads, 0);
+  for (uint32_t k = 0; k < kReads; ++k) {
+    ASSERT_EQ(r.u32(), kSimpleReplyMagic) << "reply " << k << " at byte " << r.p;
+    EXPECT_EQ(r.u32(), 0u);
+    const uint64_t h = r.u64();
+    ASSERT_GE(h, 1000u);
+    ASSERT_LT(h, 1000u + kReads);
+    const uint32_t i = static_cast<uint32_t>(h - 1000);
+    ++seen[i];
+    const uint64_t off = uint64_t{i} * 69632 % (kSize - kLen) / 4096 * 4096;
+    ASSERT_LE(r.p + kLen, r.b.size());
+    EXPECT_TRUE(std::equal(pattern.begin() + static_cast<std::ptrdiff_t>(off),
+                           pattern.begin() + static_cast<std::ptrdiff_t>(off + kLen), r.b.begin() + static_cast<std::ptrdiff_t>(r.p)))
+        << "reply for handle " << h;
+    r.p += kLen;
+  }
+  EXPECT_FALSE(r.more());
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(kReads));
+  EXPECT_GT(direct, 0u) << "no reply went out on the completing thread: the test proves nothing";
+  EXPECT_GT(split, 0u) << "no reply was taken in part: the test proves nothing";
 }
 
 TEST(ServerTest, ASecondServerOnALiveSocketIsRefusedAndLeavesItAlone) {

@@ -565,16 +565,65 @@ void Session::Complete(Request* r, Status s) {
     r->error = ErrorFor(s);
     r->message = std::string(s.message());
   }
-  if (r->error != 0) ++stats_.errors;
+  if (r->error != 0) {
+    ++stats_.errors;
+    Log()->debug("{}: request type {} at {} +{}: error {}: {}", peer_, r->type, r->offset, r->length, r->error,
+                 r->message);
+  } else if (r->type == kCmdRead) {
+    stats_.bytes_read += r->length;
+  } else if (r->type == kCmdWrite) {
+    stats_.bytes_written += r->length;
+  }
   if (std::this_thread::get_id() == reader_id_) {
     local_replies_.push_back(r);  // sent by the reader once the export call returns
     return;
   }
+  if (SendNow(r)) return;
   // Notified under the lock: once it is released this thread (an engine) touches the
   // session no more, and the session may end as soon as the writer has sent the reply.
   std::lock_guard<std::mutex> l(mu_);
   replies_.push_back(r);
   if (writer_waiting_) writer_cv_.notify_one();
+}
+
+bool Session::SendNow(Request* r) {
+  std::unique_lock<std::mutex> s(send_mu_, std::try_to_lock);
+  if (!s.owns_lock() || !unsent_.empty()) return false;
+  direct_iov_.clear();
+  AppendReply(r, &direct_iov_);
+  const ssize_t sent = t_->TryWrite(direct_iov_.data(), static_cast<int>(direct_iov_.size()));
+  if (sent <= 0) return false;  // nothing left: the writer sends it (or meets the error)
+  // What the socket did not take waits in unsent_, ahead of every later reply.
+  auto left = static_cast<std::size_t>(sent);
+  for (const iovec& v : direct_iov_) {
+    const auto* p = static_cast<const uint8_t*>(v.iov_base);
+    const std::size_t skip = std::min(left, v.iov_len);
+    left -= skip;
+    unsent_.insert(unsent_.end(), p + skip, p + v.iov_len);
+  }
+  const bool partial = !unsent_.empty();
+  s.unlock();
+  ++stats_.replies_direct;
+  if (partial) ++stats_.replies_split;
+  const uint64_t charged = r->charged;
+  delete r;
+  // Under the lock, last: once it is released this thread touches the session no more.
+  std::lock_guard<std::mutex> l(mu_);
+  if (partial) {
+    flush_unsent_ = true;
+    if (writer_waiting_) writer_cv_.notify_one();
+  }
+  --inflight_;
+  inflight_bytes_ -= charged;
+  if (reader_waiting_) room_cv_.notify_all();
+  return true;
+}
+
+void Session::FlushUnsent() {
+  if (unsent_.empty()) return;
+  const iovec v{unsent_.data(), unsent_.size()};
+  t_->Write(&v, 1);
+  unsent_.clear();
 }
 
 void Session::WriterLoop() {
@@ -584,12 +633,19 @@ void Session::WriterLoop() {
     {
       std::unique_lock<std::mutex> l(mu_);
       writer_waiting_ = true;
-      writer_cv_.wait(l, [this] { return !replies_.empty() || writer_stop_; });
+      writer_cv_.wait(l, [this] { return !replies_.empty() || flush_unsent_ || writer_stop_; });
       writer_waiting_ = false;
-      if (replies_.empty()) return;
+      const bool flush = flush_unsent_;
+      flush_unsent_ = false;
+      if (replies_.empty() && !flush) return;
       batch.swap(replies_);
     }
-    SendReplies(batch, iov);
+    if (batch.empty()) {
+      std::lock_guard<std::mutex> l(send_mu_);
+      FlushUnsent();
+    } else {
+      SendReplies(batch, iov);
+    }
   }
 }
 
@@ -601,6 +657,7 @@ void Session::SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov) 
     while (n < batch.size() && iov.size() + 3 <= 1024) AppendReply(batch[n++], &iov);
     {
       std::lock_guard<std::mutex> l(send_mu_);
+      FlushUnsent();
       t_->Write(iov.data(), static_cast<int>(iov.size()));
     }
     uint64_t bytes = 0;
@@ -620,12 +677,6 @@ void Session::SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov) 
 
 void Session::AppendReply(Request* r, std::vector<iovec>* iov) {
   const bool data = r->type == kCmdRead && r->error == 0;
-  if (data) stats_.bytes_read += r->length;
-  if (r->type == kCmdWrite && r->error == 0) stats_.bytes_written += r->length;
-  if (r->error != 0) {
-    Log()->debug("{}: request type {} at {} +{}: error {}: {}", peer_, r->type, r->offset, r->length, r->error,
-                 r->message);
-  }
   uint8_t* h = r->head;
   if (!structured_) {
     Put32(h, kSimpleReplyMagic);

@@ -111,6 +111,20 @@ bool SocketTransport::Write(const iovec* iov, int count) {
   return true;
 }
 
+ssize_t SocketTransport::TryWrite(const iovec* iov, int count) {
+  // A TLS record cannot be sent in part without the stream waiting for the rest.
+  if (session_ != nullptr || failed_.load(std::memory_order_relaxed)) return -1;
+  msghdr m{};
+  m.msg_iov = const_cast<iovec*>(iov);
+  m.msg_iovlen = static_cast<std::size_t>(count);
+  for (;;) {
+    const ssize_t r = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r >= 0) return r;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+  }
+}
+
 Status SocketTransport::StartTls(const TlsContext& ctx) {
   if (rpos_ < rlen_) {
     // The client sent bytes after STARTTLS before the handshake: they cannot be TLS.

@@ -33,6 +33,15 @@ class Transport {
   virtual bool Ready() { return true; }
   // All of every buffer, or false.
   virtual bool Write(const iovec* iov, int count) = 0;
+  // Never blocks: writes what the stream takes now, from the front of the buffers, and
+  // returns that many bytes (0 when it would block); -1 when this transport cannot try
+  // (TLS, memory, failed): the caller then writes with Write. A thread that must not wait
+  // on a peer (an engine) sends this way. Default: -1.
+  virtual ssize_t TryWrite(const iovec* iov, int count) {
+    (void)iov;
+    (void)count;
+    return -1;
+  }
   // Server side of a TLS handshake on the stream.
   virtual Status StartTls(const TlsContext& ctx) = 0;
   virtual bool tls() const = 0;
@@ -49,6 +58,7 @@ class SocketTransport : public Transport {
   bool Read(void* buf, std::size_t n) override;
   bool Ready() override;
   bool Write(const iovec* iov, int count) override;
+  ssize_t TryWrite(const iovec* iov, int count) override;
   Status StartTls(const TlsContext& ctx) override;
   bool tls() const override { return session_ != nullptr; }
   void SetReadTimeout(int seconds) override;
