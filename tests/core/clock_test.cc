@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "vsl/core/engine.h"
+#include "vsl/core/spin.h"
 
 namespace vsl {
 namespace {
@@ -313,6 +314,55 @@ TEST(EngineTest, BorrowersAndTheEngineThreadNeverRunTasksAtOnce) {
   }
   EXPECT_FALSE(overlap.load());
   EXPECT_GE(ticks_and_all, uint64_t{2} * 3 * kPerThread);
+}
+
+// The adaptive spin's budget (spin.h). Spins that time out take their budget in real
+// time (at most 200 us each here); only the budget's bookkeeping is checked.
+TEST(AdaptiveSpinTest, AWaitJustOverTheBudgetEarnsABudgetThatCoversIt) {
+  AdaptiveSpin s;
+  const auto never = [] { return false; };
+  // One long wait (a spin that misses, then a block well past the maximum) halves it.
+  EXPECT_FALSE(s.Spin(never));
+  s.NoteBlocked(5'000'000);
+  EXPECT_EQ(s.budget_ns(), AdaptiveSpin::kMaxNs / 2);
+  // The usual wait is now 10 us longer than the budget: the miss and the short block
+  // after it must earn a budget covering the whole wait (spun + blocked, a quarter more),
+  // not settle back at the budget that just missed (the old rule: halve, then double).
+  EXPECT_FALSE(s.Spin(never));
+  s.NoteBlocked(10'000);
+  const uint64_t whole = AdaptiveSpin::kMaxNs / 2 + 10'000;
+  EXPECT_GE(s.budget_ns(), whole);
+  EXPECT_LE(s.budget_ns(), AdaptiveSpin::kMaxNs);
+  // A spin that sees its event doubles the budget, up to the maximum.
+  EXPECT_TRUE(s.Spin([] { return true; }));
+  EXPECT_EQ(s.budget_ns(), AdaptiveSpin::kMaxNs);
+}
+
+TEST(AdaptiveSpinTest, ASpinCutShortByTheCallersCapIsNoMiss) {
+  AdaptiveSpin s;
+  EXPECT_FALSE(s.Spin([] { return false; }, 20'000));
+  EXPECT_EQ(s.budget_ns(), AdaptiveSpin::kMaxNs);
+  EXPECT_FALSE(s.Spin([] { return false; }, 0));
+  EXPECT_EQ(s.budget_ns(), AdaptiveSpin::kMaxNs);
+  // A wait that ended for another reason (negative) teaches nothing, and forgets the
+  // miss before it.
+  EXPECT_FALSE(s.Spin([] { return false; }));
+  s.NoteBlocked(-1);
+  EXPECT_EQ(s.budget_ns(), AdaptiveSpin::kMaxNs / 2);
+  s.NoteBlocked(1'000);  // no spin before it: only this wait counts
+  EXPECT_EQ(s.budget_ns(), AdaptiveSpin::kMaxNs);
+}
+
+TEST(AdaptiveSpinTest, LongWaitsStopTheSpinAndAShortOneStartsItAgain) {
+  AdaptiveSpin s;
+  for (int i = 0; i < 20 && s.budget_ns() > 0; ++i) {
+    EXPECT_FALSE(s.Spin([] { return false; }));
+    s.NoteBlocked(10'000'000);
+  }
+  EXPECT_EQ(s.budget_ns(), 0u);
+  EXPECT_FALSE(s.Spin([] { return true; }));  // no budget: no spin, even for a ready event
+  s.NoteBlocked(40'000);
+  EXPECT_GE(s.budget_ns(), 50'000u);
 }
 
 }  // namespace

@@ -306,15 +306,22 @@ void RealClock::RunUntil(TimeNs deadline) {
     // Only submissions end the spin (and earn it back): work a borrower left is taken
     // at the latest when the spin ends (WaitUntil sees the kick), and an engine whose
     // requests are all run inline by borrowers must not keep a core spinning for them.
-    if (idle_spin_.Spin([this] {
-          return submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire) ||
-                 stop_.load(std::memory_order_relaxed);
-        })) {
+    // The spin ends where yielding for the next timer begins.
+    if (idle_spin_.Spin(
+            [this] {
+              return submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire) ||
+                     stop_.load(std::memory_order_relaxed);
+            },
+            next == kTimeNever ? UINT64_MAX : static_cast<uint64_t>(next - now - kSpinNs))) {
       continue;
     }
     const TimeNs slept_from = Now();
     WaitUntil(next, kicks_seen);
-    idle_spin_.NoteBlocked(static_cast<int64_t>(Now() - slept_from));
+    // Only a submission's wait teaches the spin (a timer's end, or a borrower's kick,
+    // says nothing of when requests come).
+    const bool submitted =
+        submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire);
+    idle_spin_.NoteBlocked(submitted ? static_cast<int64_t>(Now() - slept_from) : -1);
   }
   stop_.store(false, std::memory_order_release);  // a Stop() ends one Run
 }
