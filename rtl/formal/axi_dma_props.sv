@@ -14,6 +14,12 @@
 //   7 WLAST_EXACT     WLAST is high exactly on a write burst's last beat
 //   8 DONE_ONCE       one done per command, never one without a command
 //   9 WORDS_EXACT     a command's bursts move exactly the words it asked for
+//  10 IN_RANGE        every burst (read or write) lies inside its command's range
+//                     [addr, addr + 8 * words): the DMA never touches host memory
+//                     it was not given
+//  11 BUF_IN_RANGE    the buffer is written only by a read command, each word once, in
+//                     order, at the command's buffer address plus the words before it
+//                     (never more words than asked)
 `ifndef PROP
 `define PROP 1
 `endif
@@ -57,6 +63,10 @@ module axi_dma_props (
   logic [1:0] cmds = 2'd0;       // commands taken, not yet done
   logic [16:0] moved = 17'd0;    // words of the current command's bursts so far
   logic [15:0] asked = 16'd0;    // words the current command asked for
+  logic [63:0] base = 64'd0;     // the current command's address
+  logic [3:0]  buf_base = 4'd0;  // its buffer word
+  logic        cmd_wr = 1'b0;    // it is a write (the DMA reads the buffer)
+  logic [16:0] wrote = 17'd0;    // buffer words it has written
   logic [1:0] bursts = 2'd0;     // bursts of the current command (saturating)
   logic ar_q = 1'b0, aw_q = 1'b0, w_q = 1'b0;
   logic [63:0] araddr_q = 64'd0, awaddr_q = 64'd0, wdata_q = 64'd0;
@@ -82,7 +92,12 @@ module axi_dma_props (
     if (cmd_take) begin
       moved <= 17'd0;
       asked <= cmd_words;
+      base  <= cmd_addr;
+      buf_base <= cmd_buf;
+      cmd_wr <= cmd_write;
+      wrote <= 17'd0;
     end else begin
+      if (buf_we) wrote <= wrote + 17'd1;
       if (ar_take) moved <= moved + {9'd0, m_arlen} + 17'd1;
       if (aw_take) moved <= moved + {9'd0, m_awlen} + 17'd1;
     end
@@ -95,6 +110,8 @@ module axi_dma_props (
   always @* begin
     if (started) begin
       assume (!cmd_valid || (cmd_addr[2:0] == 3'd0 && cmd_words != 16'd0));
+      // The range does not wrap past the top of the address space (the host maps none).
+      assume (!cmd_valid || {1'b0, cmd_addr} + {46'd0, cmd_words, 3'b000} <= 65'h1_0000_0000_0000_0000);
       assume (!m_rvalid || r_left != 9'd0);
       assume (!m_rvalid || m_rlast == (r_left == 9'd1));
       assume (!m_bvalid || b_due);
@@ -105,7 +122,13 @@ module axi_dma_props (
     crosses = ({1'b0, a[11:0]} + (({5'd0, len} + 13'd1) << 3)) > 13'd4096;
   endfunction
 
-  logic [9:0] ok;
+  // A burst of len+1 beats at `a` inside [base, base + 8 * asked), in 65 bits (no wrap).
+  function automatic logic inside(input logic [63:0] a, input logic [7:0] len);
+    inside = a >= base &&
+             {1'b0, a} + {54'd0, ({1'b0, len} + 9'd1), 3'b000} <= {1'b0, base} + {46'd0, asked, 3'b000};
+  endfunction
+
+  logic [11:0] ok;
   always_comb begin
     ok = '1;
     ok[1] = !ar_q || (m_arvalid && m_araddr == araddr_q && m_arlen == arlen_q);
@@ -117,11 +140,14 @@ module axi_dma_props (
     ok[7] = !m_wvalid || (w_left != 9'd0 && m_wlast == (w_left == 9'd1));
     ok[8] = cmds <= 2'd1 && !(done && cmds == 2'd0);
     ok[9] = !done || moved == {1'b0, asked};
+    ok[10] = !(m_arvalid && !(cmds != 2'd0 && inside(m_araddr, m_arlen))) &&
+             !(m_awvalid && !(cmds != 2'd0 && inside(m_awaddr, m_awlen)));
+    ok[11] = !buf_we || (cmds != 2'd0 && !cmd_wr && wrote < {1'b0, asked} && buf_waddr == buf_base + wrote[3:0]);
   end
 `ifndef COVER
   always @* if (started) assert (ok[`PROP]);
 `else
-  logic [9:0] hit;
+  logic [11:0] hit;
   always_comb begin
     hit = '0;
     hit[1] = ar_q;
@@ -133,6 +159,10 @@ module axi_dma_props (
     hit[7] = w_beat && m_wlast && w_left == 9'd1 && awlen_q != 8'd0;
     hit[8] = done && cmds == 2'd1;
     hit[9] = done && bursts >= 2'd2;  // a command of several bursts
+    // A write burst, not the command's first, that ends exactly at the range's end.
+    hit[10] = m_awvalid && moved != 17'd0 &&
+              {1'b0, m_awaddr} + {54'd0, ({1'b0, m_awlen} + 9'd1), 3'b000} == {1'b0, base} + {46'd0, asked, 3'b000};
+    hit[11] = buf_we && bursts >= 2'd2 && wrote + 17'd1 == {1'b0, asked};  // the last word, in a later burst
   end
   always @* if (started) assert (!hit[`PROP]);
 `endif
