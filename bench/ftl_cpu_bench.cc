@@ -24,6 +24,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <cstring>
@@ -32,6 +33,13 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>  // the measured loops alone: valgrind --tool=callgrind --instr-atstart=no
+#else
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_STOP_INSTRUMENTATION
+#endif
 
 #include "vsl/core/clock.h"
 #include "vsl/core/random.h"
@@ -83,38 +91,63 @@ void BM_CopyCold4K(benchmark::State& state) {
   constexpr uint64_t kBytes = uint64_t{1} << 30, kSlots = kBytes / 4096;
   std::vector<uint8_t> a(kBytes, 1), b(kBytes, 2);  // touched: no page faults in the loop
   Rng rng(5);
+  const double t0 = ThreadCpuNs();
   for (auto _ : state) {
     std::memcpy(b.data() + rng.Below(kSlots) * 4096, a.data() + rng.Below(kSlots) * 4096, 4096);
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations());
-  g_cold_copy_ns = state.iterations() ? 1e9 / static_cast<double>(state.iterations()) : 0;
+  // The ratio's unit: this loop's own user CPU per copy (the same clock as the FTL's
+  // figures), not an assumed length of the run.
+  g_cold_copy_ns = state.iterations() ? (ThreadCpuNs() - t0) / static_cast<double>(state.iterations()) : 0;
+  state.counters["cpu_ns"] = g_cold_copy_ns;
 }
 BENCHMARK(BM_CopyCold4K);
 
-// Forwards to the card's pipe and records every command that changes or reads flash.
+// Forwards to the card's pipe and records every command that changes or reads flash,
+// with what it asks of the controller's accumulators, so that the replay makes the card
+// do the same work. Offers the card's copy and accumulators unless `host_path`: then the
+// FTL relocates through host memory and forms parity itself (its fallback for a pipe
+// without them), as BM_FtlWrite4KHostPath measures.
 class TracingPipe final : public nand::FlashPipe {
  public:
   struct Cmd {
-    enum Kind : uint8_t { kRead, kProgram, kErase, kStage, kClearStage } kind;
+    enum Kind : uint8_t { kRead, kProgram, kErase, kStage, kClearStage, kCopy, kClearAcc } kind;
     bool fence;
-    uint32_t die, block, page, slot;
+    nand::AccOp acc_op = nand::AccOp::kAdd;
+    uint32_t die, block, page, slot;  // slot: a stage slot, a copy's index in `copies`, an accumulator
+    uint32_t acc = nand::kNoAccumulator;
+    uint16_t acc_meta_at = 0, acc_meta_len = 0, acc_crc_at = 0;
   };
-  explicit TracingPipe(nand::FlashPipe& in) : in_(in) {}
+  TracingPipe(nand::FlashPipe& in, bool host_path) : in_(in), host_path_(host_path) {}
+  // A copy's request, its gathered segments in `segments` from `first`.
+  struct CopyRec {
+    nand::Ppa src, dst;
+    uint32_t acc, first, count;
+  };
   std::vector<Cmd> trace;
+  std::vector<CopyRec> copies;
+  std::vector<nand::CopySegment> segments;
+  // Room for `ios` more I/Os' commands, so that the measured loop's tracing neither
+  // reallocates nor copies what it holds (its cost would count as the FTL's).
+  void Reserve(uint64_t ios) {
+    trace.reserve(trace.size() + ios * 8);
+    copies.reserve(copies.size() + ios * 4);
+    segments.reserve(segments.size() + ios * 8);
+  }
 
   const nand::PipeTopology& topology() const override { return in_.topology(); }
   nand::PlpState plp_state() const override { return in_.plp_state(); }
   void Read(const nand::ReadRequest& r, nand::FlashCallback done) override {
-    trace.push_back({Cmd::kRead, false, r.ppa.die, r.ppa.block, r.ppa.page, 0});
+    trace.push_back({Cmd::kRead, false, nand::AccOp::kAdd, r.ppa.die, r.ppa.block, r.ppa.page, 0});
     in_.Read(r, std::move(done));
   }
   void Program(const nand::ProgramRequest& r, nand::FlashCallback acc, nand::FlashCallback done) override {
-    trace.push_back({Cmd::kProgram, r.fence, r.ppa.die, r.ppa.block, r.ppa.page, 0});
+    trace.push_back(Of(Cmd::kProgram, r, 0));
     in_.Program(r, std::move(acc), std::move(done));
   }
   void Erase(uint32_t die, uint32_t block, nand::FlashCallback done) override {
-    trace.push_back({Cmd::kErase, false, die, block, 0, 0});
+    trace.push_back({Cmd::kErase, false, nand::AccOp::kAdd, die, block, 0, 0});
     in_.Erase(die, block, std::move(done));
   }
   void Reset(uint32_t die, nand::FlashCallback done) override { in_.Reset(die, std::move(done)); }
@@ -126,16 +159,39 @@ class TracingPipe final : public nand::FlashPipe {
   }
   uint32_t stage_slots() const override { return in_.stage_slots(); }
   void Stage(uint32_t slot, const nand::ProgramRequest& r, nand::FlashCallback acc, nand::FlashCallback done) override {
-    trace.push_back({Cmd::kStage, r.fence, r.ppa.die, r.ppa.block, r.ppa.page, slot});
+    trace.push_back(Of(Cmd::kStage, r, slot));
     in_.Stage(slot, r, std::move(acc), std::move(done));
   }
   void ClearStage(uint32_t slot) override {
-    trace.push_back({Cmd::kClearStage, false, 0, 0, 0, slot});
+    trace.push_back({Cmd::kClearStage, false, nand::AccOp::kAdd, 0, 0, 0, slot});
     in_.ClearStage(slot);
+  }
+  uint32_t copy_accumulators() const override { return host_path_ ? 0 : in_.copy_accumulators(); }
+  void ClearAccumulator(uint32_t acc) override {
+    trace.push_back({Cmd::kClearAcc, false, nand::AccOp::kAdd, 0, 0, 0, acc});
+    in_.ClearAccumulator(acc);
+  }
+  void Copy(const nand::CopyRequest& r, nand::FlashCallback acc, nand::FlashCallback done) override {
+    Cmd c{Cmd::kCopy, false, nand::AccOp::kAdd, r.dst.die, r.dst.block, r.dst.page,
+          static_cast<uint32_t>(copies.size())};
+    c.acc = r.acc;
+    trace.push_back(c);
+    copies.push_back({r.src, r.dst, r.acc, static_cast<uint32_t>(segments.size()), r.segment_count});
+    segments.insert(segments.end(), r.segments, r.segments + r.segment_count);
+    in_.Copy(r, std::move(acc), std::move(done));
   }
 
  private:
+  static Cmd Of(Cmd::Kind k, const nand::ProgramRequest& r, uint32_t slot) {
+    Cmd c{k, r.fence, r.acc_op, r.ppa.die, r.ppa.block, r.ppa.page, slot};
+    c.acc = r.acc;
+    c.acc_meta_at = r.acc_meta_at;
+    c.acc_meta_len = r.acc_meta_len;
+    c.acc_crc_at = r.acc_crc_at;
+    return c;
+  }
   nand::FlashPipe& in_;
+  bool host_path_;
 };
 
 struct Card {
@@ -163,8 +219,8 @@ struct Setup {
   Card c;
   std::unique_ptr<TracingPipe> pipe;
   std::unique_ptr<ftl::Ftl> f;
-  explicit Setup(const char* tag) : c(Dir(tag)) {
-    pipe = std::make_unique<TracingPipe>(c.card->pipe(0));
+  explicit Setup(const char* tag, bool host_path = false) : c(Dir(tag)) {
+    pipe = std::make_unique<TracingPipe>(c.card->pipe(0), host_path);
     std::optional<Status> st;
     ftl::Ftl::Format(*pipe, c.clock, {}, [&](Status s) { st = s; });
     c.clock.RunUntilTrue([&] { return st.has_value(); });
@@ -196,13 +252,23 @@ struct Setup {
 
 // Replays trace[0, to) on a fresh card of the same shape; returns the thread CPU ns spent
 // on trace[from, to) (and the heap allocations made there in *allocs).
-double Replay(const std::vector<TracingPipe::Cmd>& trace, std::size_t from, std::size_t to, uint64_t* allocs) {
+double Replay(const TracingPipe& tp, std::size_t from, std::size_t to, uint64_t* allocs) {
+  const std::vector<TracingPipe::Cmd>& trace = tp.trace;
   Card r(Dir("replay"));
   nand::FlashPipe& p = r.card->pipe(0);
   const nand::Geometry& g = r.card->geometry();
   std::vector<uint8_t> data(g.page_data_bytes, 7), meta(g.meta_bytes_per_page(), 0xFF), out(g.page_data_bytes),
       out_meta(g.meta_bytes_per_page());
   auto ignore = [](const nand::Completion&) {};
+  auto Req = [&](const TracingPipe::Cmd& c, const nand::Ppa& ppa) {
+    nand::ProgramRequest q{ppa, data.data(), meta.data(), c.fence};
+    q.acc = c.acc;
+    q.acc_op = c.acc_op;
+    q.acc_meta_at = c.acc_meta_at;
+    q.acc_meta_len = c.acc_meta_len;
+    q.acc_crc_at = c.acc_crc_at;
+    return q;
+  };
   double start = 0;
   uint64_t allocs0 = 0;
   for (std::size_t i = 0; i < to; ++i) {
@@ -218,16 +284,31 @@ double Replay(const std::vector<TracingPipe::Cmd>& trace, std::size_t from, std:
         p.Read({ppa, 0, 0, out.data(), out_meta.data()}, ignore);
         break;
       case TracingPipe::Cmd::kProgram:
-        p.Program({ppa, data.data(), meta.data(), c.fence}, ignore, ignore);
+        p.Program(Req(c, ppa), ignore, ignore);
         break;
       case TracingPipe::Cmd::kErase:
         p.Erase(c.die, c.block, ignore);
         break;
       case TracingPipe::Cmd::kStage:
-        p.Stage(c.slot, {ppa, data.data(), meta.data(), c.fence}, ignore, ignore);
+        p.Stage(c.slot, Req(c, ppa), ignore, ignore);
         break;
       case TracingPipe::Cmd::kClearStage:
         p.ClearStage(c.slot);
+        break;
+      case TracingPipe::Cmd::kCopy: {
+        const TracingPipe::CopyRec& rec = tp.copies[c.slot];
+        nand::CopyRequest cr;
+        cr.src = rec.src;
+        cr.dst = rec.dst;
+        cr.acc = rec.acc;
+        cr.meta = meta.data();
+        cr.segment_count = rec.count;
+        std::copy_n(tp.segments.begin() + rec.first, rec.count, cr.segments);
+        p.Copy(cr, ignore, ignore);
+        break;
+      }
+      case TracingPipe::Cmd::kClearAcc:
+        p.ClearAccumulator(c.slot);
         break;
     }
     if (i % 64 == 63) r.clock.RunUntilIdle();
@@ -240,13 +321,14 @@ double Replay(const std::vector<TracingPipe::Cmd>& trace, std::size_t from, std:
 void Report(benchmark::State& state, const Setup& s, std::size_t from, double loop_ns, double all_ns, uint64_t ios,
             uint64_t loop_allocs) {
   const std::size_t to = s.pipe->trace.size();
-  uint64_t programs = 0, reads = 0;
+  uint64_t programs = 0, reads = 0, copies = 0;
   for (std::size_t i = from; i < to; ++i) {
     programs += s.pipe->trace[i].kind == TracingPipe::Cmd::kProgram;
     reads += s.pipe->trace[i].kind == TracingPipe::Cmd::kRead;
+    copies += s.pipe->trace[i].kind == TracingPipe::Cmd::kCopy;
   }
   uint64_t card_allocs = 0;
-  const double card_ns = Replay(s.pipe->trace, from, to, &card_allocs);
+  const double card_ns = Replay(*s.pipe, from, to, &card_allocs);
   const double n = static_cast<double>(ios);
   state.counters["allocs_per_io"] = static_cast<double>(loop_allocs) / n;
   state.counters["ftl_allocs_per_io"] = (static_cast<double>(loop_allocs) - static_cast<double>(card_allocs)) / n;
@@ -257,6 +339,7 @@ void Report(benchmark::State& state, const Setup& s, std::size_t from, double lo
   state.counters["ftl_us"] = (loop_ns - card_ns) / n / 1e3;
   state.counters["programs_per_io"] = static_cast<double>(programs) / n;
   state.counters["reads_per_io"] = static_cast<double>(reads) / n;
+  state.counters["copies_per_io"] = static_cast<double>(copies) / n;
   if (g_cold_copy_ns > 0) state.counters["ftl_per_cold_copy"] = (loop_ns - card_ns) / n / g_cold_copy_ns;
 }
 
@@ -279,8 +362,8 @@ void BM_CardPage4K(benchmark::State& state) {
 }
 BENCHMARK(BM_CardPage4K);
 
-void BM_FtlWrite4K(benchmark::State& state) {
-  Setup s("w");
+void FtlWrite4K(benchmark::State& state, bool host_path) {
+  Setup s(host_path ? "wh" : "w", host_path);
   s.Fill();
   Rng rng(1);
   s.Precondition(rng);
@@ -288,9 +371,11 @@ void BM_FtlWrite4K(benchmark::State& state) {
   std::vector<uint8_t> data(4096, 3);
   const ftl::FtlStats before = s.f->stats();
   uint64_t items = 0;
+  s.pipe->Reserve(static_cast<uint64_t>(g_rounds) * 64);
   const std::size_t from = s.pipe->trace.size();
   const uint64_t allocs0 = g_allocs;
   const double t0 = ThreadCpuNs(), a0 = ThreadAllCpuNs();
+  CALLGRIND_START_INSTRUMENTATION;
   for (auto _ : state) {
     for (int64_t r = 0; r < g_rounds; ++r) {
       for (int i = 0; i < 64; ++i) s.f->Write(rng.Below(n), 1, data.data(), false, [](Status) {});
@@ -298,6 +383,7 @@ void BM_FtlWrite4K(benchmark::State& state) {
       items += 64;
     }
   }
+  CALLGRIND_STOP_INSTRUMENTATION;
   const double loop_ns = ThreadCpuNs() - t0, all_ns = ThreadAllCpuNs() - a0;
   const uint64_t loop_allocs = g_allocs - allocs0;
   const ftl::FtlStats after = s.f->stats();
@@ -307,7 +393,10 @@ void BM_FtlWrite4K(benchmark::State& state) {
                                    : 0;
   Report(state, s, from, loop_ns, all_ns, items, loop_allocs);
 }
+void BM_FtlWrite4K(benchmark::State& state) { FtlWrite4K(state, false); }
+void BM_FtlWrite4KHostPath(benchmark::State& state) { FtlWrite4K(state, true); }
 BENCHMARK(BM_FtlWrite4K)->Unit(benchmark::kMicrosecond)->Iterations(1);
+BENCHMARK(BM_FtlWrite4KHostPath)->Unit(benchmark::kMicrosecond)->Iterations(1);
 
 void BM_FtlRead4K(benchmark::State& state) {
   Setup s("r");
@@ -316,9 +405,11 @@ void BM_FtlRead4K(benchmark::State& state) {
   Rng rng(2);
   std::vector<uint8_t> out(uint64_t{64} * 4096);
   uint64_t items = 0, errors = 0;
+  s.pipe->Reserve(static_cast<uint64_t>(g_rounds) * 64);
   const std::size_t from = s.pipe->trace.size();
   const uint64_t allocs0 = g_allocs;
   const double t0 = ThreadCpuNs(), a0 = ThreadAllCpuNs();
+  CALLGRIND_START_INSTRUMENTATION;
   for (auto _ : state) {
     for (int64_t r = 0; r < g_rounds; ++r) {
       for (int i = 0; i < 64; ++i) {
@@ -328,6 +419,7 @@ void BM_FtlRead4K(benchmark::State& state) {
       items += 64;
     }
   }
+  CALLGRIND_STOP_INSTRUMENTATION;
   const double loop_ns = ThreadCpuNs() - t0, all_ns = ThreadAllCpuNs() - a0;
   const uint64_t loop_allocs = g_allocs - allocs0;
   state.counters["failures"] = static_cast<double>(errors);

@@ -365,6 +365,7 @@ def run_realtime(build, quick, timing="model"):
                 res["first_touch"] = json.loads(r.stdout)
                 print("zerotime: first write to a page by a process: %.1f us per 8,640-byte slot (%.2f after)" % (
                     res["first_touch"]["first_us_per_slot"], res["first_touch"]["second_us_per_slot"]), flush=True)
+            res["ftl_cpu"] = run_ftl_cpu(build, quick)
             return res
         pid = state["vsld"].pid
         status = open("/proc/%d/status" % pid).read()
@@ -392,6 +393,31 @@ def run_realtime(build, quick, timing="model"):
         stop_all(procs, 60)
         shutil.rmtree(t, ignore_errors=True)
     return res
+
+
+def run_ftl_cpu(build, quick):
+    """The FTL's own CPU per I/O (bench/ftl_cpu_bench) beside one cold 4 KiB copy, run three
+    times (once with --quick, on a quarter-size pipe): this machine's run-to-run spread is
+    as large as the figure, so every run is kept."""
+    exe = os.path.join(build, "bench", "ftl_cpu_bench")
+    args = ["--benchmark_filter=Cold|Ftl", "--benchmark_format=json"] + (["--blocks=256", "--rounds=200"] if quick else [])
+    runs = []
+    for _ in range(1 if quick else 3):
+        r = subprocess.run([exe] + args, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("ftl_cpu_bench failed: %s" % r.stderr[-2000:])
+        run = {}
+        for b in json.loads(r.stdout)["benchmarks"]:
+            name = b["name"].split("/")[0]
+            keep = ("cpu_ns", "total_us", "card_us", "ftl_us", "ftl_per_cold_copy", "waf", "programs_per_io",
+                    "reads_per_io", "copies_per_io", "ftl_allocs_per_io", "failures")
+            run[name] = {k: b[k] for k in keep if k in b}
+        runs.append(run)
+        w, h, rd = run.get("BM_FtlWrite4K", {}), run.get("BM_FtlWrite4KHostPath", {}), run.get("BM_FtlRead4K", {})
+        print("zerotime: FTL own CPU per 4 KiB write %.2f us (host-path relocation %.2f), read %.2f; cold copy %.0f ns" % (
+            w.get("ftl_us", 0), h.get("ftl_us", 0), rd.get("ftl_us", 0),
+            run.get("BM_CopyCold4K", {}).get("cpu_ns", 0)), flush=True)
+    return {"command": " ".join(["build/bench/ftl_cpu_bench"] + args), "runs": runs}
 
 
 # ---------------------------------------------------------------- rendering

@@ -55,6 +55,37 @@ def render_zerotime(w, res, zt, rt, fmt_n):
               "own CPU per write is measured without it by `bench/ftl_cpu_bench` (docs/bench.md)." % (
                   ft["first_us_per_slot"], ft["slot_bytes"], ft["second_us_per_slot"]))
             w("")
+    fc = zt.get("ftl_cpu")
+    if fc and fc.get("runs"):
+        w("The FTL's own CPU per I/O on a zero-time pipe (`%s`, %d runs, each a column; docs/bench.md): the "
+          "whole loop's user CPU, the card model's (the same flash commands replayed on a fresh card without the "
+          "FTL), and the difference, the FTL's own, also in units of one cold 4 KiB copy measured in the same "
+          "process. `write` is the product's path (the groomer copies inside the controller and parity forms "
+          "in its accumulators); `write, host path` is the fallback for a pipe without them (relocation and "
+          "parity through host memory). Targets (issue 29): FTL own <= 1.5 us per write and <= 0.5 us per read." % (
+              fc["command"], len(fc["runs"])))
+        w("")
+        w("| | " + " | ".join("run %d" % (i + 1) for i in range(len(fc["runs"]))) + " |")
+        w("|---|" + "---|" * len(fc["runs"]))
+        w("| cold 4 KiB copy, ns | " + " | ".join("%.0f" % r.get("BM_CopyCold4K", {}).get("cpu_ns", 0)
+                                                 for r in fc["runs"]) + " |")
+        for name, label in (("BM_FtlWrite4K", "write"), ("BM_FtlWrite4KHostPath", "write, host path"),
+                            ("BM_FtlRead4K", "read")):
+            if not all(name in r for r in fc["runs"]):
+                continue
+            w("| %s: total / card / FTL own, us | " % label + " | ".join(
+                "%.2f / %.2f / **%.2f**" % (r[name]["total_us"], r[name]["card_us"], r[name]["ftl_us"])
+                for r in fc["runs"]) + " |")
+            w("| %s: FTL own / cold copy | " % label + " | ".join(
+                "%.1f" % r[name].get("ftl_per_cold_copy", 0) for r in fc["runs"]) + " |")
+            if name != "BM_FtlRead4K":
+                w("| %s: WAF, programs / copies / reads per I/O | " % label + " | ".join(
+                    "%.2f, %.2f / %.2f / %.2f" % (r[name].get("waf", 0), r[name].get("programs_per_io", 0),
+                                                   r[name].get("copies_per_io", 0), r[name].get("reads_per_io", 0))
+                    for r in fc["runs"]) + " |")
+            w("| %s: heap allocations per I/O, FTL's own | " % label + " | ".join(
+                "%.2f" % r[name].get("ftl_allocs_per_io", 0) for r in fc["runs"]) + " |")
+        w("")
     model_us = None
     for d in res.get("virtual", {}).values():
         for r in d["phases"].get("scaling", []):
