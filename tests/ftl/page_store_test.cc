@@ -88,5 +88,45 @@ TEST(SeqWindowTest, OldestIsTheFirstNotDone) {
   EXPECT_TRUE(w.empty());
 }
 
+// Against a model (std::set of the numbers not done, and the done ones not yet passed)
+// over a long run: the ring wraps and grows while out-of-order inserts and out-of-order
+// completions land anywhere in it.
+TEST(SeqWindowTest, AgreesWithAModelAcrossWrapsAndGrowth) {
+  SeqWindow w;
+  std::set<uint64_t> open;
+  std::vector<uint64_t> live;
+  uint64_t next = 1, x = 12345;
+  auto rnd = [&] { return (x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t r = rnd() % 10;
+    if (r < 5 || live.empty()) {
+      uint64_t seq = next++;
+      if (r == 0 && next > 3) {
+        next += 2;  // leave a hole, and insert into it later
+        live.push_back(seq + 1);
+      }
+      w.Insert(seq);
+      open.insert(seq);
+      live.push_back(seq);
+    } else {
+      const std::size_t i = rnd() % live.size();
+      const uint64_t seq = live[i];
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      if (open.count(seq) == 0) {  // the hole's number: inserted late, out of order
+        w.Insert(seq);
+        open.insert(seq);
+        live.push_back(seq);
+        continue;
+      }
+      w.Erase(seq);
+      open.erase(seq);
+    }
+    ASSERT_EQ(w.empty(), open.empty()) << step;
+    if (!open.empty()) {
+      ASSERT_EQ(w.oldest(), *open.begin()) << step;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vsl::ftl

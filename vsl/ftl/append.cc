@@ -168,6 +168,7 @@ void Ftl::PageBuf::Recycle() {
   std::vector<uint32_t> keep_pinned = std::move(pinned);
   std::vector<Psa> keep_csrc = std::move(csrc);
   std::vector<uint32_t> keep_ccrc = std::move(ccrc);
+  std::vector<uint8_t> keep_fail_meta = std::move(fail_meta);
   const uint32_t index = store_index;
   *this = PageBuf{};
   store_index = index;
@@ -183,6 +184,7 @@ void Ftl::PageBuf::Recycle() {
   keep_ccrc.clear();
   csrc = std::move(keep_csrc);
   ccrc = std::move(keep_ccrc);
+  fail_meta = std::move(keep_fail_meta);  // SendCopy assigns it whole
   pmeta = std::move(keep_pmeta);
   trims = std::move(keep_trims);
   waiters = std::move(keep_waiters);

@@ -7,10 +7,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <utility>
 #include <vector>
+
+#include "vsl/core/fifo.h"
 
 namespace vsl::ftl {
 
@@ -96,26 +97,42 @@ class FreeList {
 class SeqWindow {
  public:
   void Insert(uint64_t seq) {
-    if (q_.empty() || q_.back().first < seq) {
-      q_.emplace_back(seq, false);
+    if (q_.empty() || q_[q_.size() - 1].first < seq) {
+      q_.push_back({seq, false});
       return;
     }
-    const auto it = std::lower_bound(q_.begin(), q_.end(), std::make_pair(seq, false));
-    if (it == q_.end() || it->first != seq) q_.insert(it, {seq, false});
+    const std::size_t i = LowerBound(seq);
+    if (i < q_.size() && q_[i].first == seq) return;
+    q_.push_back({seq, false});
+    for (std::size_t j = q_.size() - 1; j > i; --j) std::swap(q_[j], q_[j - 1]);
   }
   // `seq` is done. No-op for a number not in the window.
   void Erase(uint64_t seq) {
-    const auto it = std::lower_bound(q_.begin(), q_.end(), std::make_pair(seq, false));
-    if (it == q_.end() || it->first != seq) return;
-    it->second = true;
+    const std::size_t i = LowerBound(seq);
+    if (i == q_.size() || q_[i].first != seq) return;
+    q_[i].second = true;
     while (!q_.empty() && q_.front().second) q_.pop_front();
   }
   bool empty() const { return q_.empty(); }
   // The oldest number not done. Only when !empty().
-  uint64_t oldest() const { return q_.front().first; }
+  uint64_t oldest() const { return q_[0].first; }
 
  private:
-  std::deque<std::pair<uint64_t, bool>> q_;  // (seq, done), ascending
+  // The first place whose number is not below `seq` (size() if none).
+  std::size_t LowerBound(uint64_t seq) const {
+    std::size_t lo = 0, hi = q_.size();
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (q_[mid].first < seq) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+  // (seq, done), ascending; a ring that allocates nothing once grown to the window's depth.
+  Fifo<std::pair<uint64_t, bool>> q_;
 };
 
 }  // namespace vsl::ftl

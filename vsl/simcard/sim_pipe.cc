@@ -430,9 +430,11 @@ void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCa
     at += uint64_t{segs[i].cw_count} * cw_bytes;
   }
   // Queue them all before any can end (nothing ends synchronously: a dead die times out
-  // later), so the program is still ours after the loop.
-  const std::vector<Op*> reads = prog->copy_reads;
-  for (Op* rd : reads) EnqueueCopyRead(rd);
+  // later), so the program is still ours after the loop. Queued from a copy of the list:
+  // a read that ends takes itself out of it.
+  Op* reads[nand::kMaxCopySegments];
+  std::copy(prog->copy_reads.begin(), prog->copy_reads.end(), reads);
+  for (uint32_t i = 0; i < nsegs; ++i) EnqueueCopyRead(reads[i]);
   Enqueue(prog);
   if (DieFailed(prog->ppa.die)) return;  // it left the queue to time out
   // Its place in the die's admission order is taken now: later programs of the die
