@@ -230,8 +230,10 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
       b->csrc.assign(S(), kUnmapped);
     }
     // Groomer pages are never padded on idle: they fill, or are pushed out when a
-    // victim must be released. Host pages are programmed when nothing more is coming.
-    if (!ap.gc) {
+    // victim must be released. Host pages are programmed when nothing more is coming,
+    // unless one sector fills them (one sector per page): then the page is submitted
+    // below, at once, and a flush would only cost a timer per write.
+    if (!ap.gc && S() > 1) {
       auto flush = [this, &ap, b] {
         if (ap.open == b) SubmitOpen(ap);
       };
