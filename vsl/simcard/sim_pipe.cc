@@ -185,7 +185,7 @@ void SimPipe::CopyReadDone(Op* prog) {
   if (!cutting_) RetryAdmission();  // the page may enter the buffer now
 }
 
-void SimPipe::AccLanded(Op* op, uint8_t* slot) {
+void SimPipe::AccLanded(Op* op, uint8_t* slot, bool data_unset) {
   if (op->acc == nand::kNoAccumulator) return;
   std::vector<uint8_t>& a = acc_[op->acc];
   if (op->acc_op == nand::AccOp::kAdd) {
@@ -193,7 +193,13 @@ void SimPipe::AccLanded(Op* op, uint8_t* slot) {
     XorInto(a.data(), slot, a.size());
     return;
   }
-  XorInto(slot, a.data(), g_.page_data_bytes);
+  // The page's data is the host's XOR the accumulator: the accumulator alone when the
+  // host sent none (the slot's data area was left unset for it).
+  if (data_unset) {
+    std::memcpy(slot, a.data(), g_.page_data_bytes);
+  } else {
+    XorInto(slot, a.data(), g_.page_data_bytes);
+  }
   const uint32_t meta = g_.meta_bytes_per_page();
   if (op->acc_meta_len != 0 && op->acc_meta_at + op->acc_meta_len <= meta && op->acc_crc_at + 4u <= meta) {
     uint8_t* m = slot + g_.page_data_bytes;
@@ -586,11 +592,14 @@ bool SimPipe::TryAdmit(Op* op) {
       op->held = op->slot.get();
     }
     uint8_t* s = op->held;
+    // A take or peek of the accumulator alone: AccLanded fills the data area.
+    const bool acc_alone = !op->internal && op->src_data == nullptr && op->acc != nand::kNoAccumulator &&
+                           op->acc_op != nand::AccOp::kAdd;
     if (!op->internal) {
       if (op->src_data != nullptr) {
         std::memcpy(s, op->src_data, g_.page_data_bytes);
-      } else {
-        std::memset(s, 0, g_.page_data_bytes);  // a take or peek of the accumulator alone
+      } else if (!acc_alone) {
+        std::memset(s, 0, g_.page_data_bytes);
       }
       const uint32_t meta = g_.meta_bytes_per_page();
       if (op->src_meta != nullptr) {
@@ -600,7 +609,7 @@ bool SimPipe::TryAdmit(Op* op) {
       }
       std::memset(s + g_.page_data_bytes + meta, 0, g_.page_spare_bytes - meta);
     }
-    AccLanded(op, s);
+    AccLanded(op, s, acc_alone);
     // The controller's ECC encoder runs as the page enters its buffer, so the protected
     // copy (and the PLP journal's) is what reaches the array.
     op->parity = card_.opts_.ecc == EccMode::kBitExact;

@@ -194,7 +194,7 @@ class SimPipe final : public nand::FlashPipe {
   void CopyReadDone(Op* prog);
   void EnqueueCopyRead(Op* op);  // every source read of a copy is done
   // The program's data has landed in the buffer: accumulator bookkeeping.
-  void AccLanded(Op* op, uint8_t* slot);
+  void AccLanded(Op* op, uint8_t* slot, bool data_unset = false);
   // Takes `bytes` of the controller's host link from now; when they have moved.
   TimeNs TakeLink(uint64_t bytes);
   // Staged images: install a landed one, retire one (done kOk), retire every image a
