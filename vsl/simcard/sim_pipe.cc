@@ -582,10 +582,11 @@ bool SimPipe::TryAdmit(Op* op) {
     if (op->serial != serial) return;
     const bool staged = op->stage_slot >= 0;
     // A host page is built in its journal record; a copy's is in `slot` already.
-    bool reserved = false;
+    bool reserved = false, refused = false;
     if (!op->internal && journal_ != nullptr && op->journal < 0) {
       op->held = journal_->Reserve(&op->journal);
       reserved = op->held != nullptr;
+      refused = !reserved;  // full: the page goes unrecorded, counted once (not tried again below)
     }
     if (op->held == nullptr) {
       if (!op->slot) op->slot = std::make_unique<uint8_t[]>(scratch_.size());
@@ -619,7 +620,7 @@ bool SimPipe::TryAdmit(Op* op) {
     const auto kind = staged ? PlpJournal::Kind::kStage : PlpJournal::Kind::kProgram;
     if (reserved) {
       journal_->Commit(op->journal, kind, op->qseq, op->ppa.die, op->ppa.block, op->ppa.page, 0);
-    } else if (journal_ != nullptr && op->journal < 0) {
+    } else if (journal_ != nullptr && op->journal < 0 && !refused) {
       op->journal = journal_->Add(kind, op->qseq, op->ppa.die, op->ppa.block, op->ppa.page, 0, s);
     }
     if (staged) {
