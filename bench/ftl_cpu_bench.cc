@@ -113,11 +113,12 @@ class TracingPipe final : public nand::FlashPipe {
  public:
   struct Cmd {
     enum Kind : uint8_t { kRead, kProgram, kErase, kStage, kClearStage, kCopy, kClearAcc } kind;
-    bool fence;
-    nand::AccOp acc_op = nand::AccOp::kAdd;
-    uint32_t die, block, page, slot;  // slot: a stage slot, a copy's index in `copies`, an accumulator
-    uint32_t acc = nand::kNoAccumulator;
-    uint16_t acc_meta_at = 0, acc_meta_len = 0, acc_crc_at = 0;
+    bool with_data = false;  // a program or stage the host sent data for (not a parity page
+                             // its accumulator alone forms)
+    uint32_t slot = 0;       // a stage slot, a copy's index in `copies`, an accumulator
+    // The page addressed (every kind's `ppa`); for programs and stages the whole request
+    // (fence, accumulator operation) with its buffers left out: the replay brings its own.
+    nand::ProgramRequest req{};
   };
   TracingPipe(nand::FlashPipe& in, bool host_path) : in_(in), host_path_(host_path) {}
   // A copy's request, its gathered segments in `segments` from `first`.
@@ -139,7 +140,7 @@ class TracingPipe final : public nand::FlashPipe {
   const nand::PipeTopology& topology() const override { return in_.topology(); }
   nand::PlpState plp_state() const override { return in_.plp_state(); }
   void Read(const nand::ReadRequest& r, nand::FlashCallback done) override {
-    trace.push_back({Cmd::kRead, false, nand::AccOp::kAdd, r.ppa.die, r.ppa.block, r.ppa.page, 0});
+    trace.push_back(At(Cmd::kRead, r.ppa));
     in_.Read(r, std::move(done));
   }
   void Program(const nand::ProgramRequest& r, nand::FlashCallback acc, nand::FlashCallback done) override {
@@ -147,7 +148,7 @@ class TracingPipe final : public nand::FlashPipe {
     in_.Program(r, std::move(acc), std::move(done));
   }
   void Erase(uint32_t die, uint32_t block, nand::FlashCallback done) override {
-    trace.push_back({Cmd::kErase, false, nand::AccOp::kAdd, die, block, 0, 0});
+    trace.push_back(At(Cmd::kErase, {die, block, 0}));
     in_.Erase(die, block, std::move(done));
   }
   void Reset(uint32_t die, nand::FlashCallback done) override { in_.Reset(die, std::move(done)); }
@@ -163,31 +164,30 @@ class TracingPipe final : public nand::FlashPipe {
     in_.Stage(slot, r, std::move(acc), std::move(done));
   }
   void ClearStage(uint32_t slot) override {
-    trace.push_back({Cmd::kClearStage, false, nand::AccOp::kAdd, 0, 0, 0, slot});
+    trace.push_back(At(Cmd::kClearStage, {}, slot));
     in_.ClearStage(slot);
   }
   uint32_t copy_accumulators() const override { return host_path_ ? 0 : in_.copy_accumulators(); }
   void ClearAccumulator(uint32_t acc) override {
-    trace.push_back({Cmd::kClearAcc, false, nand::AccOp::kAdd, 0, 0, 0, acc});
+    trace.push_back(At(Cmd::kClearAcc, {}, acc));
     in_.ClearAccumulator(acc);
   }
   void Copy(const nand::CopyRequest& r, nand::FlashCallback acc, nand::FlashCallback done) override {
-    Cmd c{Cmd::kCopy, false, nand::AccOp::kAdd, r.dst.die, r.dst.block, r.dst.page,
-          static_cast<uint32_t>(copies.size())};
-    c.acc = r.acc;
-    trace.push_back(c);
+    trace.push_back(At(Cmd::kCopy, r.dst, static_cast<uint32_t>(copies.size())));
     copies.push_back({r.src, r.dst, r.acc, static_cast<uint32_t>(segments.size()), r.segment_count});
     segments.insert(segments.end(), r.segments, r.segments + r.segment_count);
     in_.Copy(r, std::move(acc), std::move(done));
   }
 
  private:
+  static Cmd At(Cmd::Kind k, const nand::Ppa& ppa, uint32_t slot = 0) {
+    Cmd c{k, false, slot, {}};
+    c.req.ppa = ppa;
+    return c;
+  }
   static Cmd Of(Cmd::Kind k, const nand::ProgramRequest& r, uint32_t slot) {
-    Cmd c{k, r.fence, r.acc_op, r.ppa.die, r.ppa.block, r.ppa.page, slot};
-    c.acc = r.acc;
-    c.acc_meta_at = r.acc_meta_at;
-    c.acc_meta_len = r.acc_meta_len;
-    c.acc_crc_at = r.acc_crc_at;
+    Cmd c{k, r.data != nullptr, slot, r};
+    c.req.data = c.req.meta = nullptr;
     return c;
   }
   nand::FlashPipe& in_;
@@ -260,13 +260,10 @@ double Replay(const TracingPipe& tp, std::size_t from, std::size_t to, uint64_t*
   std::vector<uint8_t> data(g.page_data_bytes, 7), meta(g.meta_bytes_per_page(), 0xFF), out(g.page_data_bytes),
       out_meta(g.meta_bytes_per_page());
   auto ignore = [](const nand::Completion&) {};
-  auto Req = [&](const TracingPipe::Cmd& c, const nand::Ppa& ppa) {
-    nand::ProgramRequest q{ppa, data.data(), meta.data(), c.fence};
-    q.acc = c.acc;
-    q.acc_op = c.acc_op;
-    q.acc_meta_at = c.acc_meta_at;
-    q.acc_meta_len = c.acc_meta_len;
-    q.acc_crc_at = c.acc_crc_at;
+  auto Req = [&](const TracingPipe::Cmd& c) {
+    nand::ProgramRequest q = c.req;
+    q.data = c.with_data ? data.data() : nullptr;
+    q.meta = meta.data();
     return q;
   };
   double start = 0;
@@ -278,19 +275,19 @@ double Replay(const TracingPipe& tp, std::size_t from, std::size_t to, uint64_t*
       allocs0 = g_allocs;
     }
     const auto& c = trace[i];
-    const nand::Ppa ppa{c.die, c.block, c.page};
+    const nand::Ppa& ppa = c.req.ppa;
     switch (c.kind) {
       case TracingPipe::Cmd::kRead:
         p.Read({ppa, 0, 0, out.data(), out_meta.data()}, ignore);
         break;
       case TracingPipe::Cmd::kProgram:
-        p.Program(Req(c, ppa), ignore, ignore);
+        p.Program(Req(c), ignore, ignore);
         break;
       case TracingPipe::Cmd::kErase:
-        p.Erase(c.die, c.block, ignore);
+        p.Erase(ppa.die, ppa.block, ignore);
         break;
       case TracingPipe::Cmd::kStage:
-        p.Stage(c.slot, Req(c, ppa), ignore, ignore);
+        p.Stage(c.slot, Req(c), ignore, ignore);
         break;
       case TracingPipe::Cmd::kClearStage:
         p.ClearStage(c.slot);

@@ -395,6 +395,10 @@ def run_realtime(build, quick, timing="model"):
     return res
 
 
+FTL_CPU_COUNTERS = ("cpu_ns", "total_us", "card_us", "ftl_us", "ftl_per_cold_copy", "waf", "programs_per_io",
+                    "reads_per_io", "copies_per_io", "ftl_allocs_per_io", "failures")
+
+
 def run_ftl_cpu(build, quick):
     """The FTL's own CPU per I/O (bench/ftl_cpu_bench) beside one cold 4 KiB copy, run three
     times (once with --quick, on a quarter-size pipe): this machine's run-to-run spread is
@@ -408,10 +412,7 @@ def run_ftl_cpu(build, quick):
             sys.exit("ftl_cpu_bench failed: %s" % r.stderr[-2000:])
         run = {}
         for b in json.loads(r.stdout)["benchmarks"]:
-            name = b["name"].split("/")[0]
-            keep = ("cpu_ns", "total_us", "card_us", "ftl_us", "ftl_per_cold_copy", "waf", "programs_per_io",
-                    "reads_per_io", "copies_per_io", "ftl_allocs_per_io", "failures")
-            run[name] = {k: b[k] for k in keep if k in b}
+            run[b["name"].split("/")[0]] = {k: b[k] for k in FTL_CPU_COUNTERS if k in b}
         runs.append(run)
         w, h, rd = run.get("BM_FtlWrite4K", {}), run.get("BM_FtlWrite4KHostPath", {}), run.get("BM_FtlRead4K", {})
         print("zerotime: FTL own CPU per 4 KiB write %.2f us (host-path relocation %.2f), read %.2f; cold copy %.0f ns" % (
