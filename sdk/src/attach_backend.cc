@@ -247,8 +247,10 @@ class AttachBackend : public Backend {
       std::lock_guard<std::mutex> l(sq_mu_);
       const uint32_t t = hdr_->sq_tail.value.load(std::memory_order_relaxed);
       sq_[t & (kEntries - 1)] = e;
-      hdr_->sq_tail.value.store(t + 1, std::memory_order_release);
+      hdr_->sq_tail.value.store(t + 1, std::memory_order_seq_cst);
     }
+    // vsld's engine thread takes it from the ring while it is awake (shm_format.h).
+    if (hdr_->sq_need_wakeup.value.load(std::memory_order_seq_cst) == 0) return;
     const uint64_t one = 1;
     (void)!::write(sq_efd_, &one, sizeof(one));
   }

@@ -23,7 +23,7 @@ namespace vsl::sdk::shm {
 
 inline constexpr uint64_t kHelloMagic = 0x4F4C4C4548535600ULL;  // "\0VSHELLO"
 inline constexpr uint64_t kRegionMagic = 0x4E4F494745525356ULL;  // "VSREGION"
-inline constexpr uint32_t kVersion = 2;  // 2: cq_pollers
+inline constexpr uint32_t kVersion = 3;  // 2: cq_pollers; 3: sq_need_wakeup
 inline constexpr uint32_t kMaxEntries = 4096;
 inline constexpr uint64_t kMaxDataBytes = uint64_t{1} << 32;
 
@@ -77,6 +77,12 @@ struct Header {
   // after publishing cq_tail; a poller that stops decrements it and then takes what is on
   // the ring once more (both sides seq_cst: one of them always sees the other).
   RingIndex cq_pollers;
+  // Nonzero when no vsld thread is polling the submission ring: the application writes
+  // the submission eventfd after publishing sq_tail only when it reads nonzero here.
+  // vsld's engine thread polls the ring while it is awake (0 here) and sets it before it
+  // sleeps, then looks at the ring once more (both sides seq_cst, as for cq_pollers).
+  // vsld sets it before the handshake's Welcome.
+  RingIndex sq_need_wakeup;
 };
 
 struct Sqe {

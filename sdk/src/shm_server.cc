@@ -25,7 +25,10 @@ namespace vsl::sdk {
 
 using namespace shm;
 
-class ShmServer::Session {
+// A session is its LUN's engine's poller (RealClock::Poller): while the engine's thread
+// is awake it takes submissions off the ring itself, so the application need not wake
+// this session's thread for each one.
+class ShmServer::Session final : public RealClock::Poller {
  public:
   Session(ShmServer& server, int sock) : server_(server), sock_(sock) {}
   ~Session() {
@@ -39,7 +42,9 @@ class ShmServer::Session {
     if (!Handshake()) return;
     Logger("sdk")->info("application attached to {} ({} ring entries, {} MiB shared)", lun_->name(), entries_,
                         data_bytes_ >> 20);
+    const bool polled = lun_->engine().AddPoller(this);
     Serve();
+    if (polled) lun_->engine().RemovePoller(this);
     // Requests still on the engine write into the region: wait for them before it goes.
     std::unique_lock<std::mutex> l(mu_);
     idle_.wait(l, [this] { return inflight_ == 0; });
@@ -125,6 +130,7 @@ class ShmServer::Session {
     cq_ = reinterpret_cast<Cqe*>(region_ + HeaderBytes() + SqBytes(entries_));
     data_ = region_ + DataOffset(entries_);
     sq_head_ = hdr_->sq_head.value.load(std::memory_order_acquire);
+    hdr_->sq_need_wakeup.value.store(1, std::memory_order_seq_cst);  // until the engine polls
     return Reply(0, "");
   }
 
@@ -145,9 +151,24 @@ class ShmServer::Session {
       // Only while this thread serves its requests itself (they complete inline on an
       // idle engine): when they complete on the engine's thread, that thread is awake
       // for them and a second spinner would only take its core.
-      if (inline_last_ && idle_spin_.Spin([this] {
-            return hdr_->sq_tail.value.load(std::memory_order_acquire) != sq_head_ || server_.stopping_.load();
-          })) {
+      // While this thread serves the ring (spinning, and draining what its spin saw), the
+      // engine's thread leaves the ring to it (Take).
+      if (inline_last_) {
+        self_polling_.store(true, std::memory_order_relaxed);
+        if (idle_spin_.Spin([this] {
+              return hdr_->sq_tail.value.load(std::memory_order_acquire) !=
+                         hdr_->sq_head.value.load(std::memory_order_relaxed) ||
+                     server_.stopping_.load();
+            })) {
+          Drain();
+          continue;
+        }
+      }
+      // Dekker with Arm: self_polling_ before the ring here, the arming before
+      // self_polling_ there; so a request published unseen by both is seen by its
+      // producer armed, and it wakes this thread.
+      self_polling_.store(false, std::memory_order_seq_cst);
+      if (hdr_->sq_tail.value.load(std::memory_order_seq_cst) != hdr_->sq_head.value.load(std::memory_order_relaxed)) {
         Drain();
         continue;
       }
@@ -168,16 +189,45 @@ class ShmServer::Session {
   }
 
   void Drain() {
+    std::lock_guard<std::mutex> l(drain_mu_);
     served_here_ = 0;
+    DrainLocked();
+    inline_last_ = served_here_ != 0;
+  }
+  // Under drain_mu_ (this thread, or the engine's as a poller); true when any was taken.
+  bool DrainLocked() {
     const uint32_t tail = hdr_->sq_tail.value.load(std::memory_order_acquire);
+    if (sq_head_ == tail) return false;
     while (sq_head_ != tail) {
       const Sqe e = sq_[sq_head_ & (entries_ - 1)];  // a copy: the application may scribble
       ++sq_head_;
       hdr_->sq_head.value.store(sq_head_, std::memory_order_release);
       Submit(e);
     }
-    inline_last_ = served_here_ != 0;
+    return true;
   }
+
+  // RealClock::Poller, on the engine's thread. The requests are posted to the engine
+  // (Submit's RunHere from the engine's own thread), not run inside Take.
+  bool Take() override {
+    if (self_polling_.load(std::memory_order_relaxed)) return false;
+    std::unique_lock<std::mutex> l(drain_mu_, std::try_to_lock);
+    return l.owns_lock() && DrainLocked();
+  }
+  // sq_head in the region is what a drainer last stored (the application may scribble on
+  // it: then this is a wrong hint, and Take finds nothing).
+  bool Ready() const override {
+    return !self_polling_.load(std::memory_order_relaxed) &&
+           hdr_->sq_tail.value.load(std::memory_order_acquire) !=
+           hdr_->sq_head.value.load(std::memory_order_relaxed);
+  }
+  // Work the serving thread is about to take itself does not keep the engine awake.
+  bool Arm() override {
+    hdr_->sq_need_wakeup.value.store(1, std::memory_order_seq_cst);
+    if (self_polling_.load(std::memory_order_seq_cst)) return false;
+    return hdr_->sq_tail.value.load(std::memory_order_seq_cst) != hdr_->sq_head.value.load(std::memory_order_relaxed);
+  }
+  void Disarm() override { hdr_->sq_need_wakeup.value.store(0, std::memory_order_relaxed); }
 
   void Complete(uint64_t tag, int64_t result, uint64_t next = 0, uint64_t runs = 0) {
     {
@@ -279,6 +329,9 @@ class ShmServer::Session {
   std::thread::id serve_thread_;
   uint32_t served_here_ = 0;  // completions run on the serving thread (it only)
   bool inline_last_ = true;   // the last drain's requests completed here
+  // This thread is spinning on the ring (their requests complete inline on an idle
+  // engine): the engine's thread, polling, leaves the ring to it.
+  std::atomic<bool> self_polling_{false};
   int memfd_ = -1, sq_efd_ = -1, cq_efd_ = -1;
   uint8_t* region_ = nullptr;
   uint64_t region_bytes_ = 0, data_bytes_ = 0;
@@ -287,7 +340,8 @@ class ShmServer::Session {
   Sqe* sq_ = nullptr;
   Cqe* cq_ = nullptr;
   uint8_t* data_ = nullptr;
-  uint32_t sq_head_ = 0;
+  std::mutex drain_mu_;  // whoever takes from the submission ring: this thread or the engine's
+  uint32_t sq_head_ = 0;  // guarded by drain_mu_
   card::Lun* lun_ = nullptr;
   vsl_caps caps_{};
   std::mutex cq_mu_;  // completers: the engine, and this thread for refused requests

@@ -277,11 +277,78 @@ void RealClock::WaitUntil(TimeNs deadline, uint64_t kicks_seen) {
   sleeping_.store(false, std::memory_order_seq_cst);
 }
 
+void RealClock::AddPoller(Poller* p) {
+  std::lock_guard<std::mutex> l(pollers_mu_);
+  pollers_.push_back(p);
+  added_poller_ = true;
+  n_pollers_.store(static_cast<uint32_t>(pollers_.size()), std::memory_order_release);
+}
+
+void RealClock::RemovePoller(Poller* p) {
+  std::lock_guard<std::mutex> l(pollers_mu_);
+  pollers_.erase(std::remove(pollers_.begin(), pollers_.end(), p), pollers_.end());
+  n_pollers_.store(static_cast<uint32_t>(pollers_.size()), std::memory_order_release);
+}
+
+bool RealClock::TakeFromPollers(bool polling) {
+  if (n_pollers_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> l(pollers_mu_);
+  if (polling && added_poller_) {
+    for (Poller* p : pollers_) p->Disarm();  // one added since: this thread polls it now
+    added_poller_ = false;
+  }
+  bool any = false;
+  for (Poller* p : pollers_) any |= p->Take();
+  return any;
+}
+
+bool RealClock::PollersReady() {
+  if (n_pollers_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> l(pollers_mu_);
+  for (Poller* p : pollers_) {
+    if (p->Ready()) return true;
+  }
+  return false;
+}
+
+bool RealClock::ArmPollers() {
+  if (n_pollers_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> l(pollers_mu_);
+  bool any = false;
+  for (Poller* p : pollers_) any |= p->Arm();
+  return any;
+}
+
+void RealClock::DisarmPollers() {
+  if (n_pollers_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> l(pollers_mu_);
+  for (Poller* p : pollers_) p->Disarm();
+  added_poller_ = false;
+}
+
 void RealClock::RunUntil(TimeNs deadline) {
+  // The pollers (attached rings) are this thread's to poll only while requests go to it
+  // anyway (RunInline's policy says borrowing does not pay: a modelled card, whose
+  // requests wait for flash time this thread keeps). Otherwise, and whenever this thread
+  // sleeps or leaves, they stay armed: producers wake their own threads, which borrow
+  // the idle engine (a zero-time card's requests complete inline, on threads of their
+  // own, rather than queueing behind this one).
+  bool armed = true;  // as pollers start
   while (!stop_.load(std::memory_order_acquire)) {
     // A borrower holds the token only for one request's run: wait it out.
     while (!TryAcquire()) std::this_thread::yield();
     const uint64_t kicks_seen = kicks_.load(std::memory_order_seq_cst);
+    const bool poll = kick_score_.load(std::memory_order_relaxed) >= kKickLimit;
+    if (poll == armed) {
+      if (poll) {
+        DisarmPollers();
+      } else {
+        ArmPollers();  // what came before the arming was seen is taken here
+        TakeFromPollers(false);
+      }
+      armed = !poll;
+    }
+    if (poll) TakeFromPollers(true);
     PollBudget(UINT64_MAX);
     const TimeNs now = Now();
     const bool ready = q_.HasReady();
@@ -303,17 +370,24 @@ void RealClock::RunUntil(TimeNs deadline) {
     }
     // Idle: a request usually follows within microseconds at low queue depth; poll for it
     // before paying for a sleep and a wake-up (spin.h).
-    // Only submissions end the spin (and earn it back): work a borrower left is taken
+    // Only submissions (and, while this thread polls them, the pollers' requests) end the
+    // spin (and earn it back): work a borrower left is taken
     // at the latest when the spin ends (WaitUntil sees the kick), and an engine whose
     // requests are all run inline by borrowers must not keep a core spinning for them.
     // The spin ends where yielding for the next timer begins.
     if (idle_spin_.Spin(
-            [this] {
+            [this, armed] {
               return submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire) ||
-                     stop_.load(std::memory_order_relaxed);
+                     stop_.load(std::memory_order_relaxed) || (!armed && PollersReady());
             },
             next == kTimeNever ? UINT64_MAX : static_cast<uint64_t>(next - now - kSpinNs))) {
       continue;
+    }
+    // Producers wake the pollers' own threads while this one sleeps; work that came
+    // before they could see that is taken now instead.
+    if (!armed) {
+      armed = true;
+      if (ArmPollers()) continue;
     }
     const TimeNs slept_from = Now();
     WaitUntil(next, kicks_seen);
@@ -323,6 +397,7 @@ void RealClock::RunUntil(TimeNs deadline) {
         submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire);
     idle_spin_.NoteBlocked(submitted ? static_cast<int64_t>(Now() - slept_from) : -1);
   }
+  if (!armed) ArmPollers();  // no one polls now
   stop_.store(false, std::memory_order_release);  // a Stop() ends one Run
 }
 

@@ -179,6 +179,35 @@ class RealClock final : public Clock {
   // True on the thread that holds the token now.
   bool HeldByThisThread() const;
 
+  // A source of requests outside the inbox that the owning thread polls while it is
+  // awake: an attached application's submission ring in shared memory. While the owner
+  // polls it, the source's producers need wake no one (a wake-up costs tens of
+  // microseconds on a VM, more than a modelled read's host share); when the owner is
+  // about to sleep, or leaves Run, it arms the source, and from then on producers wake
+  // the source's own server thread (its eventfd), which hands the work in as before.
+  class Poller {
+   public:
+    virtual ~Poller() = default;
+    // Token holder (the owning thread): takes what the source has and hands it to this
+    // engine (posts); true when there was any. Must not sleep, nor wait for a lock its
+    // own server thread holds while it calls into this clock.
+    virtual bool Take() = 0;
+    // Owner thread, or any thread as a hint: work is waiting (a cheap look, no taking).
+    virtual bool Ready() const = 0;
+    // Owner thread, about to sleep or leaving Run: from now on producers must wake the
+    // source's server thread. True when work came before the arming was seen (the owner
+    // then takes it instead of sleeping). The producer's publish and its look at the
+    // arming, and this arming and its look at the source, are seq_cst: one side always
+    // sees the other.
+    virtual bool Arm() = 0;
+    // Owner thread, awake again: producers may stop waking anyone; the owner polls.
+    virtual void Disarm() = 0;
+  };
+  // Any thread. A new poller starts armed (as the source must be to begin with). After
+  // RemovePoller returns, the owner never calls `p` again.
+  void AddPoller(Poller* p);
+  void RemovePoller(Poller* p);
+
  private:
   bool DrainInbox();
   void WakeOwner();
@@ -191,6 +220,13 @@ class RealClock final : public Clock {
   bool Borrow(Task* task, bool* left_soon);
   // Runs what is ready or due now, at most `budget` tasks; returns tasks run. Holder only.
   uint64_t PollBudget(uint64_t budget);
+  // Owner only (pollers_mu_ taken here): Take from every poller; true if any had work.
+  // `polling`: the owner polls them now (a poller added since is disarmed).
+  bool TakeFromPollers(bool polling);
+  bool PollersReady();
+  // Arms every poller; true when one had work already.
+  bool ArmPollers();
+  void DisarmPollers();
 
   int64_t epoch_ns_;
   TimerQueue q_;
@@ -214,6 +250,10 @@ class RealClock final : public Clock {
   // Borrowed runs in a row that left work for the owner (RunInline's policy).
   std::atomic<uint32_t> kick_score_{0};
   std::atomic<uint32_t> probe_{0};
+  std::mutex pollers_mu_;            // held by the owner while it calls pollers
+  std::vector<Poller*> pollers_;     // guarded by pollers_mu_
+  bool added_poller_ = false;        // guarded by pollers_mu_: one is still armed
+  std::atomic<uint32_t> n_pollers_{0};  // a look without the lock: none, nothing to do
 };
 
 }  // namespace vsl

@@ -84,6 +84,17 @@ class Engine {
     return static_cast<RealClock&>(clock_).PollInline();
   }
 
+  // Any thread: a source the engine's thread polls while awake (RealClock::Poller); false
+  // (nothing registered) on a virtual clock, whose source keeps waking its own thread.
+  bool AddPoller(RealClock::Poller* p) {
+    if (clock_.is_virtual()) return false;
+    static_cast<RealClock&>(clock_).AddPoller(p);
+    return true;
+  }
+  void RemovePoller(RealClock::Poller* p) {
+    if (!clock_.is_virtual()) static_cast<RealClock&>(clock_).RemovePoller(p);
+  }
+
   // Declares the calling thread the engine's thread (done by whoever runs the engine).
   void BindToCurrentThread() { owner_ = std::this_thread::get_id(); }
   void AssertOnEngineThread() const {
