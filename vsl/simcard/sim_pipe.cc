@@ -578,7 +578,7 @@ bool SimPipe::TryAdmit(Op* op) {
       op->internal ? now
                    : TakeLink((op->src_data != nullptr ? uint64_t{g_.page_data_bytes} : 0) + g_.meta_bytes_per_page());
   const uint64_t serial = op->serial;
-  clock_->At(link, [this, op, serial] {
+  AtStage(link, [this, op, serial] {
     if (op->serial != serial) return;
     const bool staged = op->stage_slot >= 0;
     // A host page is built in its journal record; a copy's is in `slot` already.
@@ -828,7 +828,7 @@ void SimPipe::StartRead(Op* op) {
   stats_.die_busy_ns += op->array_end_ns - Now();
   dies_[op->ppa.die].busy_until = op->array_end_ns;
   const uint64_t serial = op->serial;
-  clock_->At(op->array_end_ns, [this, op, serial] { ReadDataOut(op, serial); });
+  AtStage(op->array_end_ns, [this, op, serial] { ReadDataOut(op, serial); });
 }
 
 void SimPipe::ReadDataOut(Op* op, uint64_t serial) {
@@ -842,7 +842,7 @@ void SimPipe::ReadDataOut(Op* op, uint64_t serial) {
   stats_.die_busy_ns += ch.bus_free - Now();
   stats_.die_bus_wait_ns += start - Now();
   dies_[op->ppa.die].busy_until = ch.bus_free;
-  clock_->At(ch.bus_free, [this, op, serial] { ReadFinish(op, serial); });
+  AtStage(ch.bus_free, [this, op, serial] { ReadFinish(op, serial); });
 }
 
 void SimPipe::ReadFinish(Op* op, uint64_t serial) {
@@ -867,7 +867,7 @@ void SimPipe::ReadFinish(Op* op, uint64_t serial) {
   }
   stats_.bytes_read += host_bytes;
   const TimeNs link = TakeLink(host_bytes);
-  clock_->At(link, [this, op, serial, st, corrected] {
+  AtStage(link, [this, op, serial, st, corrected] {
     if (op->serial == serial) Complete(op, st, corrected);
   });
   TryStartDie(op->ppa.die);
@@ -895,7 +895,7 @@ void SimPipe::StartProgram(Op* op) {
   d.busy_until = op->array_end_ns;
   ch.flush_xfer_ns -= op->flush_xfer_ns;
   const uint64_t serial = op->serial;
-  clock_->At(op->array_end_ns, [this, op, serial] { ProgramFinish(op, serial); });
+  AtStage(op->array_end_ns, [this, op, serial] { ProgramFinish(op, serial); });
 }
 
 void SimPipe::ProgramFinish(Op* op, uint64_t serial) {
@@ -933,7 +933,7 @@ void SimPipe::StartErase(Op* op) {
   stats_.die_busy_ns += op->array_end_ns - Now();
   d.busy_until = op->array_end_ns;
   const uint64_t serial = op->serial;
-  clock_->At(op->array_end_ns, [this, op, serial] { EraseFinish(op, serial); });
+  AtStage(op->array_end_ns, [this, op, serial] { EraseFinish(op, serial); });
 }
 
 void SimPipe::EraseFinish(Op* op, uint64_t serial) {

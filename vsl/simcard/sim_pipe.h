@@ -214,7 +214,24 @@ class SimPipe final : public nand::FlashPipe {
                                  uint32_t* corrected);
   void AbortDie(uint32_t die);
   bool DieFailed(uint32_t die) const;
-  TimeNs Now() const { return clock_->Now(); }
+  // The device's time. Inside a stage of a flash operation (AtStage) it is the time the
+  // stage was due: in real time the engine runs a stage a little after that (its loop's
+  // lateness, about a microsecond a stage), and the device's timeline goes on from when
+  // the stage was due, as the hardware's would, instead of adding each stage's lateness
+  // to the operation. In virtual time stages run when due: the same time.
+  TimeNs Now() const { return stage_due_ != 0 ? stage_due_ : clock_->Now(); }
+  // Schedules the next stage of a flash operation at `due` (see Now()).
+  template <typename F>
+  void AtStage(TimeNs due, F&& f) {
+    auto stage = [this, due, f = std::forward<F>(f)]() mutable {
+      const TimeNs outer = stage_due_;
+      stage_due_ = clock_->is_virtual() ? 0 : due;
+      f();
+      stage_due_ = outer;
+    };
+    static_assert(sizeof(stage) <= Task::kInlineBytes, "a stage's timer must not allocate");
+    clock_->At(due, std::move(stage));
+  }
   ControllerImage& image() { return *card_.images_[controller_]; }
   const ControllerImage& image() const { return *card_.images_[controller_]; }
   static std::tuple<uint32_t, uint32_t, uint32_t> Key(const nand::Ppa& p) {
@@ -226,6 +243,7 @@ class SimPipe final : public nand::FlashPipe {
 
   SimCard& card_;
   Clock* clock_;  // this pipe's (SimCardOptions::pipe_clocks) or the card's
+  TimeNs stage_due_ = 0;  // inside an AtStage stage in real time: when it was due (Now())
   nand::PipeOwner owner_;              // the ownership registers
   uint32_t submit_gen_ = kUnchecked;   // stamped on ops by NewOp (a port sets it per call)
   const uint32_t controller_;
