@@ -632,8 +632,25 @@ PipeMode Card::pipe_mode(uint32_t controller) const {
 Status Card::LayOut(uint32_t c) {
   const uint32_t ppc = backend_->geometry().pipes_per_controller;
   const uint32_t first = c * ppc;
+  // The old LUNs leave luns_ under the lock (no one finds them there after), and each is
+  // deleted on its engine's thread: a task already sent to it (MonitorTick's Periodic)
+  // runs wholly before, or after and finds it gone (IsCurrent).
+  std::vector<std::unique_ptr<Lun>> old;
+  {
+    std::lock_guard<std::mutex> lock(luns_mu_);
+    for (uint32_t p = first; p < first + ppc; ++p) {
+      if (luns_[p]) old.push_back(std::move(luns_[p]));
+    }
+  }
+  for (auto& l : old) {
+    const uint32_t p = l->index();
+    if (PipeEngine(p).OnEngineThread()) {
+      l.reset();
+    } else {
+      RunOnPipe(p, [&l] { l.reset(); });
+    }
+  }
   std::lock_guard<std::mutex> lock(luns_mu_);
-  for (uint32_t p = first; p < first + ppc; ++p) luns_[p].reset();
   if (pipe_mode(c) == PipeMode::kSingle) {
     // Both pipes on the first pipe's engine: one LUN, one thread.
     VSL_RETURN_IF_ERROR(backend_->RebindPipe(first + 1, PipeEngine(first).clock()));
@@ -651,13 +668,25 @@ Status Card::LayOut(uint32_t c) {
 
 std::vector<Lun*> Card::luns() {
   std::vector<Lun*> out;
+  std::lock_guard<std::mutex> lock(luns_mu_);
   for (auto& l : luns_) {
     if (l) out.push_back(l.get());
   }
   return out;
 }
 
-Lun* Card::lun(uint32_t index) { return index < luns_.size() ? luns_[index].get() : nullptr; }
+Lun* Card::lun(uint32_t index) {
+  std::lock_guard<std::mutex> lock(luns_mu_);
+  return index < luns_.size() ? luns_[index].get() : nullptr;
+}
+
+bool Card::IsCurrent(const Lun* l) {
+  std::lock_guard<std::mutex> lock(luns_mu_);
+  for (const auto& x : luns_) {
+    if (x.get() == l) return true;
+  }
+  return false;
+}
 
 namespace {
 // Runs `op` on every LUN of `luns` at once and waits for all; returns the first error
@@ -922,8 +951,20 @@ void Card::MonitorTick() {
   }
   // Reduced-write caps follow each LUN's health, a few times a second.
   if (++monitor_ticks_ % 10 == 0) {
-    for (Lun* l : luns()) {
-      if (l->state() == LunState::kOnline) l->engine().Send([l] { l->Periodic(); });
+    // Read under the lock (a format may be replacing the LUNs); sent after it. Each task
+    // runs on its LUN's engine, where a replaced LUN is deleted (LayOut): there it checks
+    // that its LUN is still the card's.
+    std::vector<Lun*> online;
+    {
+      std::lock_guard<std::mutex> lock(luns_mu_);
+      for (const auto& l : luns_) {
+        if (l && l->state() == LunState::kOnline) online.push_back(l.get());
+      }
+    }
+    for (Lun* l : online) {
+      l->engine().Send([this, l] {
+        if (IsCurrent(l)) l->Periodic();
+      });
     }
   }
   const bool held = governor_->held() > 0;

@@ -251,6 +251,8 @@ class Card {
   PipeMode pipe_mode(uint32_t controller) const;
   std::vector<Lun*> luns();
   Lun* lun(uint32_t index);  // null when there is none at that index
+  // Whether `l` is one of the card's LUNs now (a format replaces them). Any thread.
+  bool IsCurrent(const Lun* l);
   bool threaded() const { return vclock_ == nullptr && opts_.clock == nullptr; }
   const CardOptions& options() const { return opts_; }
   VirtualClock* virtual_clock() { return vclock_; }
@@ -309,7 +311,7 @@ class Card {
   // Automatic takeover (sharing.auto_takeover): a thread that looks for LUNs whose
   // owner's lease ran out.
   void TakeoverLoop();
-  std::mutex luns_mu_;  // luns_ changing (LayOut) against RefreshBudgetShare
+  std::mutex luns_mu_;  // luns_ changing (LayOut) against their readers (luns(), lun(), MonitorTick)
   std::thread takeover_thread_;
   std::mutex takeover_mu_;
   std::condition_variable takeover_cv_;
