@@ -125,24 +125,31 @@ TEST(TimingModeTest, NullTimingCompletesEverythingAtOnce) {
   EXPECT_EQ(clock.Now(), 0u);
 }
 
+// A test-small card paced in wall time by `clock`.
+std::unique_ptr<simcard::SimCard> RealTimeCard(const TempDir& tmp, RealClock& clock) {
+  auto p = simcard::FindProfile("test-small");
+  if (!p.ok() || !simcard::SimCard::Create(tmp.Sub("c"), *p, {}).ok()) return nullptr;
+  auto card = simcard::SimCard::Open(tmp.Sub("c"), clock);
+  return card.ok() ? std::move(*card) : nullptr;
+}
+
 TEST(TimingModeTest, RealTimePacedOperationsTakeTheirModelledWallTime) {
   TempDir tmp;
   RealClock clock;
-  auto p = simcard::FindProfile("test-small");
-  ASSERT_TRUE(simcard::SimCard::Create(tmp.Sub("c"), *p, {}).ok());
-  auto card = simcard::SimCard::Open(tmp.Sub("c"), clock);
-  ASSERT_TRUE(card.ok());
+  auto card = RealTimeCard(tmp, clock);
+  ASSERT_NE(card, nullptr);
+  const simcard::Timing& t = card->timing();
   const TimeNs t0 = clock.Now();
   std::optional<Completion> c;
-  (*card)->pipe(0).Erase(0, 0, [&](const Completion& x) {
+  card->pipe(0).Erase(0, 0, [&](const Completion& x) {
     c = x;
     clock.Stop();
   });
   clock.RunUntil(t0 + 5 * kSec);
   ASSERT_TRUE(c.has_value());
   EXPECT_TRUE(c->ok());
-  EXPECT_GE(clock.Now() - t0, p->timing.t_erase_ns);  // never early (may be late under load)
-  EXPECT_GE(c->complete_ns - c->submit_ns, p->timing.t_erase_ns);
+  EXPECT_GE(clock.Now() - t0, t.t_erase_ns);  // never early (may be late under load)
+  EXPECT_GE(c->complete_ns - c->submit_ns, t.t_erase_ns);
 }
 
 TEST(TimingModeTest, ARealTimeReadRunLateByTheHostKeepsTheModelsDeviceTime) {
@@ -152,13 +159,11 @@ TEST(TimingModeTest, ARealTimeReadRunLateByTheHostKeepsTheModelsDeviceTime) {
   // time, after exactly the modelled latency; only its delivery to the host is late.
   TempDir tmp;
   RealClock clock;
-  auto p = simcard::FindProfile("test-small");
-  ASSERT_TRUE(simcard::SimCard::Create(tmp.Sub("c"), *p, {}).ok());
-  auto card = simcard::SimCard::Open(tmp.Sub("c"), clock);
-  ASSERT_TRUE(card.ok());
-  auto& pipe = (*card)->pipe(0);
-  const nand::Geometry& g = (*card)->geometry();
-  const simcard::Timing& t = (*card)->timing();
+  auto card = RealTimeCard(tmp, clock);
+  ASSERT_NE(card, nullptr);
+  auto& pipe = card->pipe(0);
+  const nand::Geometry& g = card->geometry();
+  const simcard::Timing& t = card->timing();
   auto run = [&](std::optional<Completion>& c) {
     const TimeNs limit = clock.Now() + 5 * kSec;
     while (!c.has_value() && clock.Now() < limit) clock.RunUntil(clock.Now() + 100 * kUs);
