@@ -20,6 +20,7 @@
 #include "vsl/core/log.h"
 #include "vsl/core/socket.h"
 #include "vsl/core/spin.h"
+#include "vsl/core/thread_name.h"
 
 namespace vsl::sdk {
 
@@ -40,6 +41,7 @@ class ShmServer::Session final : public RealClock::Poller {
 
   void Run() {
     if (!Handshake()) return;
+    SetThreadName("vsl-sdk-" + lun_->name());
     Logger("sdk")->info("application attached to {} ({} ring entries, {} MiB shared)", lun_->name(), entries_,
                         data_bytes_ >> 20);
     const bool polled = lun_->engine().AddPoller(this);

@@ -1,5 +1,7 @@
 #include "vsl/core/clock.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -175,6 +177,16 @@ TEST(EngineTest, EngineThreadRunsTasksAndTimersOnItsOwnThread) {
   });
   while (!timer_done) std::this_thread::yield();
   EXPECT_EQ(hits.load(), 2);
+}
+
+TEST(EngineTest, AnEnginesThreadIsNamedForItsEngineAsToolsShowIt) {
+  EngineThread et("pipe3");
+  char name[16] = {};
+  et.RunSync([&] { ASSERT_EQ(pthread_getname_np(pthread_self(), name, sizeof name), 0); });
+  EXPECT_STREQ(name, "vsl-pipe3");
+  EngineThread longer("a-very-long-engine-name");  // Linux keeps 15 bytes
+  longer.RunSync([&] { ASSERT_EQ(pthread_getname_np(pthread_self(), name, sizeof name), 0); });
+  EXPECT_STREQ(name, "vsl-a-very-long");
 }
 
 TEST(EngineTest, VirtualEnginesShareOneTimeline) {

@@ -1,6 +1,7 @@
 #include <sys/prctl.h>
 
 #include "vsl/core/engine.h"
+#include "vsl/core/thread_name.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@ EngineThread::EngineThread(std::string name) : engine_(std::move(name), clock_) 
     // Timers model flash latencies of tens of microseconds; Linux's default 50 us timer
     // slack would add that much to every modelled operation.
     ::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+    SetThreadName("vsl-" + engine_.name());
     engine_.BindToCurrentThread();
     started.set_value();
     clock_.Run();

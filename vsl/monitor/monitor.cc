@@ -8,6 +8,7 @@
 
 #include "vsl/core/latency_histogram.h"
 #include "vsl/core/log.h"
+#include "vsl/core/thread_name.h"
 #include "vsl/monitor/metrics.h"
 
 namespace vsl::monitor {
@@ -52,7 +53,10 @@ Monitor::~Monitor() {
 }
 
 void Monitor::Start() {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    SetThreadName("vsl-monitor");
+    Run();
+  });
 }
 
 void Monitor::Run() {

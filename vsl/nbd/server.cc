@@ -16,6 +16,7 @@
 
 #include "vsl/core/log.h"
 #include "vsl/core/socket.h"
+#include "vsl/core/thread_name.h"
 
 namespace vsl::nbd {
 namespace {
@@ -139,7 +140,10 @@ void Server::AcceptLoop() {
       auto session = std::make_unique<Session>(std::make_unique<SocketTransport>(c), *catalog_, cfg_.session, peer);
       Session* sp = session.get();
       std::lock_guard<std::mutex> l(mu_);
-      conns_.push_back({std::move(session), std::thread([sp] { sp->Run(); })});
+      conns_.push_back({std::move(session), std::thread([sp] {
+                           SetThreadName("vsl-nbd");
+                           sp->Run();
+                         })});
     }
   }
 }

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "vsl/core/log.h"
+#include "vsl/core/thread_name.h"
 
 // Newer than the headers Debian 12 ships (Linux 6.1): commands encoded as ioctl numbers.
 #ifndef UBLK_F_CMD_IOCTL_ENCODE
@@ -397,6 +398,7 @@ Status Device::SetUpQueue() {
   std::promise<void> posted;
   auto f = posted.get_future();
   queue_thread_ = std::thread([this, &posted] {
+    SetThreadName("vsl-ublk");
     io_uring* r = Ring(queue_ring_);
     for (uint16_t t = 0; t < opts_.queue_depth; ++t) {
       io_uring_sqe* sqe = Sqe128(r);
