@@ -72,6 +72,40 @@ TEST(LebTableTest, CostBenefitPrefersOldColdLebsOverSlightlyEmptierYoungOnes) {
   EXPECT_EQ(t.PickVictim(VictimPolicy::kCostBenefit, 1000)->index, 1u);
 }
 
+// The caller's filter (GroomPolicy's "would this victim free anything", a loop over the
+// LEB's dies) is asked only about candidates that would win without it: the choice is
+// the filtered argmax, for a few calls per pick rather than one per closed LEB.
+TEST(LebTableTest, TheVictimFilterIsAskedOnlyAboutWouldBeWinnersAndTheChoiceIsTheFilteredBest) {
+  for (VictimPolicy policy : {VictimPolicy::kGreedy, VictimPolicy::kCostBenefit}) {
+    auto tp = MakeTable();
+    LebTable& t = *tp;
+    // Valid counts fall and ages rise with the index, so each LEB beats the ones before
+    // it under both policies, except LEB 5, the best of all, which the filter rules out.
+    for (uint32_t i = 1; i < kLebs; ++i) Close(t, i, i == 5 ? 1 : 60 - 3 * i, 100 - 5 * i);
+    uint32_t calls = 0;
+    const Leb* v = t.PickVictim(policy, 1000, [&](const Leb& l) {
+      ++calls;
+      return l.index != 5;
+    });
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(v->index, kLebs - 1) << static_cast<int>(policy);
+    // Greedy visits the emptiest bucket first: LEB 5 (ruled out), then the next.
+    EXPECT_LE(calls, policy == VictimPolicy::kGreedy ? 3u : kLebs - 1) << static_cast<int>(policy);
+  }
+  // Descending order: the first closed LEB is the best, so the filter is asked once.
+  auto tp = MakeTable();
+  LebTable& t = *tp;
+  for (uint32_t i = 1; i < kLebs; ++i) Close(t, i, 10 + 3 * i, 10 * i);
+  uint32_t calls = 0;
+  const Leb* v = t.PickVictim(VictimPolicy::kCostBenefit, 1000, [&](const Leb&) {
+    ++calls;
+    return true;
+  });
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->index, 1u);
+  EXPECT_EQ(calls, 1u);
+}
+
 TEST(LebTableTest, FreeLebsTooNarrowForParityAreNotHandedOut) {
   auto tp = MakeTable();
   LebTable& t = *tp;
