@@ -413,5 +413,33 @@ TEST_F(SharedCardTest, ACardThatGoesAwayFailsIoWithoutHanging) {
   EXPECT_NE(b.status().ToString().find("vslflash serve"), std::string::npos) << b.status().ToString();
 }
 
+// One message per Receive, sized to it: a header-only completion does not cost a buffer of
+// the largest message (that was an allocation and a 512 KiB fill per message, on both
+// sides of every port); a message over the limit still ends the connection.
+TEST(SharedWireTest, ReceiveTakesOneMessageSizedToItselfAndRefusesOneOverTheLimit) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+  // Room for the oversize message below: a datagram must fit the send buffer whole.
+  const int sndbuf = 4 << 20;
+  ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf), 0);
+  std::vector<uint8_t> small(24, 0xA5), page = Pattern(7, 1, 8640), too_big(card::wire::kMaxMessage + 1, 1);
+  ASSERT_TRUE(card::wire::Send(sv[0], small));
+  ASSERT_TRUE(card::wire::Send(sv[0], page));
+  ASSERT_TRUE(card::wire::Send(sv[0], small));
+  std::vector<uint8_t> msg;
+  ASSERT_TRUE(card::wire::Receive(sv[1], &msg));
+  EXPECT_EQ(msg, small);
+  EXPECT_LT(msg.capacity(), 4096u) << "a header-sized message took a large buffer";
+  ASSERT_TRUE(card::wire::Receive(sv[1], &msg));
+  EXPECT_EQ(msg, page);
+  ASSERT_TRUE(card::wire::Receive(sv[1], &msg));
+  EXPECT_EQ(msg, small);
+  ASSERT_TRUE(card::wire::Send(sv[0], too_big));
+  EXPECT_FALSE(card::wire::Receive(sv[1], &msg));
+  ::close(sv[0]);
+  EXPECT_FALSE(card::wire::Receive(sv[1], &msg)) << "the peer is gone";
+  ::close(sv[1]);
+}
+
 }  // namespace
 }  // namespace vsl::testing

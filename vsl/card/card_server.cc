@@ -43,12 +43,21 @@ bool Send(int fd, const std::vector<uint8_t>& msg) {
 }
 
 bool Receive(int fd, std::vector<uint8_t>* msg) {
-  msg->resize(kMaxMessage);
+  // The next message's length first (a peek with MSG_TRUNC on a SOCK_SEQPACKET socket
+  // copies nothing and returns the whole message's length), so `msg` is sized to it: a
+  // buffer of kMaxMessage per message would cost an allocation and a 512 KiB fill for
+  // every completion, most of which are a header.
+  ssize_t len;
+  do {
+    len = ::recv(fd, nullptr, 0, MSG_PEEK | MSG_TRUNC);
+  } while (len < 0 && errno == EINTR);
+  if (len <= 0 || static_cast<std::size_t>(len) > kMaxMessage) return false;
+  msg->resize(static_cast<std::size_t>(len));
   for (;;) {
     const ssize_t n = ::recv(fd, msg->data(), msg->size(), MSG_TRUNC);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || static_cast<std::size_t>(n) > kMaxMessage) return false;
-    msg->resize(static_cast<std::size_t>(n));
+    // Only this thread reads the socket: the message peeked is the one received.
+    if (n != len) return false;
     return true;
   }
 }
