@@ -1,6 +1,7 @@
 #include "vsl/card/card.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <future>
 #include <optional>
@@ -153,7 +154,12 @@ Lun::Lun(Card& card, uint32_t index, uint32_t controller, std::vector<uint32_t> 
   NewPipe();
 }
 
-Lun::~Lun() = default;
+// On the LUN's engine thread (Card deletes LUNs there): its timers go with it, so none
+// runs on a deleted LUN.
+Lun::~Lun() {
+  if (lease_timer_ != 0) engine_->Cancel(lease_timer_);
+  if (quiet_timer_ != 0) engine_->Cancel(quiet_timer_);
+}
 
 void Lun::NewPipe() {
   nand::FlashPipe& inner = joined_ ? static_cast<nand::FlashPipe&>(*joined_) : *card_.governed_[pipes_[0]];
@@ -328,7 +334,10 @@ void Lun::Attach(Done done) {
 
 void Lun::WhenQuiet(Function<void()> then) {
   if ((!ftl_ || ftl_->Quiescent()) && counted_->outstanding() == 0) return then();
-  engine_->After(10 * kUs, [this, then = std::move(then)]() mutable { WhenQuiet(std::move(then)); });
+  quiet_timer_ = engine_->After(10 * kUs, [this, then = std::move(then)]() mutable {
+    quiet_timer_ = 0;
+    WhenQuiet(std::move(then));
+  });
 }
 
 void Lun::Detach(Done done) {
@@ -587,7 +596,26 @@ Card::~Card() {
       monitor_timer_ = 0;
     });
   }
-  luns_.clear();
+  // A fenced LUN drops its FTL once the pipe's outstanding commands are answered (the
+  // card fails them when its connection is lost): let that finish, for a while, so its
+  // FTL does not go with commands still out. Then every LUN is deleted on its engine's
+  // thread, between that engine's tasks, and cancels its own timers.
+  for (int i = 0; threaded() && i < 10000; ++i) {
+    bool fencing = false;
+    for (uint32_t p = 0; p < luns_.size(); ++p) {
+      if (luns_[p]) RunOnPipe(p, [&fencing, l = luns_[p].get()] { fencing = fencing || l->fencing_; });
+    }
+    if (!fencing) break;
+    if (i == 9999) Logger("card")->error("card: a fenced LUN is still waiting for its commands; closing anyway");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::vector<std::unique_ptr<Lun>> old;
+  {
+    std::lock_guard<std::mutex> lock(luns_mu_);
+    old = std::move(luns_);
+    luns_.clear();
+  }
+  DeleteLuns(std::move(old));
   // Each governed pipe goes on the engine it is bound to (its retry timer lives there).
   for (uint32_t p = 0; p < governed_.size(); ++p) {
     uint32_t owner = p;
@@ -629,6 +657,18 @@ PipeMode Card::pipe_mode(uint32_t controller) const {
   return static_cast<PipeMode>(backend_->pipe_mode(controller));
 }
 
+void Card::DeleteLuns(std::vector<std::unique_ptr<Lun>> old) {
+  for (auto& l : old) {
+    if (!l) continue;
+    const uint32_t p = l->index();
+    if (PipeEngine(p).OnEngineThread()) {
+      l.reset();
+    } else {
+      RunOnPipe(p, [&l] { l.reset(); });
+    }
+  }
+}
+
 Status Card::LayOut(uint32_t c) {
   const uint32_t ppc = backend_->geometry().pipes_per_controller;
   const uint32_t first = c * ppc;
@@ -642,14 +682,7 @@ Status Card::LayOut(uint32_t c) {
       if (luns_[p]) old.push_back(std::move(luns_[p]));
     }
   }
-  for (auto& l : old) {
-    const uint32_t p = l->index();
-    if (PipeEngine(p).OnEngineThread()) {
-      l.reset();
-    } else {
-      RunOnPipe(p, [&l] { l.reset(); });
-    }
-  }
+  DeleteLuns(std::move(old));
   std::lock_guard<std::mutex> lock(luns_mu_);
   if (pipe_mode(c) == PipeMode::kSingle) {
     // Both pipes on the first pipe's engine: one LUN, one thread.

@@ -224,6 +224,7 @@ class Lun {
   uint64_t io_read_ = 0, io_write_ = 0;
   std::atomic<bool> holds_{false};  // this host's claim on the LUN's pipes is granted (set on the engine)
   TimerId lease_timer_ = 0;     // engine
+  TimerId quiet_timer_ = 0;     // engine: WhenQuiet's next look
   bool fencing_ = false;        // engine: Fenced is dropping the FTL
   mutable std::mutex mu_;  // guards error_
   std::string error_;
@@ -263,6 +264,8 @@ class Card {
   // Runs `f` on the engine of pipe `pipe` and waits for it (inline with a virtual clock):
   // how another thread reads state a pipe's engine owns.
   void RunOnPipe(uint32_t pipe, Function<void()> f);
+  // Deletes each LUN on its engine's thread (a task sent to it runs wholly before).
+  void DeleteLuns(std::vector<std::unique_ptr<Lun>> old);
 
   // Runs the asynchronous `op` on pipe `pipe`'s engine and waits for its status (as
   // Lun::Call does).
