@@ -23,7 +23,7 @@ class CopyRelocationTest : public FtlFixture {
     uint64_t link_bytes = 0, copies = 0;
   };
 
-  void Fresh(bool copy) {
+  void Fresh(bool copy, bool controller_parity = true) {
     ftl_.reset();
     card_.reset();
     std::filesystem::remove_all(tmp_.Sub("card"));
@@ -31,6 +31,7 @@ class CopyRelocationTest : public FtlFixture {
     ASSERT_TRUE(Format().ok());
     opts_ = {};
     opts_.copy_relocation = copy;
+    opts_.controller_parity = controller_parity;
     ASSERT_TRUE(Attach(opts_).ok());
     n_ = ftl_->sectors();
     version_.clear();
@@ -146,6 +147,59 @@ TEST_F(CopyRelocationTest, ACopyFromAnUncorrectablePageIsRebuiltFromParity) {
   PowerCycle();
   ASSERT_TRUE(Attach(opts_).ok());
   EXPECT_FALSE(Check("after a power cut").empty());
+}
+
+// A member of the row still being written becomes unreadable (its row has no parity
+// page yet). With the row's parity formed in a controller accumulator the host keeps no
+// XOR of the row: the FTL writes the row's parity page early and rebuilds from flash.
+// Without accumulators it rebuilds from the host's running XOR. Both give back every
+// sector; only the first spends a parity page on it.
+TEST_F(CopyRelocationTest, AMemberOfTheRowBeingWrittenIsRebuiltWithOrWithoutItsAccumulator) {
+  for (const bool accs : {true, false}) {
+    SCOPED_TRACE(accs ? "row parity in an accumulator" : "row parity in host memory");
+    Fresh(accs, accs);
+    ASSERT_TRUE(ftl_->flashback_status().enabled);
+    const nand::Geometry g = card_->geometry();
+    const uint32_t dies = g.dies_per_pipe();
+    std::vector<uint32_t> before(dies * g.blocks_per_lun);
+    for (uint32_t d = 0; d < dies; ++d) {
+      for (uint32_t b = 0; b < g.blocks_per_lun; ++b) before[d * g.blocks_per_lun + b] = card_->block_info(0, d, b).next_page;
+    }
+    // Two sectors, each acknowledged alone: two members of the first row, which has
+    // room for more (a row has dies - 1 data pages).
+    ASSERT_GE(dies, 4u);
+    Put(0, 1);
+    Put(1, 1);
+    clock_.RunUntilIdle();  // on flash, the row still open
+    const ftl::FtlStats pre = ftl_->stats();
+    ASSERT_EQ(pre.parity_pages, 0u) << "the row is complete: nothing is left to rebuild from the open row";
+    // The first die that took a page since the attach decays: its member is unreadable.
+    uint32_t decayed = 0;
+    for (uint32_t d = 0; d < dies && decayed == 0; ++d) {
+      for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+        const uint32_t now = card_->block_info(0, d, b).next_page;
+        for (uint32_t p = before[d * g.blocks_per_lun + b]; p < now; ++p, ++decayed) card_->InjectUncorrectable(0, {d, b, p});
+      }
+    }
+    ASSERT_GT(decayed, 0u);
+    std::vector<uint8_t> out;
+    for (uint64_t lba = 0; lba < 2; ++lba) {
+      ASSERT_TRUE(Read(lba, 1, &out).ok()) << lba;
+      EXPECT_EQ(out, Want(lba)) << lba;
+    }
+    clock_.RunUntilIdle();
+    const ftl::FtlStats st = ftl_->stats();
+    EXPECT_GE(st.rebuilt_pages, 1u);
+    EXPECT_TRUE(ftl_->flashback_status().lost_lbas.empty());
+    EXPECT_EQ(st.rebuild_parity_pages, accs ? 1u : 0u);
+    // The rebuilt sectors moved to a healthy place, and the row goes on being written.
+    for (uint64_t lba = 2; lba < 8; ++lba) Put(lba, 1);
+    clock_.RunUntilIdle();
+    for (uint64_t lba = 0; lba < 8; ++lba) {
+      ASSERT_TRUE(Read(lba, 1, &out).ok()) << lba;
+      EXPECT_EQ(out, Want(lba)) << lba;
+    }
+  }
 }
 
 }  // namespace

@@ -18,6 +18,11 @@ void Ftl::Impl::SetValid(Psa p) {
   f.lebs_.OnValidChanged(l);
 }
 
+bool Ftl::Impl::SlotValid(const Leb& l, Psa p) const {
+  const uint32_t s = addr.SlotInLeb(p);
+  return (l.valid_bits[s / 64] >> (s % 64)) & 1;
+}
+
 void Ftl::Impl::ClearValid(Psa p) {
   Leb& l = f.lebs_.leb(addr.LebOf(p));
   const uint32_t s = addr.SlotInLeb(p);
@@ -160,36 +165,14 @@ void Ftl::Impl::MaybeWriteSummary(Leb& l) {
 }
 
 void Ftl::PageBuf::Recycle() {
-  std::vector<uint8_t> keep_data = std::move(data), keep_meta = std::move(meta), keep_pmeta = std::move(pmeta);
-  std::vector<uint64_t> keep_lbas = std::move(lbas);
-  std::vector<f::TrimRecord> keep_trims = std::move(trims);
-  std::vector<Ftl::WriteCtx*> keep_waiters = std::move(waiters);
-  std::vector<Psa> keep_prev = std::move(prev);
-  std::vector<uint32_t> keep_pinned = std::move(pinned);
-  std::vector<Psa> keep_csrc = std::move(csrc);
-  std::vector<uint32_t> keep_ccrc = std::move(ccrc);
-  std::vector<uint8_t> keep_fail_meta = std::move(fail_meta);
-  const uint32_t index = store_index;
-  *this = PageBuf{};
-  store_index = index;
-  data = std::move(keep_data);
-  meta = std::move(keep_meta);
-  lbas = std::move(keep_lbas);
-  keep_pmeta.clear();
-  keep_trims.clear();
-  keep_waiters.clear();
-  keep_prev.clear();
-  keep_pinned.clear();
-  keep_csrc.clear();
-  keep_ccrc.clear();
-  csrc = std::move(keep_csrc);
-  ccrc = std::move(keep_ccrc);
-  fail_meta = std::move(keep_fail_meta);  // SendCopy assigns it whole
-  pmeta = std::move(keep_pmeta);
-  trims = std::move(keep_trims);
-  waiters = std::move(keep_waiters);
-  prev = std::move(keep_prev);
-  pinned = std::move(keep_pinned);
+  static_cast<PageBufFields&>(*this) = PageBufFields{};
+  trims.clear();
+  waiters.clear();
+  pmeta.clear();
+  csrc.clear();
+  ccrc.clear();
+  prev.clear();
+  pinned.clear();
 }
 
 Ftl::PageBuf* Ftl::Impl::MakeBuf(uint32_t leb, uint32_t die, uint32_t page, f::PageType type) {
@@ -483,7 +466,8 @@ void Ftl::Impl::ProtectPartialRow(AppendPoint& ap, uint32_t row, uint64_t mask) 
   }
   if (!NextPosition(ap, &leb, &die, &page)) return;
   PageBuf* b = MakeBuf(leb, die, page, f::PageType::kParity);
-  b->data = l.par->data;
+  // (With the row's accumulator the controller forms the page: the host holds no XOR.)
+  if (l.par->acc == nand::kNoAccumulator) b->data = l.par->data;
   b->pmeta = l.par->meta;
   b->lbas[0] = l.par->mask;
   b->acc = l.par->acc;  // peeks: the row goes on adding to it

@@ -46,7 +46,12 @@ class AppendCursor {
       ++row_;
       return Step::kRowDone;
     }
-    if (row_ >= p_ || stripe.RemainingPositions(*leb_, row_, die_) <= stripe.summary_pages()) return Step::kFull;
+    // Every row has a data position (a row's parity takes one of two or more good dies),
+    // so while more rows follow this one than the summary takes, no count is needed.
+    const bool near_end = p_ - row_ - 1 <= stripe.summary_pages();
+    if (row_ >= p_ || (near_end && stripe.RemainingPositions(*leb_, row_, die_) <= stripe.summary_pages())) {
+      return Step::kFull;
+    }
     *die = die_;
     *row = row_;
     ++die_;

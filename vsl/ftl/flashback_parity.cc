@@ -34,26 +34,32 @@ uint32_t Ftl::Impl::TakeRowAcc() {
 
 void Ftl::Impl::AccumulateParity(Leb& l, PageBuf* b) {
   RowParity& rp = *l.par;
-  if (rp.row != b->page) {
-    // The row's first member: its parity so far is the member itself.
+  const bool first = rp.row != b->page;
+  if (first) {
     rp.row = b->page;
     rp.submitted = false;
     rp.mask = 0;
     rp.copy_mask = 0;
-    // A copied member's data is only in the controller's accumulator.
-    if (b->copy) std::fill(rp.data.begin(), rp.data.end(), 0);
-    else std::memcpy(rp.data.data(), b->data.data(), rp.data.size());
-    std::memcpy(rp.meta.data(), b->meta.data(), rp.meta.size());
-    rp.copy_meta.assign(rp.meta.size(), 0);
-  } else {
-    if (!b->copy) stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
-    stripe.XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
   }
-  if (b->copy) {
-    rp.copy_mask |= uint64_t{1} << b->die;
-    stripe.XorInto(rp.copy_meta.data(), b->meta.data(), rp.copy_meta.size());
-  }
+  if (b->copy) rp.copy_mask |= uint64_t{1} << b->die;
   rp.mask |= uint64_t{1} << b->die;
+  // A row with an accumulator is formed in the controller alone: its parity page, its
+  // stage images and (by writing the parity page early, RebuildPage) a rebuild of one of
+  // its members all come from there, so the host keeps no running XOR of it.
+  if (rp.acc == nand::kNoAccumulator) {
+    if (first) {
+      // The row's first member: its parity so far is the member itself. (A copied
+      // member's data is only in the controller's accumulator.)
+      if (b->copy) std::fill(rp.data.begin(), rp.data.end(), 0);
+      else std::memcpy(rp.data.data(), b->data.data(), rp.data.size());
+      std::memcpy(rp.meta.data(), b->meta.data(), rp.meta.size());
+      rp.copy_meta.assign(rp.meta.size(), 0);
+    } else {
+      if (!b->copy) stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
+      stripe.XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
+    }
+    if (b->copy) stripe.XorInto(rp.copy_meta.data(), b->meta.data(), rp.copy_meta.size());
+  }
   if (stripe.IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
 }
 
@@ -122,16 +128,12 @@ void Ftl::Impl::Uncover(PageBuf* b) {
   cover.Remove(b->leb, b->page, b);
 }
 
-uint64_t Ftl::Impl::TraceLba() {
-  static const uint64_t t = [] {
-    const char* e = std::getenv("VSL_TRACE_LBA");
-    return e ? std::strtoull(e, nullptr, 10) : UINT64_MAX;
-  }();
-  return t;
-}
+const uint64_t Ftl::Impl::kTraceLba = [] {
+  const char* e = std::getenv("VSL_TRACE_LBA");
+  return e ? std::strtoull(e, nullptr, 10) : UINT64_MAX;
+}();
 
-bool Ftl::Impl::Traced(const PageBuf* b) const {
-  if (TraceLba() == UINT64_MAX) return false;
+bool Ftl::Impl::TracedPage(const PageBuf* b) const {
   if (b->type == f::PageType::kTrim) {
     for (const auto& t : b->trims) {
       if (TraceLba() - t.lba < t.count) return true;

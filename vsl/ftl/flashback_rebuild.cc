@@ -21,14 +21,22 @@ void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDon
   r->done = std::move(done);
   if (leb < f.lebs_.size()) {
     Leb& l = f.lebs_.leb(leb);
-    // (Members copied inside the controller are not in host memory: the running parity
-    // rebuilds only the others, XORed without them.)
-    if (l.par && l.par->row == row && !l.par->submitted && ((l.par->mask >> die) & 1) &&
-        !((l.par->copy_mask >> die) & 1)) {
-      r->acc_mask = l.par->mask & ~l.par->copy_mask;
-      r->acc_data = l.par->data;
-      r->acc_meta = l.par->meta;
-      if (l.par->copy_mask != 0) stripe.XorInto(r->acc_meta.data(), l.par->copy_meta.data(), r->acc_meta.size());
+    if (l.par && l.par->row == row && !l.par->submitted && ((l.par->mask >> die) & 1)) {
+      if (l.par->acc != nand::kNoAccumulator) {
+        // The row's parity exists only in its accumulator: write the parity page now.
+        // A die runs its commands in submission order, so the reads below find it on
+        // flash, and the flash path rebuilds from it (copied members too). The members
+        // the row takes after it go unprotected, as after a short row's parity.
+        ++f.stats_.rebuild_parity_pages;
+        SubmitParity(l);
+      } else if (!((l.par->copy_mask >> die) & 1)) {
+        // The host's running XOR of the row (a row without an accumulator has no
+        // copied members: a copy needs one).
+        r->acc_mask = l.par->mask & ~l.par->copy_mask;
+        r->acc_data = l.par->data;
+        r->acc_meta = l.par->meta;
+        if (l.par->copy_mask != 0) stripe.XorInto(r->acc_meta.data(), l.par->copy_meta.data(), r->acc_meta.size());
+      }
     }
   }
   r->data.resize(D());

@@ -202,6 +202,9 @@ struct FtlStats {
   uint64_t wear_moves = 0;    // LEBs groomed to level wear, not to free space
   uint64_t atomic_batches = 0, atomic_retries = 0;
   uint64_t parity_pages = 0, partial_parity_pages = 0, rebuilt_pages = 0, rebuild_lebs = 0;
+  // Parity pages of rows formed in an accumulator written before their row was full, so
+  // that a member of the row could be rebuilt (the host keeps no XOR of such a row).
+  uint64_t rebuild_parity_pages = 0;
   // Running parity of part-written rows parked in the controller's stage slots, and times
   // a row found every slot taken (its writes then wait for the row's parity page).
   uint64_t parity_stages = 0, stage_slot_waits = 0;
@@ -319,6 +322,7 @@ class Ftl {
   std::string TEST_DebugState() const;
 
  private:
+  struct PageBufFields;
   struct PageBuf;
   struct AppendPoint;
   struct WriteCtx;

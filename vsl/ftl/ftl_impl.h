@@ -73,12 +73,12 @@ struct Ftl::AtomicGroup : AtomicBatch {
   WriteCtx* members_ctx = nullptr;
 };
 
-struct Ftl::PageBuf {
+// A page buffer's fields that hold no storage worth keeping: PageBuf::Recycle puts them
+// back to their defaults by one assignment. A new field goes here unless it is a buffer
+// whose storage the pool should keep (then in PageBuf, cleared by Recycle).
+struct Ftl::PageBufFields {
   uint32_t leb = 0, die = 0, page = 0;
   f::PageType type = f::PageType::kData;
-  std::vector<uint8_t> data, meta;
-  std::vector<uint64_t> lbas;  // per slot; kNoLba for padding or killed copies
-  std::vector<f::TrimRecord> trims;
   uint32_t used = 0;
   uint64_t seq = 0;
   bool submitted = false, durable = false;
@@ -93,16 +93,24 @@ struct Ftl::PageBuf {
   uint32_t acc = nand::kNoAccumulator;
   bool landed = false;  // in the controller's buffer (its `accepted` fired, PLP or not)
   bool gc_queued = false;  // counted in GroomerState::queued until it lands or ends
-  // Write requests waiting on this page: (ctx, acknowledged already).
-  std::vector<WriteCtx*> waiters;
-  std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
   Leb* victim = nullptr;  // the LEB whose data this GC page relocates (holds a reference)
-  // A copy page (FlashPipe::Copy): its sectors are not in `data`; per slot, where the
-  // controller reads it from.
+  // A copy page (FlashPipe::Copy): its sectors are not in `data` (`csrc`: per slot, where
+  // the controller reads it from).
   bool copy = false;
   uint32_t copy_runs = 0;  // copy: runs of slots from one source page (gathered segments)
   uint32_t acc_used = nand::kNoAccumulator;  // the accumulator it was submitted with
-  std::vector<Psa> csrc;
+  std::shared_ptr<AtomicGroup> group;  // kAtomicData pages: the batch it holds
+  uint32_t attempt = 0;                // and which attempt of it
+};
+
+struct Ftl::PageBuf : Ftl::PageBufFields {
+  std::vector<uint8_t> data, meta;
+  std::vector<uint64_t> lbas;  // per slot; kNoLba for padding or killed copies
+  std::vector<f::TrimRecord> trims;
+  // Write requests waiting on this page: (ctx, acknowledged already).
+  std::vector<WriteCtx*> waiters;
+  std::vector<uint8_t> pmeta;  // parity pages: XOR of the members' leading metadata
+  std::vector<Psa> csrc;       // copy pages: per slot, the source
   // Pages filled by AppendSector (data and copy pages): the CRC-32C of each slot below
   // `used`, what its sector entry will hold (for a copy, as its source's metadata gives
   // it). Empty for pages filled otherwise (SealPage computes theirs).
@@ -114,10 +122,10 @@ struct Ftl::PageBuf {
   // overwrite leaves the sector as it was, never without any copy.
   std::vector<Psa> prev;
   std::vector<uint32_t> pinned;  // LEB indices this page pins
-  std::shared_ptr<AtomicGroup> group;  // kAtomicData pages: the batch it holds
-  uint32_t attempt = 0;                // and which attempt of it
-  uint32_t store_index = 0;            // PooledStore bookkeeping
-  // Back to the defaults for reuse, keeping the vectors' storage (PooledStore).
+  uint32_t store_index = 0;      // PooledStore bookkeeping
+  // Back to the defaults for reuse, keeping the vectors' storage (PooledStore): `data`,
+  // `meta`, `lbas` and `fail_meta` keep their size and stale contents (their users assign
+  // them whole), the other vectors come back empty.
   void Recycle();
 };
 
@@ -333,8 +341,11 @@ struct Ftl::Impl {
   // once covered and accepted under PLP; finished once covered and on flash.
   // Debug aid: VSL_TRACE_LBA=<lba> prints, on stderr, every page that carries that sector
   // as it is appended, submitted and acknowledged, and each mapping attach replays.
-  static uint64_t TraceLba();
-  bool Traced(const PageBuf* b) const;
+  // (UINT64_MAX: no tracing; read once, at start-up.)
+  static uint64_t TraceLba() { return kTraceLba; }
+  static const uint64_t kTraceLba;
+  bool Traced(const PageBuf* b) const { return kTraceLba != UINT64_MAX && TracedPage(b); }
+  bool TracedPage(const PageBuf* b) const;
   void Progress(PageBuf* b);
 
   // Stage slots: after each burst of submissions, the running parity of every open row
@@ -437,6 +448,8 @@ struct Ftl::Impl {
   // --- validity ---
   void SetValid(Psa p);
   void ClearValid(Psa p);
+  // Slot `p` of `l` holds a live sector (the map points at it exactly when it does).
+  bool SlotValid(const Leb& l, Psa p) const;
   // A stale copy still in an unsubmitted buffer would get a newer sequence number than
   // the write that replaced it; turn it into padding so replay can never resurrect it.
   void KillInOpenBuffer(AppendPoint& ap, Psa p) {

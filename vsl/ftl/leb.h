@@ -23,7 +23,9 @@ struct RowParity {
   uint32_t row = UINT32_MAX;  // the row being accumulated
   bool submitted = false;     // its parity page has been submitted
   uint64_t mask = 0;          // member dies so far
-  std::vector<uint8_t> data, meta;  // XOR of the members' data and leading metadata
+  // XOR of the members' data and leading metadata: kept only for a row without an
+  // accumulator (`acc`), whose parity the host forms; stale otherwise.
+  std::vector<uint8_t> data, meta;
   std::vector<uint8_t> pdie;  // per row: the die holding its parity (kUndecided, kNone)
   // The row's accumulator in the controller (nand::kNoAccumulator: the host sends its
   // parity), chosen when its first member is submitted.

@@ -39,15 +39,17 @@ uint32_t StripeLayout::RowParityDie(Leb& l, uint32_t row) const {
 }
 
 bool StripeLayout::IsLastDataPos(Leb& l, uint32_t row, uint32_t die) const {
+  const uint32_t pd = RowParityDie(l, row);
   for (uint32_t d = die + 1; d < d_; ++d) {
-    if (DataPos(l, row, d)) return false;
+    if (l.good[d] && d != pd) return false;  // DataPos
   }
   return true;
 }
 
 uint32_t StripeLayout::RemainingPositions(Leb& l, uint32_t row, uint32_t die) const {
+  const uint32_t pd = RowParityDie(l, row);
   uint32_t n = 0;
-  for (uint32_t d = die; d < d_; ++d) n += DataPos(l, row, d);
+  for (uint32_t d = die; d < d_; ++d) n += l.good[d] && d != pd;  // DataPos
   return n + (p_ - row - 1) * DataDiesPerRow(l, l.par != nullptr);
 }
 
