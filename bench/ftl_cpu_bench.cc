@@ -342,6 +342,7 @@ void Report(benchmark::State& state, const Setup& s, std::size_t from, double lo
   uint64_t card_allocs = 0;
   const double card_ns = Replay(*s.pipe, from, to, &card_allocs);
   const double n = static_cast<double>(ios);
+  state.counters["ios"] = n;
   state.counters["allocs_per_io"] = static_cast<double>(loop_allocs) / n;
   state.counters["ftl_allocs_per_io"] = (static_cast<double>(loop_allocs) - static_cast<double>(card_allocs)) / n;
   state.SetItemsProcessed(static_cast<int64_t>(ios));

@@ -86,6 +86,20 @@ def render_zerotime(w, res, zt, rt, fmt_n):
             w("| %s: heap allocations per I/O, FTL's own | " % label + " | ".join(
                 "%.2f" % r[name].get("ftl_allocs_per_io", 0) for r in fc["runs"]) + " |")
         w("")
+        ins = fc.get("instructions") or {}
+        if ins:
+            w("The FTL's own instructions per I/O, exactly (callgrind on the measured loop, then with "
+              "`VSL_CALLGRIND_REPLAY=1` on the card replay of the same window; the difference per I/O): the "
+              "figure to compare between builds, which this VM's CPU times above cannot resolve to 10 %.")
+            w("")
+            w("| | loop | card replay | I/Os | FTL's own per I/O |")
+            w("|---|---|---|---|---|")
+            for name, label in (("BM_FtlWrite4K", "write"), ("BM_FtlRead4K", "read")):
+                if name in ins:
+                    x = ins[name]
+                    w("| %s | %s | %s | %d | **%s** |" % (label, "{:,}".format(x["loop"]), "{:,}".format(x["replay"]),
+                                                         x["ios"], "{:,.0f}".format((x["loop"] - x["replay"]) / x["ios"])))
+            w("")
     model_us = None
     for d in res.get("virtual", {}).values():
         for r in d["phases"].get("scaling", []):

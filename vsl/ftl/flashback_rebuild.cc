@@ -26,9 +26,12 @@ void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDon
         // The row's parity exists only in its accumulator: write the parity page now.
         // A die runs its commands in submission order, so the reads below find it on
         // flash, and the flash path rebuilds from it (copied members too). The members
-        // the row takes after it go unprotected, as after a short row's parity.
-        ++f.stats_.rebuild_parity_pages;
-        SubmitParity(l);
+        // the row takes after it go unprotected, as after a short row's parity. (With
+        // the device lost nothing can be written: the reads below fail the rebuild.)
+        if (!device_lost) {
+          ++f.stats_.rebuild_parity_pages;
+          SubmitParity(l);
+        }
       } else if (!((l.par->copy_mask >> die) & 1)) {
         // The host's running XOR of the row (a row without an accumulator has no
         // copied members: a copy needs one).
