@@ -341,7 +341,8 @@ struct Ftl::Impl {
   // once covered and accepted under PLP; finished once covered and on flash.
   // Debug aid: VSL_TRACE_LBA=<lba> prints, on stderr, every page that carries that sector
   // as it is appended, submitted and acknowledged, and each mapping attach replays.
-  // (UINT64_MAX: no tracing; read once, at start-up.)
+  // (UINT64_MAX: no tracing. Read once, when the program starts: no FTL exists before
+  // main, so none reads it before it is set.)
   static uint64_t TraceLba() { return kTraceLba; }
   static const uint64_t kTraceLba;
   bool Traced(const PageBuf* b) const { return kTraceLba != UINT64_MAX && TracedPage(b); }
