@@ -18,11 +18,6 @@ void Ftl::Impl::SetValid(Psa p) {
   f.lebs_.OnValidChanged(l);
 }
 
-bool Ftl::Impl::SlotValid(const Leb& l, Psa p) const {
-  const uint32_t s = addr.SlotInLeb(p);
-  return (l.valid_bits[s / 64] >> (s % 64)) & 1;
-}
-
 void Ftl::Impl::ClearValid(Psa p) {
   Leb& l = f.lebs_.leb(addr.LebOf(p));
   const uint32_t s = addr.SlotInLeb(p);

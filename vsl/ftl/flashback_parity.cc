@@ -39,26 +39,22 @@ void Ftl::Impl::AccumulateParity(Leb& l, PageBuf* b) {
     rp.row = b->page;
     rp.submitted = false;
     rp.mask = 0;
-    rp.copy_mask = 0;
   }
-  if (b->copy) rp.copy_mask |= uint64_t{1} << b->die;
   rp.mask |= uint64_t{1} << b->die;
   // A row with an accumulator is formed in the controller alone: its parity page, its
   // stage images and (by writing the parity page early, RebuildPage) a rebuild of one of
-  // its members all come from there, so the host keeps no running XOR of it.
-  if (rp.acc == nand::kNoAccumulator) {
+  // its members all come from there, so the host keeps no running XOR of it. Nor of a
+  // row whose parity page has gone (a page after it adds to nothing). A row without an
+  // accumulator has no copied member (Submit reverts a copy into such a row).
+  if (rp.acc == nand::kNoAccumulator && !rp.submitted) {
     if (first) {
-      // The row's first member: its parity so far is the member itself. (A copied
-      // member's data is only in the controller's accumulator.)
-      if (b->copy) std::fill(rp.data.begin(), rp.data.end(), 0);
-      else std::memcpy(rp.data.data(), b->data.data(), rp.data.size());
+      // The row's first member: its parity so far is the member itself.
+      std::memcpy(rp.data.data(), b->data.data(), rp.data.size());
       std::memcpy(rp.meta.data(), b->meta.data(), rp.meta.size());
-      rp.copy_meta.assign(rp.meta.size(), 0);
     } else {
-      if (!b->copy) stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
+      stripe.XorInto(rp.data.data(), b->data.data(), rp.data.size());
       stripe.XorInto(rp.meta.data(), b->meta.data(), rp.meta.size());
     }
-    if (b->copy) stripe.XorInto(rp.copy_meta.data(), b->meta.data(), rp.copy_meta.size());
   }
   if (stripe.IsLastDataPos(l, b->page, b->die)) SubmitParity(l);
 }

@@ -32,13 +32,12 @@ void Ftl::Impl::RebuildPage(uint32_t leb, uint32_t die, uint32_t row, RebuildDon
           ++f.stats_.rebuild_parity_pages;
           SubmitParity(l);
         }
-      } else if (!((l.par->copy_mask >> die) & 1)) {
-        // The host's running XOR of the row (a row without an accumulator has no
-        // copied members: a copy needs one).
-        r->acc_mask = l.par->mask & ~l.par->copy_mask;
+      } else {
+        // The host's running XOR of the row (which has no copied member: a copy needs
+        // an accumulator).
+        r->acc_mask = l.par->mask;
         r->acc_data = l.par->data;
         r->acc_meta = l.par->meta;
-        if (l.par->copy_mask != 0) stripe.XorInto(r->acc_meta.data(), l.par->copy_meta.data(), r->acc_meta.size());
       }
     }
   }

@@ -449,8 +449,6 @@ struct Ftl::Impl {
   // --- validity ---
   void SetValid(Psa p);
   void ClearValid(Psa p);
-  // Slot `p` of `l` holds a live sector (the map points at it exactly when it does).
-  bool SlotValid(const Leb& l, Psa p) const;
   // A stale copy still in an unsubmitted buffer would get a newer sequence number than
   // the write that replaced it; turn it into padding so replay can never resurrect it.
   void KillInOpenBuffer(AppendPoint& ap, Psa p) {

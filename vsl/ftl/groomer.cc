@@ -223,9 +223,6 @@ void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vec
   const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
   for (uint32_t s = 0; s < S(); ++s) {
     const Psa p = addr.Make(v.index, die, page, s);
-    // The LEB's validity bit first: a dead slot costs no look-up in the map (a cache
-    // miss over a large map), which still decides for a live one.
-    if (!SlotValid(v, p)) continue;
     const uint64_t lba = e[s].lba;
     if (lba == f::kNoLba || lba >= f.map_.sectors() || f.map_.Get(lba) != p) continue;
     if (!AppendSector(gcap, lba, nullptr, nullptr, &v, p, p, e[s].crc)) {

@@ -30,11 +30,6 @@ struct RowParity {
   // The row's accumulator in the controller (nand::kNoAccumulator: the host sends its
   // parity), chosen when its first member is submitted.
   uint32_t acc = UINT32_MAX;
-  // Members copied inside the controller (their data is only in the accumulator):
-  // `data` and `meta` minus `copy_meta` are the XOR of the other members, which is what
-  // a rebuild from host memory may use.
-  uint64_t copy_mask = 0;
-  std::vector<uint8_t> copy_meta;
 };
 
 enum class LebState : uint8_t { kFree = 0, kOpen, kClosed, kVictim, kMeta };
