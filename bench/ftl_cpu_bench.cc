@@ -4,6 +4,8 @@
 //   BM_CopyCold4K     copy 4 KiB between random places of two 1 GiB buffers: one cold
 //                     4 KiB copy, the least a write or read path can do over a working
 //                     set larger than the caches
+//   BM_CopyCrcCold4K/k  the same copy with its CRC-32C in one pass, per CRC kernel k
+//   BM_Crc4K/k        CRC-32C of a 4 KiB buffer in cache, per CRC kernel k
 //   BM_CardPage4K     program + read one 4 KiB page straight on the card model
 //   BM_FtlWrite4K     4 KiB random writes through the FTL over the whole pipe, filled
 //                     and then randomly written twice over first (the groomer at its
@@ -44,6 +46,7 @@
 #endif
 
 #include "vsl/core/clock.h"
+#include "vsl/core/crc.h"
 #include "vsl/core/random.h"
 #include "vsl/ftl/ftl.h"
 #include "vsl/simcard/sim_card.h"
@@ -100,13 +103,22 @@ void BM_Memcpy4K(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy4K);
 
+// Two 1 GiB buffers, touched (no page faults in the loops), shared by the cold loops.
+struct ColdBuffers {
+  static constexpr uint64_t kBytes = uint64_t{1} << 30, kSlots = kBytes / 4096;
+  std::vector<uint8_t> a = std::vector<uint8_t>(kBytes, 1), b = std::vector<uint8_t>(kBytes, 2);
+};
+ColdBuffers& Cold() {
+  static ColdBuffers c;
+  return c;
+}
+
 void BM_CopyCold4K(benchmark::State& state) {
-  constexpr uint64_t kBytes = uint64_t{1} << 30, kSlots = kBytes / 4096;
-  std::vector<uint8_t> a(kBytes, 1), b(kBytes, 2);  // touched: no page faults in the loop
+  ColdBuffers& c = Cold();
   Rng rng(5);
   const double t0 = ThreadCpuNs();
   for (auto _ : state) {
-    std::memcpy(b.data() + rng.Below(kSlots) * 4096, a.data() + rng.Below(kSlots) * 4096, 4096);
+    std::memcpy(c.b.data() + rng.Below(c.kSlots) * 4096, c.a.data() + rng.Below(c.kSlots) * 4096, 4096);
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations());
@@ -116,6 +128,44 @@ void BM_CopyCold4K(benchmark::State& state) {
   state.counters["cpu_ns"] = g_cold_copy_ns;
 }
 BENCHMARK(BM_CopyCold4K);
+
+// The sector check on the write path, per CRC-32C kernel (vsl/core/crc.h): the same cold
+// copy with its CRC taken in the same pass (Crc32cCopy, BM_CopyCrcCold4K/<kernel>), and the
+// CRC alone of a 4 KiB buffer in cache (BM_Crc4K/<kernel>, the read path's check of the
+// page its DMA has just landed). Arguments index Crc32cKernels(); the label names it.
+void BM_CopyCrcCold4K(benchmark::State& state) {
+  const Crc32cKernel& k = Crc32cKernels()[static_cast<std::size_t>(state.range(0))];
+  ColdBuffers& c = Cold();
+  Rng rng(5);
+  uint32_t sum = 0;
+  const double t0 = ThreadCpuNs();
+  for (auto _ : state) {
+    sum += k.copy(c.b.data() + rng.Below(c.kSlots) * 4096, c.a.data() + rng.Below(c.kSlots) * 4096, 4096, 0);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(sum);
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(k.name);
+  const double ns = state.iterations() ? (ThreadCpuNs() - t0) / static_cast<double>(state.iterations()) : 0;
+  state.counters["cpu_ns"] = ns;
+  if (g_cold_copy_ns > 0) state.counters["per_cold_copy"] = ns / g_cold_copy_ns;
+}
+BENCHMARK(BM_CopyCrcCold4K)->DenseRange(0, static_cast<int64_t>(Crc32cKernels().size()) - 1);
+
+void BM_Crc4K(benchmark::State& state) {
+  const Crc32cKernel& k = Crc32cKernels()[static_cast<std::size_t>(state.range(0))];
+  std::vector<uint8_t> a(4096);
+  Rng(6).Fill(a.data(), a.size());
+  uint32_t sum = 0;
+  for (auto _ : state) {
+    sum += k.crc(a.data(), a.size(), sum);
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * 4096);
+  state.SetLabel(k.name);
+}
+BENCHMARK(BM_Crc4K)->DenseRange(0, static_cast<int64_t>(Crc32cKernels().size()) - 1);
 
 // Forwards to the card's pipe and records every command that changes or reads flash,
 // with what it asks of the controller's accumulators, so that the replay makes the card

@@ -412,7 +412,8 @@ def run_ftl_cpu(build, quick):
             sys.exit("ftl_cpu_bench failed: %s" % r.stderr[-2000:])
         run = {}
         for b in json.loads(r.stdout)["benchmarks"]:
-            run[b["name"].split("/")[0]] = {k: b[k] for k in FTL_CPU_COUNTERS if k in b}
+            key = b["name"].split("/")[0] + (":" + b["label"] if b["name"].startswith("BM_CopyCrc") else "")
+            run[key] = {k: b[k] for k in FTL_CPU_COUNTERS if k in b}
         runs.append(run)
         w, h, rd = run.get("BM_FtlWrite4K", {}), run.get("BM_FtlWrite4KHostPath", {}), run.get("BM_FtlRead4K", {})
         print("zerotime: FTL own CPU per 4 KiB write %.2f us (host-path relocation %.2f), read %.2f; cold copy %.0f ns" % (

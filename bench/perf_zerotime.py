@@ -69,6 +69,9 @@ def render_zerotime(w, res, zt, rt, fmt_n):
         w("|---|" + "---|" * len(fc["runs"]))
         w("| cold 4 KiB copy, ns | " + " | ".join("%.0f" % r.get("BM_CopyCold4K", {}).get("cpu_ns", 0)
                                                  for r in fc["runs"]) + " |")
+        for key in sorted(k for k in fc["runs"][0] if k.startswith("BM_CopyCrcCold4K:")):
+            w("| the same copy with its CRC-32C, kernel %s, ns | " % key.split(":", 1)[1] + " | ".join(
+                "%.0f" % r.get(key, {}).get("cpu_ns", 0) for r in fc["runs"]) + " |")
         for name, label in (("BM_FtlWrite4K", "write"), ("BM_FtlWrite4KHostPath", "write, host path"),
                             ("BM_FtlRead4K", "read")):
             if not all(name in r for r in fc["runs"]):

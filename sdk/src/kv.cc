@@ -157,14 +157,14 @@ void EntryVecs(vsl_kv* kv, uint32_t pool, uint64_t b, uint64_t hash, const void*
   h.flags = flags;
   h.key_len = static_cast<uint16_t>(key_len);
   h.value_len = flags & kTombstone ? 0 : value_len;
-  h.value_crc = vsl::Crc32c(value, h.value_len);
+  // The value goes into the image with its CRC taken in the same pass.
+  h.value_crc = h.value_len != 0 ? vsl::Crc32cCopy(img->p + kValueOffset, value, h.value_len) : vsl::Crc32c(value, 0);
   h.expiry = expiry;
   h.key_hash = hash;
   h.sectors = sectors;
   std::memcpy(h.key, key, key_len);
   h.header_crc = HeaderCrc(h);
   std::memcpy(img->p, &h, sizeof(h));
-  if (h.value_len != 0) std::memcpy(img->p + kValueOffset, value, h.value_len);
   const uint64_t lba = BucketLba(kv, pool, b);
   vecs->push_back({lba, sectors, img->p, VSL_VEC_WRITE, 0});
   if (old_sectors > sectors) vecs->push_back({lba + sectors, old_sectors - sectors, nullptr, VSL_VEC_TRIM, 0});

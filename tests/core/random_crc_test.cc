@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
@@ -78,23 +80,44 @@ TEST(CrcTest, Crc32cStandardCheckValue) {
   EXPECT_EQ(Crc32c(nullptr, 0), 0u);
 }
 
-// The hardware path (three interleaved streams joined by GF(2) multiplication) against
-// the table-driven one: every length around the stream boundaries (3 x 168, 3 x 1360),
-// odd alignments and chained seeds.
-TEST(CrcTest, Crc32cHardwareMatchesSoftwareAtEveryLengthAndAlignment) {
-  std::vector<uint8_t> buf(3 * 4096 + 64);
+// Every kernel this CPU runs (carry-less folding in 64-byte vectors, the crc32
+// instruction's three streams joined by GF(2) multiplication) against the table-driven one,
+// plain and copying: every length around the kernels' thresholds and stream boundaries
+// (256, 3 x 168, 3 x 1360), odd alignments of source and destination, chained seeds.
+TEST(CrcTest, EveryKernelMatchesSoftwareAtEveryLengthAndAlignment) {
+  std::vector<uint8_t> buf(3 * 4096 + 64), dst(buf.size() + 64);
   Rng(99).Fill(buf.data(), buf.size());
-  for (std::size_t len = 0; len <= 3 * 4096; len += (len < 600 || (len > 4000 && len < 4200)) ? 1 : 37) {
-    for (std::size_t off : {0, 1, 5}) {
-      const uint32_t seed = static_cast<uint32_t>(len * 2654435761u);
-      ASSERT_EQ(Crc32c(buf.data() + off, len, seed), Crc32cSoftware(buf.data() + off, len, seed))
-          << "len " << len << " offset " << off;
+  ASSERT_FALSE(Crc32cKernels().empty());
+  for (const Crc32cKernel& k : Crc32cKernels()) {
+    SCOPED_TRACE(k.name);
+    EXPECT_EQ(k.crc("123456789", 9, 0), 0xE3069283u);
+    for (std::size_t len = 0; len <= 3 * 4096; len += (len < 600 || (len > 4000 && len < 4200)) ? 1 : 37) {
+      for (std::size_t off : {0, 1, 5}) {
+        const uint32_t seed = static_cast<uint32_t>(len * 2654435761u);
+        const uint32_t want = Crc32cSoftware(buf.data() + off, len, seed);
+        ASSERT_EQ(k.crc(buf.data() + off, len, seed), want) << "len " << len << " offset " << off;
+        // The copy lands at another alignment, and writes nothing past its end.
+        std::fill(dst.begin(), dst.end(), uint8_t{0xA5});
+        ASSERT_EQ(k.copy(dst.data() + 3 + off, buf.data() + off, len, seed), want) << "copy, len " << len;
+        ASSERT_EQ(std::memcmp(dst.data() + 3 + off, buf.data() + off, len), 0) << "copy, len " << len;
+        ASSERT_EQ(dst[3 + off + len], 0xA5) << "copy, len " << len;
+        ASSERT_EQ(dst[2 + off], 0xA5) << "copy, len " << len;
+      }
     }
   }
-  EXPECT_EQ(Crc32cSoftware("123456789", 9), 0xE3069283u);
 #if defined(__x86_64__)
-  EXPECT_EQ(Crc32cIsHardware(), __builtin_cpu_supports("sse4.2") != 0);
+  // The CPU's own kernels are all listed, the fastest in use.
+  const auto& all = Crc32cKernels();
+  EXPECT_EQ(all.size(), 1u + (__builtin_cpu_supports("sse4.2") != 0) +
+                            (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                             __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul")));
+  if (std::getenv("VSL_CRC32C") == nullptr) {
+    EXPECT_STREQ(Crc32cKernelName(), all.front().name);
+  }
 #endif
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  std::vector<uint8_t> out(9);
+  EXPECT_EQ(Crc32cCopy(out.data(), "123456789", 9), 0xE3069283u);
 }
 
 uint16_t Crc16Bitwise(const uint8_t* p, std::size_t n, uint16_t crc) {

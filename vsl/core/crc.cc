@@ -1,9 +1,11 @@
 #include "vsl/core/crc.h"
 
 #include <array>
+#include <cstdlib>
+#include <cstring>
 
 #if defined(__x86_64__)
-#include <nmmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace vsl {
@@ -98,15 +100,19 @@ constexpr std::size_t kLong = 1360, kShort = 168;
 constexpr uint32_t kLongX1 = XPow8n(kLong), kLongX2 = XPow8n(2 * kLong);
 constexpr uint32_t kShortX1 = XPow8n(kShort), kShortX2 = XPow8n(2 * kShort);
 
-__attribute__((target("sse4.2"))) uint64_t Load64(const uint8_t* p) {
+#define VSL_SSE42 __attribute__((target("sse4.2")))
+#define VSL_CLMUL __attribute__((target("sse4.2,pclmul")))
+#define VSL_CLMUL512 __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq")))
+
+VSL_SSE42 inline uint64_t Load64(const uint8_t* p) {
   uint64_t v;
   __builtin_memcpy(&v, p, 8);
   return v;
 }
 
 // Three streams of `blk` bytes side by side while the buffer holds them; advances p, len.
-__attribute__((target("sse4.2"))) uint64_t Three(uint64_t c, const uint8_t*& p, std::size_t& len, std::size_t blk,
-                                                 uint32_t x1, uint32_t x2) {
+VSL_SSE42 uint64_t Three(uint64_t c, const uint8_t*& p, std::size_t& len, std::size_t blk, uint32_t x1,
+                         uint32_t x2) {
   while (len >= 3 * blk) {
     uint64_t c1 = 0, c2 = 0;
     for (std::size_t i = 0; i < blk; i += 8) {
@@ -121,42 +127,185 @@ __attribute__((target("sse4.2"))) uint64_t Three(uint64_t c, const uint8_t*& p, 
   return c;
 }
 
-__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const void* data, std::size_t len, uint32_t crc) {
+// The crc32 instruction over what is left of the buffer, 8 bytes then 1 at a time; copies
+// those bytes to d when d is not null. c is the raw register (not inverted).
+VSL_SSE42 uint32_t Tail(uint64_t c, uint8_t* d, const uint8_t* p, std::size_t len) {
+  for (; len >= 8; p += 8, len -= 8) {
+    const uint64_t v = Load64(p);
+    if (d != nullptr) {
+      __builtin_memcpy(d, &v, 8);
+      d += 8;
+    }
+    c = _mm_crc32_u64(c, v);
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  for (; len > 0; --len) {
+    if (d != nullptr) *d++ = *p;
+    c32 = _mm_crc32_u8(c32, *p++);
+  }
+  return c32;
+}
+
+VSL_SSE42 uint32_t Crc32cHardware(const void* data, std::size_t len, uint32_t crc) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint64_t c = ~crc;
   c = Three(c, p, len, kLong, kLongX1, kLongX2);
   c = Three(c, p, len, kShort, kShortX1, kShortX2);
-  while (len >= 8) {
-    c = _mm_crc32_u64(c, Load64(p));
-    p += 8;
-    len -= 8;
-  }
-  uint32_t c32 = static_cast<uint32_t>(c);
-  while (len-- > 0) c32 = _mm_crc32_u8(c32, *p++);
-  return ~c32;
+  return ~Tail(c, nullptr, p, len);
+}
+uint32_t Crc32cCopyHardware(void* dst, const void* src, std::size_t len, uint32_t crc) {
+  std::memcpy(dst, src, len);
+  return Crc32cHardware(src, len, crc);
 }
 
-using CrcFn = uint32_t (*)(const void*, std::size_t, uint32_t);
-CrcFn PickCrc32c() { return __builtin_cpu_supports("sse4.2") ? Crc32cHardware : Crc32cSoftware; }
-const CrcFn kCrc32c = PickCrc32c();
+// Folding with carry-less multiplication (PCLMULQDQ). A 16-byte block B, loaded little-endian
+// into a vector, is the polynomial H * x^64 + L, where H is its first 8 bytes and L its last
+// 8, each read in the reflected order (bit i of the quadword is x^(63-i)). Moving B forward
+// by `bits` multiplies it by x^bits; modulo P that is
+//   H * (x^(bits+64) mod P) + L * (x^bits mod P),
+// a polynomial under 96 bits. The carry-less product of two reflected quadwords comes out as
+// the true product times x, so the multipliers kept are x^(bits+63) and x^(bits-1): each
+// under 32 bits, held in the top half of its quadword. The folded block is XORed into the
+// block that stands `bits` later, and the last one left, X, gives the CRC register as
+// X * x^32 mod P: the crc32 instruction over X's two quadwords from a zero register.
+constexpr uint32_t XPowBits(uint64_t e) {  // x^e mod P, reflected (bit 31 is x^0)
+  uint32_t result = 1u << 31;
+  uint32_t sq = 1u << 30;
+  for (; e != 0; e >>= 1) {
+    if (e & 1) result = MulModP(sq, result);
+    sq = MulModP(sq, sq);
+  }
+  return result;
+}
+struct FoldConst {
+  uint64_t h, l;  // multipliers of the block's first and last quadwords
+};
+constexpr FoldConst FoldBy(uint64_t bits) {
+  return {uint64_t{XPowBits(bits + 63)} << 32, uint64_t{XPowBits(bits - 1)} << 32};
+}
+constexpr FoldConst k128 = FoldBy(128), k256 = FoldBy(256), k384 = FoldBy(384), k512 = FoldBy(512);
+constexpr FoldConst k1024 = FoldBy(1024), k1536 = FoldBy(1536), k2048 = FoldBy(2048);
+
+VSL_CLMUL inline __m128i K(FoldConst k) {
+  return _mm_set_epi64x(static_cast<long long>(k.l), static_cast<long long>(k.h));
+}
+VSL_CLMUL inline __m128i Fold(__m128i b, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(b, k, 0x00), _mm_clmulepi64_si128(b, k, 0x11));
+}
+// Loads 16 bytes and, in the copying variant, stores them to d.
+// (d is null in the other; the offset is applied only where it is used.)
+template <bool kCopy>
+VSL_CLMUL inline __m128i Load128(const uint8_t* p, uint8_t* d, std::size_t off = 0) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + off));
+  if constexpr (kCopy) _mm_storeu_si128(reinterpret_cast<__m128i*>(d + off), v);
+  return v;
+}
+// From the last folded block x to the finished CRC: whole 16-byte blocks folded in, then
+// the register, then the bytes left through the crc32 instruction.
+template <bool kCopy>
+VSL_CLMUL uint32_t Finish(__m128i x, uint8_t* d, const uint8_t* p, std::size_t len) {
+  const __m128i f128 = K(k128);
+  for (; len >= 16; p += 16, d += kCopy ? 16 : 0, len -= 16) x = _mm_xor_si128(Fold(x, f128), Load128<kCopy>(p, d));
+  uint64_t c = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
+  c = _mm_crc32_u64(c, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
+  return ~Tail(c, kCopy ? d : nullptr, p, len);
+}
+
+// Four 64-byte vectors a step (256 bytes), each of their 16-byte lanes folded 2048 bits
+// forward; then the vectors are folded into one and its four lanes into one block.
+// len >= 256. (Folding 16-byte vectors alone, PCLMULQDQ without AVX-512, was measured
+// slower here than the crc32 instruction's three streams: 358 against 239 ns per 4 KiB.)
+template <bool kCopy>
+VSL_CLMUL512 inline __m512i Load512(const uint8_t* p, uint8_t* d, std::size_t off = 0) {
+  const __m512i v = _mm512_loadu_si512(p + off);
+  if constexpr (kCopy) _mm512_storeu_si512(d + off, v);
+  return v;
+}
+VSL_CLMUL512 inline __m512i Fold512(__m512i b, FoldConst k, __m512i next) {
+  const auto h = static_cast<long long>(k.h), l = static_cast<long long>(k.l);
+  const __m512i kk = _mm512_set_epi64(l, h, l, h, l, h, l, h);
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(b, kk, 0x00), _mm512_clmulepi64_epi128(b, kk, 0x11),
+                                   next, 0x96);
+}
+template <bool kCopy>
+VSL_CLMUL512 uint32_t FoldAvx512(uint8_t* d, const uint8_t* p, std::size_t len, uint32_t crc) {
+  __m512i z0 = _mm512_xor_si512(Load512<kCopy>(p, d), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  __m512i z1 = Load512<kCopy>(p, d, 64), z2 = Load512<kCopy>(p, d, 128);
+  __m512i z3 = Load512<kCopy>(p, d, 192);
+  for (p += 256, d += kCopy ? 256 : 0, len -= 256; len >= 256; p += 256, d += kCopy ? 256 : 0, len -= 256) {
+    z0 = Fold512(z0, k2048, Load512<kCopy>(p, d));
+    z1 = Fold512(z1, k2048, Load512<kCopy>(p, d, 64));
+    z2 = Fold512(z2, k2048, Load512<kCopy>(p, d, 128));
+    z3 = Fold512(z3, k2048, Load512<kCopy>(p, d, 192));
+  }
+  __m512i z = Fold512(z0, k1536, Fold512(z1, k1024, Fold512(z2, k512, z3)));
+  for (; len >= 64; p += 64, d += kCopy ? 64 : 0, len -= 64) z = Fold512(z, k512, Load512<kCopy>(p, d));
+  // (The masked extract: GCC 12's plain one warns of an uninitialised operand.)
+  const __m128i x = _mm_xor_si128(_mm_xor_si128(Fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 0), K(k384)),
+                                                Fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 1), K(k256))),
+                                  _mm_xor_si128(Fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 2), K(k128)),
+                                                _mm512_maskz_extracti32x4_epi32(0xF, z, 3)));
+  return Finish<kCopy>(x, d, p, len);
+}
+
+// Short buffers go to the crc32 instruction, which needs no set-up.
+uint32_t Crc32cAvx512(const void* data, std::size_t len, uint32_t crc) {
+  if (len < 256) return Crc32cHardware(data, len, crc);
+  return FoldAvx512<false>(nullptr, static_cast<const uint8_t*>(data), len, crc);
+}
+uint32_t Crc32cCopyAvx512(void* dst, const void* src, std::size_t len, uint32_t crc) {
+  if (len < 256) return Crc32cCopyHardware(dst, src, len, crc);
+  return FoldAvx512<true>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), len, crc);
+}
+#endif  // __x86_64__
+
+uint32_t Crc32cCopySoftware(void* dst, const void* src, std::size_t len, uint32_t crc) {
+  std::memcpy(dst, src, len);
+  return Crc32cSoftware(src, len, crc);
+}
+
+std::vector<Crc32cKernel> FindKernels() {
+  std::vector<Crc32cKernel> k;
+#if defined(__x86_64__)
+  const bool sse42 = __builtin_cpu_supports("sse4.2"), clmul = sse42 && __builtin_cpu_supports("pclmul");
+  if (clmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("vpclmulqdq")) {
+    k.push_back({"avx512-vpclmulqdq", Crc32cAvx512, Crc32cCopyAvx512});
+  }
+  if (sse42) k.push_back({"sse4.2-crc32", Crc32cHardware, Crc32cCopyHardware});
 #endif
+  k.push_back({"software", Crc32cSoftware, Crc32cCopySoftware});
+  return k;
+}
+// The kernel in use: the first listed, or the one VSL_CRC32C names (to compare kernels in
+// one benchmark run). A function-local static, so that callers in other translation units'
+// static initialisers find it ready.
+const Crc32cKernel& Best() {
+  static const Crc32cKernel best = [] {
+    const auto& all = Crc32cKernels();
+    if (const char* want = std::getenv("VSL_CRC32C"); want != nullptr) {
+      for (const auto& k : all) {
+        if (std::strcmp(k.name, want) == 0) return k;
+      }
+    }
+    return all.front();
+  }();
+  return best;
+}
 
 }  // namespace
 
-uint32_t Crc32c(const void* data, std::size_t len, uint32_t crc) {
-#if defined(__x86_64__)
-  return kCrc32c(data, len, crc);
-#else
-  return Crc32cSoftware(data, len, crc);
-#endif
+const std::vector<Crc32cKernel>& Crc32cKernels() {
+  static const std::vector<Crc32cKernel> kernels = FindKernels();
+  return kernels;
 }
 
-bool Crc32cIsHardware() {
-#if defined(__x86_64__)
-  return kCrc32c != Crc32cSoftware;
-#else
-  return false;
-#endif
+const char* Crc32cKernelName() { return Best().name; }
+
+uint32_t Crc32c(const void* data, std::size_t len, uint32_t crc) { return Best().crc(data, len, crc); }
+
+uint32_t Crc32cCopy(void* dst, const void* src, std::size_t len, uint32_t crc) {
+  return Best().copy(dst, src, len, crc);
 }
 
 }  // namespace vsl

@@ -234,8 +234,13 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
     b->csrc[slot] = copy_from;
     b->ccrc[slot] = crc.value_or(0);
   } else {
-    std::memcpy(b->data.data() + uint64_t{slot} * f.sector_bytes_, src, f.sector_bytes_);
-    b->ccrc[slot] = crc ? *crc : Crc32c(src, f.sector_bytes_);
+    uint8_t* dst = b->data.data() + uint64_t{slot} * f.sector_bytes_;
+    if (crc) {
+      std::memcpy(dst, src, f.sector_bytes_);
+      b->ccrc[slot] = *crc;
+    } else {
+      b->ccrc[slot] = Crc32cCopy(dst, src, f.sector_bytes_);  // the check rides the one copy
+    }
   }
   b->lbas[slot] = lba;
   if (ctx != nullptr) {
