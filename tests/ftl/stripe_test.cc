@@ -97,7 +97,7 @@ TEST(StripeLayoutTest, XorIntoIsItsOwnInverse) {
   EXPECT_EQ(x, a);
 }
 
-// Every length and alignment against a byte-wise XOR: the vector steps (AVX2 where the
+// Every length and alignment against a byte-wise XOR: the vector steps (AVX-512 or AVX2 where the
 // CPU has it, 16-byte vectors, words) and the tail must agree with the plain loop.
 TEST(StripeLayoutTest, XorIntoMatchesByteWiseXorAtEveryLengthAndOffset) {
   std::vector<uint8_t> a(700), b(700);

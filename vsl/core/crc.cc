@@ -1,6 +1,7 @@
 #include "vsl/core/crc.h"
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -129,7 +130,8 @@ VSL_SSE42 uint64_t Three(uint64_t c, const uint8_t*& p, std::size_t& len, std::s
 
 // The crc32 instruction over what is left of the buffer, 8 bytes then 1 at a time; copies
 // those bytes to d when d is not null. c is the raw register (not inverted).
-VSL_SSE42 uint32_t Tail(uint64_t c, uint8_t* d, const uint8_t* p, std::size_t len) {
+VSL_SSE42 __attribute__((always_inline)) inline uint32_t Tail(uint64_t c, uint8_t* d, const uint8_t* p,
+                                                               std::size_t len) {
   for (; len >= 8; p += 8, len -= 8) {
     const uint64_t v = Load64(p);
     if (d != nullptr) {
@@ -293,6 +295,22 @@ const Crc32cKernel& Best() {
   return best;
 }
 
+// Crc32c and Crc32cCopy call through these pointers: constant-initialised to resolvers
+// that pick the kernel on the first call (so callers in other translation units' static
+// initialisers are served), then a plain load and an indirect call.
+uint32_t ResolveCrc(const void* data, std::size_t len, uint32_t crc);
+uint32_t ResolveCopy(void* dst, const void* src, std::size_t len, uint32_t crc);
+std::atomic<uint32_t (*)(const void*, std::size_t, uint32_t)> g_crc{ResolveCrc};
+std::atomic<uint32_t (*)(void*, const void*, std::size_t, uint32_t)> g_copy{ResolveCopy};
+uint32_t ResolveCrc(const void* data, std::size_t len, uint32_t crc) {
+  g_crc.store(Best().crc, std::memory_order_relaxed);
+  return Best().crc(data, len, crc);
+}
+uint32_t ResolveCopy(void* dst, const void* src, std::size_t len, uint32_t crc) {
+  g_copy.store(Best().copy, std::memory_order_relaxed);
+  return Best().copy(dst, src, len, crc);
+}
+
 }  // namespace
 
 const std::vector<Crc32cKernel>& Crc32cKernels() {
@@ -302,10 +320,12 @@ const std::vector<Crc32cKernel>& Crc32cKernels() {
 
 const char* Crc32cKernelName() { return Best().name; }
 
-uint32_t Crc32c(const void* data, std::size_t len, uint32_t crc) { return Best().crc(data, len, crc); }
+uint32_t Crc32c(const void* data, std::size_t len, uint32_t crc) {
+  return g_crc.load(std::memory_order_relaxed)(data, len, crc);
+}
 
 uint32_t Crc32cCopy(void* dst, const void* src, std::size_t len, uint32_t crc) {
-  return Best().copy(dst, src, len, crc);
+  return g_copy.load(std::memory_order_relaxed)(dst, src, len, crc);
 }
 
 }  // namespace vsl

@@ -25,16 +25,24 @@ __attribute__((always_inline)) inline std::size_t XorVectors(uint8_t* dst, const
 __attribute__((target("avx2"))) std::size_t XorAvx2(uint8_t* dst, const uint8_t* src, std::size_t n) {
   return XorVectors<32>(dst, src, n);
 }
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2");  // chosen once, at start-up
+__attribute__((target("avx512f"))) std::size_t XorAvx512(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  return XorVectors<64>(dst, src, n);
+}
+// Chosen once, at start-up.
+const bool kHaveAvx2 = __builtin_cpu_supports("avx2"), kHaveAvx512 = __builtin_cpu_supports("avx512f");
 #endif
 }  // namespace
 
 void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
-  // 128 bytes a step with AVX2 where the CPU has it; else 64 bytes a step in 16-byte
-  // vectors (SSE2 on x86-64, NEON on ARM); then words, bytes.
+  // 256 bytes a step with AVX-512 where the CPU has it, else 128 with AVX2, then 64
+  // bytes a step in 16-byte vectors (SSE2 on x86-64, NEON on ARM); then words, bytes.
   std::size_t i = 0;
 #if defined(__x86_64__)
-  if (kHaveAvx2) i = XorAvx2(dst, src, n);
+  if (kHaveAvx512) {
+    i = XorAvx512(dst, src, n);
+  } else if (kHaveAvx2) {
+    i = XorAvx2(dst, src, n);
+  }
 #endif
   i += XorVectors<16>(dst + i, src + i, n - i);
   for (; i + 8 <= n; i += 8) {

@@ -328,6 +328,8 @@ void Ftl::Impl::Submit(PageBuf* b) {
   if (b->ccrc.size() == S() && (b->type == f::PageType::kData || b->type == f::PageType::kAtomicData)) {
     content.crcs = b->ccrc.data();
   }
+  const uint32_t zero_crc = b->used < S() ? ZeroSectorCrc() : 0;
+  content.zero_crc = &zero_crc;
   if (b->type == f::PageType::kTrim) {
     l.trim_pages.push_back(b->page * D() + b->die);
     ++f.stats_.trim_pages;
@@ -394,14 +396,11 @@ void Ftl::Impl::Submit(PageBuf* b) {
 void Ftl::Impl::SendCopy(PageBuf* b, uint32_t acc) {
   // What the page holds if a source cannot be read: nothing (every slot padding, as
   // SealPage seals one: no LBA, the CRC of a zeroed sector).
-  if (zero_sector_crc_ == 0) {
-    const std::vector<uint8_t> zeros(f.sector_bytes_, 0);
-    zero_sector_crc_ = Crc32c(zeros.data(), zeros.size());
-  }
   b->fail_meta.assign(f.geo_.meta_bytes_per_page(), 0xFF);
   WriteSpareHeader(b->fail_meta.data(), f::PageType::kData, b->seq, f.epoch_, S());
   auto* e = reinterpret_cast<f::SectorEntry*>(b->fail_meta.data() + sizeof(f::PageHeader));
-  for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, zero_sector_crc_};
+  const uint32_t zero_crc = ZeroSectorCrc();
+  for (uint32_t s = 0; s < S(); ++s) e[s] = {f::kNoLba, zero_crc};
   SealSpareCrc(b->fail_meta.data(), S());
   nand::CopyRequest req;
   req.dst = {b->die, b->leb, b->page};

@@ -706,6 +706,13 @@ struct Ftl::Impl {
            addr.DieOf(next) == addr.DieOf(prev) && addr.LebOf(next) == addr.LebOf(prev);
   }
   uint32_t zero_sector_crc_ = 0;  // CRC-32C of a zeroed sector (0: not computed yet)
+  uint32_t ZeroSectorCrc() {
+    if (zero_sector_crc_ == 0) {
+      const std::vector<uint8_t> zeros(f.sector_bytes_, 0);
+      zero_sector_crc_ = Crc32c(zeros.data(), zeros.size());
+    }
+    return zero_sector_crc_;
+  }
   // Copy page `b`'s live sectors go back to their sources in the victim (still held by
   // `b`) and are moved through host memory: a copy that failed, was never sent, or sits
   // on a die that failed before its row was protected.

@@ -40,7 +40,8 @@ void SealPage(const PageContent& page, std::vector<uint8_t>& data, uint8_t* meta
     uint32_t pad_crc = 0;
     if (page.used < S) {
       std::memset(data.data() + page.used * sb, 0, (S - page.used) * sb);
-      pad_crc = Crc32c(data.data() + page.used * sb, sb);  // every padding slot is this
+      // every padding slot is this
+      pad_crc = page.zero_crc != nullptr ? *page.zero_crc : Crc32c(data.data() + page.used * sb, sb);
     }
     for (uint32_t s = 0; s < S; ++s) {
       e[s].lba = page.lbas[s];

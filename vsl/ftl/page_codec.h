@@ -27,6 +27,9 @@ struct PageContent {
   // the CRC of each slot's bytes in `data`, which the writer vouches for); null: computed
   // here from `data`.
   const uint32_t* crcs = nullptr;
+  // Data and atomic pages: the CRC of a zeroed sector (every padding slot's) when the
+  // writer has it; null: computed here.
+  const uint32_t* zero_crc = nullptr;
 };
 
 // Seals a page for programming: the header (type, version, sector count, epoch, seq) and

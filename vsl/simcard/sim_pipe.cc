@@ -32,6 +32,7 @@ SimPipe::SimPipe(SimCard& card, Clock& clock, uint32_t controller, uint32_t pipe
       stage_(card.profile_.plp.present ? card.profile_.plp.stage_slots : 0, nullptr),
       acc_(card.profile_.copy_accumulators,
            std::vector<uint8_t>(card.geometry_.page_data_bytes + card.geometry_.meta_bytes_per_page(), 0)),
+      acc_zero_(card.profile_.copy_accumulators, 1),
       acc_takers_(card.profile_.copy_accumulators) {
   topology_.controller = controller;
   topology_.pipe = pipe_in_ctrl;
@@ -188,26 +189,36 @@ void SimPipe::CopyReadDone(Op* prog) {
 void SimPipe::AccLanded(Op* op, uint8_t* slot, bool data_unset) {
   if (op->acc == nand::kNoAccumulator) return;
   std::vector<uint8_t>& a = acc_[op->acc];
+  uint8_t& zero = acc_zero_[op->acc];
   if (op->acc_op == nand::AccOp::kAdd) {
     // Data and metadata as they will be programmed (the slot holds both, in order).
-    XorInto(a.data(), slot, a.size());
+    if (zero) {
+      std::memcpy(a.data(), slot, a.size());
+      zero = 0;
+    } else {
+      XorInto(a.data(), slot, a.size());
+    }
     return;
   }
   // The page's data is the host's XOR the accumulator: the accumulator alone when the
   // host sent none (the slot's data area was left unset for it).
   if (data_unset) {
-    std::memcpy(slot, a.data(), g_.page_data_bytes);
-  } else {
+    if (zero) {
+      std::memset(slot, 0, g_.page_data_bytes);
+    } else {
+      std::memcpy(slot, a.data(), g_.page_data_bytes);
+    }
+  } else if (!zero) {
     XorInto(slot, a.data(), g_.page_data_bytes);
   }
   const uint32_t meta = g_.meta_bytes_per_page();
   if (op->acc_meta_len != 0 && op->acc_meta_at + op->acc_meta_len <= meta && op->acc_crc_at + 4u <= meta) {
     uint8_t* m = slot + g_.page_data_bytes;
-    XorInto(m + op->acc_meta_at, a.data() + g_.page_data_bytes, op->acc_meta_len);
+    if (!zero) XorInto(m + op->acc_meta_at, a.data() + g_.page_data_bytes, op->acc_meta_len);
     const uint32_t crc = Crc32c(m, op->acc_crc_at);
     std::memcpy(m + op->acc_crc_at, &crc, 4);
   }
-  if (op->acc_op == nand::AccOp::kTake) std::fill(a.begin(), a.end(), 0);
+  if (op->acc_op == nand::AccOp::kTake) zero = 1;
   ++stats_.acc_pages;
   DropTaker(op);
 }
@@ -258,6 +269,8 @@ void SimPipe::LandDeadAdds() {
       if (!cutting_) clock_->Post([this] { RetryAdmission(); });  // fences waiting for it
       if (op->serial != serial) return;
       std::vector<uint8_t>& a = acc_[op->acc];
+      if (acc_zero_[op->acc]) std::fill(a.begin(), a.end(), 0);
+      acc_zero_[op->acc] = 0;
       XorInto(a.data(), op->src_data, g_.page_data_bytes);
       const uint32_t mb = g_.meta_bytes_per_page();
       if (op->src_meta != nullptr) {
@@ -273,7 +286,7 @@ void SimPipe::LandDeadAdds() {
 }
 
 void SimPipe::ClearAccumulator(uint32_t acc) {
-  if (acc < acc_.size()) std::fill(acc_[acc].begin(), acc_[acc].end(), 0);
+  if (acc < acc_.size()) acc_zero_[acc] = 1;
 }
 
 TimeNs SimPipe::TakeLink(uint64_t bytes) {

@@ -293,7 +293,11 @@ class SimPipe final : public nand::FlashPipe {
   std::vector<uint8_t> scratch_;       // one slot
   std::vector<uint8_t> raw_;           // one slot: a page as the array gives it (bit-exact reads)
   std::vector<Op*> stage_;             // per stage slot: the landed image, or null
-  std::vector<std::vector<uint8_t>> acc_;  // copy accumulators (page data each)
+  std::vector<std::vector<uint8_t>> acc_;  // copy accumulators (page data and metadata each)
+  // Per accumulator: 1 while it holds zeros, whatever its bytes say (a take or a reset
+  // clears it by this flag alone; the first add then copies instead of XORing).
+  std::vector<uint8_t> acc_zero_;
+  void ClearAccumulators() { std::fill(acc_zero_.begin(), acc_zero_.end(), uint8_t{1}); }
   // Per accumulator: the serials of takes and peeks not landed yet (an add waits for the
   // older ones: accumulator operations land in submission order).
   std::vector<std::vector<uint64_t>> acc_takers_;

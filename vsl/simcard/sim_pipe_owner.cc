@@ -146,7 +146,7 @@ void SimPipe::FenceStale() {
     }
   }
   for (uint32_t slot = 0; slot < stage_.size(); ++slot) ClearStage(slot);
-  for (auto& a : acc_) std::fill(a.begin(), a.end(), 0);
+  ClearAccumulators();
   RetryAdmission();
   for (uint32_t d = 0; d < dies_.size(); ++d) TryStartDie(d);
 }

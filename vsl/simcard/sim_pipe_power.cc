@@ -259,7 +259,7 @@ void SimPipe::PowerCut(DurNs budget_ns) {
   for (auto& ch : channels_) ch = Channel{};
   buffer_used_bytes_ = 0;
   stage_bytes_ = 0;
-  for (auto& a : acc_) std::fill(a.begin(), a.end(), 0);  // controller DRAM is gone
+  ClearAccumulators();  // controller DRAM is gone
   for (auto& t : acc_takers_) t.clear();
   dead_adds_.clear();
   dead_landing_.clear();
