@@ -103,6 +103,7 @@ constexpr uint32_t kShortX1 = XPow8n(kShort), kShortX2 = XPow8n(2 * kShort);
 
 #define VSL_SSE42 __attribute__((target("sse4.2")))
 #define VSL_CLMUL __attribute__((target("sse4.2,pclmul")))
+#define VSL_CLMUL256 __attribute__((target("sse4.2,pclmul,avx2,vpclmulqdq")))
 #define VSL_CLMUL512 __attribute__((target("sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq")))
 
 VSL_SSE42 inline uint64_t Load64(const uint8_t* p) {
@@ -186,7 +187,7 @@ constexpr FoldConst FoldBy(uint64_t bits) {
   return {uint64_t{XPowBits(bits + 63)} << 32, uint64_t{XPowBits(bits - 1)} << 32};
 }
 constexpr FoldConst k128 = FoldBy(128), k256 = FoldBy(256), k384 = FoldBy(384), k512 = FoldBy(512);
-constexpr FoldConst k1024 = FoldBy(1024), k1536 = FoldBy(1536), k2048 = FoldBy(2048);
+constexpr FoldConst k768 = FoldBy(768), k1024 = FoldBy(1024), k1536 = FoldBy(1536), k2048 = FoldBy(2048);
 
 VSL_CLMUL inline __m128i K(FoldConst k) {
   return _mm_set_epi64x(static_cast<long long>(k.l), static_cast<long long>(k.h));
@@ -250,6 +251,37 @@ VSL_CLMUL512 uint32_t FoldAvx512(uint8_t* d, const uint8_t* p, std::size_t len, 
   return Finish<kCopy>(x, d, p, len);
 }
 
+// The same with 32-byte vectors (AVX2 VPCLMULQDQ): four a step (128 bytes), lanes folded
+// 1,024 bits forward, then the vectors into one and its two lanes into one block.
+// len >= 128.
+template <bool kCopy>
+VSL_CLMUL256 inline __m256i Load256(const uint8_t* p, uint8_t* d, std::size_t off = 0) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + off));
+  if constexpr (kCopy) _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + off), v);
+  return v;
+}
+VSL_CLMUL256 inline __m256i Fold256(__m256i b, FoldConst k, __m256i next) {
+  const auto h = static_cast<long long>(k.h), l = static_cast<long long>(k.l);
+  const __m256i kk = _mm256_set_epi64x(l, h, l, h);
+  return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(b, kk, 0x00), _mm256_clmulepi64_epi128(b, kk, 0x11)),
+                          next);
+}
+template <bool kCopy>
+VSL_CLMUL256 uint32_t FoldAvx2(uint8_t* d, const uint8_t* p, std::size_t len, uint32_t crc) {
+  __m256i y0 = _mm256_xor_si256(Load256<kCopy>(p, d), _mm256_set_epi64x(0, 0, 0, static_cast<uint32_t>(~crc)));
+  __m256i y1 = Load256<kCopy>(p, d, 32), y2 = Load256<kCopy>(p, d, 64), y3 = Load256<kCopy>(p, d, 96);
+  for (p += 128, d += kCopy ? 128 : 0, len -= 128; len >= 128; p += 128, d += kCopy ? 128 : 0, len -= 128) {
+    y0 = Fold256(y0, k1024, Load256<kCopy>(p, d));
+    y1 = Fold256(y1, k1024, Load256<kCopy>(p, d, 32));
+    y2 = Fold256(y2, k1024, Load256<kCopy>(p, d, 64));
+    y3 = Fold256(y3, k1024, Load256<kCopy>(p, d, 96));
+  }
+  __m256i y = Fold256(y0, k768, Fold256(y1, k512, Fold256(y2, k256, y3)));
+  for (; len >= 32; p += 32, d += kCopy ? 32 : 0, len -= 32) y = Fold256(y, k256, Load256<kCopy>(p, d));
+  const __m128i x = _mm_xor_si128(Fold(_mm256_castsi256_si128(y), K(k128)), _mm256_extracti128_si256(y, 1));
+  return Finish<kCopy>(x, d, p, len);
+}
+
 // Short buffers go to the crc32 instruction, which needs no set-up.
 uint32_t Crc32cAvx512(const void* data, std::size_t len, uint32_t crc) {
   if (len < 256) return Crc32cHardware(data, len, crc);
@@ -258,6 +290,14 @@ uint32_t Crc32cAvx512(const void* data, std::size_t len, uint32_t crc) {
 uint32_t Crc32cCopyAvx512(void* dst, const void* src, std::size_t len, uint32_t crc) {
   if (len < 256) return Crc32cCopyHardware(dst, src, len, crc);
   return FoldAvx512<true>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), len, crc);
+}
+uint32_t Crc32cAvx2(const void* data, std::size_t len, uint32_t crc) {
+  if (len < 256) return Crc32cHardware(data, len, crc);
+  return FoldAvx2<false>(nullptr, static_cast<const uint8_t*>(data), len, crc);
+}
+uint32_t Crc32cCopyAvx2(void* dst, const void* src, std::size_t len, uint32_t crc) {
+  if (len < 256) return Crc32cCopyHardware(dst, src, len, crc);
+  return FoldAvx2<true>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), len, crc);
 }
 #endif  // __x86_64__
 
@@ -273,6 +313,9 @@ std::vector<Crc32cKernel> FindKernels() {
   if (clmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("vpclmulqdq")) {
     k.push_back({"avx512-vpclmulqdq", Crc32cAvx512, Crc32cCopyAvx512});
+  }
+  if (clmul && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq")) {
+    k.push_back({"avx2-vpclmulqdq", Crc32cAvx2, Crc32cCopyAvx2});
   }
   if (sse42) k.push_back({"sse4.2-crc32", Crc32cHardware, Crc32cCopyHardware});
 #endif

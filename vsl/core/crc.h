@@ -16,9 +16,10 @@ uint16_t Crc16Onfi(const void* data, std::size_t len, uint16_t crc = 0x4F4E);
 // on-flash structure. Standard form: initial ~0, final ~0; Crc32c("123456789") = 0xE3069283.
 // `crc` chains calls: Crc32c(b, n2, Crc32c(a, n1)) == Crc32c(a||b).
 // The kernel is chosen once, at start-up, the fastest this CPU runs: on x86-64 carry-less
-// multiplication folding 64-byte vectors (AVX-512 VPCLMULQDQ), then the crc32 instruction
-// (SSE4.2, three streams side by side), else the table-driven Crc32cSoftware. All give the
-// same values; buffers under 256 bytes take the crc32 instruction where there is one.
+// multiplication folding 64-byte vectors (AVX-512 VPCLMULQDQ) or 32-byte ones (AVX2
+// VPCLMULQDQ), then the crc32 instruction (SSE4.2, three streams side by side), else the
+// table-driven Crc32cSoftware. All give the same values; buffers under 256 bytes take the
+// crc32 instruction where there is one.
 // (Valgrind has no AVX-512: under callgrind the crc32 kernel runs.)
 uint32_t Crc32c(const void* data, std::size_t len, uint32_t crc = 0);
 uint32_t Crc32cSoftware(const void* data, std::size_t len, uint32_t crc = 0);
