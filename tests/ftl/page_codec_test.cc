@@ -57,7 +57,7 @@ TEST_F(PageCodecTest, DataPageEntriesNameEachSlotAndCheckItsSector) {
   EXPECT_TRUE(std::all_of(data.begin() + 2 * kSector, data.end(), [](uint8_t b) { return b == 0; }));
   const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
   for (uint32_t s = 0; s < kSpp; ++s) {
-    EXPECT_EQ(e[s].lba, lbas[s]);
+    EXPECT_EQ(uint64_t{e[s].lba}, lbas[s]);
     EXPECT_EQ(e[s].crc, Crc32c(data.data() + s * kSector, kSector));
   }
   // A scan takes it as a data page of its seq.
@@ -136,7 +136,7 @@ TEST_F(PageCodecTest, FiveTwelveByteSectorsFillTheSpareAndReadBack) {
   const ScanPages pages = SortScanPages(img, fmt8, 0, 0);
   ASSERT_EQ(pages.data.size(), 1u);
   const auto* e = reinterpret_cast<const f::SectorEntry*>(img.Spare(img.Index(3, 2, 1)) + sizeof(f::PageHeader));
-  for (uint32_t s = 0; s < kSpp8; ++s) EXPECT_EQ(e[s].lba, lbas[s]);
+  for (uint32_t s = 0; s < kSpp8; ++s) EXPECT_EQ(uint64_t{e[s].lba}, lbas[s]);
   EXPECT_EQ(e[7].crc, Crc32c(data.data() + 7 * kSector, kSector));  // the zeroed padding's
 }
 
@@ -161,7 +161,7 @@ TEST_F(PageCodecTest, SummaryEntryRebuildsTheSpareRecoveryWouldRead) {
   EXPECT_EQ(h->seq, 55u);
   EXPECT_EQ(h->epoch, kEpoch);
   const auto* e = reinterpret_cast<const f::SectorEntry*>(m + sizeof(f::PageHeader));
-  for (uint32_t s = 0; s < kSpp; ++s) EXPECT_EQ(e[s].lba, lbas[s]);
+  for (uint32_t s = 0; s < kSpp; ++s) EXPECT_EQ(uint64_t{e[s].lba}, lbas[s]);
 }
 
 }  // namespace

@@ -235,8 +235,8 @@ TEST_F(RecoveryTest, SummaryBecomesSparesAndListsTrimPages) {
   ASSERT_NE(m, nullptr);
   EXPECT_TRUE(fmt_.HeaderValid(m));
   const auto* e = reinterpret_cast<const f::SectorEntry*>(m + sizeof(f::PageHeader));
-  EXPECT_EQ(e[0].lba, 100u);
-  EXPECT_EQ(e[1].lba, 101u);
+  EXPECT_EQ(uint64_t{e[0].lba}, 100u);
+  EXPECT_EQ(uint64_t{e[1].lba}, 101u);
   // What the summary rebuilt sorts as the pages themselves would.
   const ScanPages pages = SortScanPages(img_, fmt_, 0, 0);
   ASSERT_EQ(pages.data.size(), 1u);
