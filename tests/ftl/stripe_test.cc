@@ -2,6 +2,8 @@
 // LEB capacity and the parity page's spare-area format.
 #include <gtest/gtest.h>
 
+#include "vsl/core/xor.h"
+
 #include "vsl/ftl/ftl_format.h"
 #include "vsl/ftl/stripe.h"
 #include "vsl/simcard/profile.h"
@@ -97,22 +99,32 @@ TEST(StripeLayoutTest, XorIntoIsItsOwnInverse) {
   EXPECT_EQ(x, a);
 }
 
-// Every length and alignment against a byte-wise XOR: the vector steps (AVX-512 or AVX2 where the
-// CPU has it, 16-byte vectors, words) and the tail must agree with the plain loop.
+// Every length and alignment against a byte-wise XOR, for every way XorInto runs on this
+// CPU (AVX-512, AVX2, 16-byte vectors and words): the vector steps and the tail must agree
+// with the plain loop.
 TEST(StripeLayoutTest, XorIntoMatchesByteWiseXorAtEveryLengthAndOffset) {
   std::vector<uint8_t> a(700), b(700);
   for (std::size_t i = 0; i < a.size(); ++i) {
     a[i] = static_cast<uint8_t>(i * 37 + 11);
     b[i] = static_cast<uint8_t>(i * 101 + 7);
   }
-  for (std::size_t off = 0; off < 3; ++off) {
-    for (std::size_t n = 0; n + off <= 600; n += (n < 300 ? 1 : 37)) {
-      std::vector<uint8_t> x = a, want = a;
-      for (std::size_t i = 0; i < n; ++i) want[off + i] ^= b[i + 1];
-      StripeLayout::XorInto(x.data() + off, b.data() + 1, n);
-      ASSERT_EQ(x, want) << "n=" << n << " off=" << off;
+  ASSERT_FALSE(XorKernels().empty());
+  for (const XorKernel& k : XorKernels()) {
+    SCOPED_TRACE(k.name);
+    for (std::size_t off = 0; off < 3; ++off) {
+      for (std::size_t n = 0; n + off <= 600; n += (n < 300 ? 1 : 37)) {
+        std::vector<uint8_t> x = a, want = a;
+        for (std::size_t i = 0; i < n; ++i) want[off + i] ^= b[i + 1];
+        k.fn(x.data() + off, b.data() + 1, n);
+        ASSERT_EQ(x, want) << "n=" << n << " off=" << off;
+      }
     }
   }
+  // XorInto itself (the stripe's entry point) is the first of them.
+  std::vector<uint8_t> x = a, y = a;
+  StripeLayout::XorInto(x.data(), b.data(), 600);
+  XorKernels().front().fn(y.data(), b.data(), 600);
+  EXPECT_EQ(x, y);
 }
 
 }  // namespace

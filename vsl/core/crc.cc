@@ -82,16 +82,17 @@ constexpr uint32_t MulModP(uint32_t a, uint32_t b) {
   }
   return prod;
 }
-// x^(8 * bytes) mod P.
-constexpr uint32_t XPow8n(uint64_t bytes) {
+// x^e mod P.
+constexpr uint32_t XPowBits(uint64_t e) {
   uint32_t result = 1u << 31;  // x^0
   uint32_t sq = 1u << 30;      // x^1, squared per bit of the exponent
-  for (uint64_t e = bytes * 8; e != 0; e >>= 1) {
+  for (; e != 0; e >>= 1) {
     if (e & 1) result = MulModP(sq, result);
     sq = MulModP(sq, sq);
   }
   return result;
 }
+constexpr uint32_t XPow8n(uint64_t bytes) { return XPowBits(bytes * 8); }
 
 #if defined(__x86_64__)
 // Stream lengths of the interleaved loop: the crc32 instruction has a latency of three
@@ -157,7 +158,7 @@ VSL_SSE42 uint32_t Crc32cHardware(const void* data, std::size_t len, uint32_t cr
   return ~Tail(c, nullptr, p, len);
 }
 uint32_t Crc32cCopyHardware(void* dst, const void* src, std::size_t len, uint32_t crc) {
-  std::memcpy(dst, src, len);
+  if (len != 0) std::memcpy(dst, src, len);
   return Crc32cHardware(src, len, crc);
 }
 
@@ -171,28 +172,18 @@ uint32_t Crc32cCopyHardware(void* dst, const void* src, std::size_t len, uint32_
 // under 32 bits, held in the top half of its quadword. The folded block is XORed into the
 // block that stands `bits` later, and the last one left, X, gives the CRC register as
 // X * x^32 mod P: the crc32 instruction over X's two quadwords from a zero register.
-constexpr uint32_t XPowBits(uint64_t e) {  // x^e mod P, reflected (bit 31 is x^0)
-  uint32_t result = 1u << 31;
-  uint32_t sq = 1u << 30;
-  for (; e != 0; e >>= 1) {
-    if (e & 1) result = MulModP(sq, result);
-    sq = MulModP(sq, sq);
-  }
-  return result;
-}
 struct FoldConst {
   uint64_t h, l;  // multipliers of the block's first and last quadwords
 };
 constexpr FoldConst FoldBy(uint64_t bits) {
   return {uint64_t{XPowBits(bits + 63)} << 32, uint64_t{XPowBits(bits - 1)} << 32};
 }
-constexpr FoldConst k128 = FoldBy(128), k256 = FoldBy(256), k384 = FoldBy(384), k512 = FoldBy(512);
-constexpr FoldConst k768 = FoldBy(768), k1024 = FoldBy(1024), k1536 = FoldBy(1536), k2048 = FoldBy(2048);
+constexpr FoldConst k128 = FoldBy(128), k256 = FoldBy(256), k384 = FoldBy(384);
 
 VSL_CLMUL inline __m128i K(FoldConst k) {
   return _mm_set_epi64x(static_cast<long long>(k.l), static_cast<long long>(k.h));
 }
-VSL_CLMUL inline __m128i Fold(__m128i b, __m128i k) {
+VSL_CLMUL inline __m128i Fold128(__m128i b, __m128i k) {
   return _mm_xor_si128(_mm_clmulepi64_si128(b, k, 0x00), _mm_clmulepi64_si128(b, k, 0x11));
 }
 // Loads 16 bytes and, in the copying variant, stores them to d.
@@ -208,78 +199,96 @@ VSL_CLMUL inline __m128i Load128(const uint8_t* p, uint8_t* d, std::size_t off =
 template <bool kCopy>
 VSL_CLMUL uint32_t Finish(__m128i x, uint8_t* d, const uint8_t* p, std::size_t len) {
   const __m128i f128 = K(k128);
-  for (; len >= 16; p += 16, d += kCopy ? 16 : 0, len -= 16) x = _mm_xor_si128(Fold(x, f128), Load128<kCopy>(p, d));
+  for (; len >= 16; p += 16, d += kCopy ? 16 : 0, len -= 16) x = _mm_xor_si128(Fold128(x, f128), Load128<kCopy>(p, d));
   uint64_t c = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
   c = _mm_crc32_u64(c, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
   return ~Tail(c, kCopy ? d : nullptr, p, len);
 }
 
-// Four 64-byte vectors a step (256 bytes), each of their 16-byte lanes folded 2048 bits
-// forward; then the vectors are folded into one and its four lanes into one block.
-// len >= 256. (Folding 16-byte vectors alone, PCLMULQDQ without AVX-512, was measured
-// slower here than the crc32 instruction's three streams: 358 against 239 ns per 4 KiB.)
-template <bool kCopy>
-VSL_CLMUL512 inline __m512i Load512(const uint8_t* p, uint8_t* d, std::size_t off = 0) {
-  const __m512i v = _mm512_loadu_si512(p + off);
-  if constexpr (kCopy) _mm512_storeu_si512(d + off, v);
-  return v;
+// Wide folding: four vectors of V::kBytes a step, each 16-byte lane carried 4 x kBytes
+// bytes forward; then the four vectors folded into one, and its lanes into one block (V
+// knows its lane count). len >= 4 * V::kBytes. V is a vector width's operations (Zmm:
+// AVX-512, Ymm: AVX2); the body is inlined into a wrapper with that width's target.
+// (Folding 16-byte vectors alone, PCLMULQDQ without either, was measured slower here than
+// the crc32 instruction's three streams: 358 against 239 ns per 4 KiB.)
+// (GCC warns that a wide vector passed without the width's target changes the ABI: FoldWide
+// is always inlined into a wrapper that has it, so no call crosses that boundary.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+template <class V, bool kCopy>
+__attribute__((always_inline)) inline uint32_t FoldWide(uint8_t* d, const uint8_t* p, std::size_t len, uint32_t crc) {
+  constexpr std::size_t B = V::kBytes, kBits = 8 * B;
+  constexpr FoldConst kStep = FoldBy(4 * kBits), k3 = FoldBy(3 * kBits), k2 = FoldBy(2 * kBits), k1 = FoldBy(kBits);
+  typename V::T v0 = V::Xor(V::template Load<kCopy>(p, d, 0), V::Seed(~crc));
+  typename V::T v1 = V::template Load<kCopy>(p, d, B), v2 = V::template Load<kCopy>(p, d, 2 * B);
+  typename V::T v3 = V::template Load<kCopy>(p, d, 3 * B);
+  for (p += 4 * B, d += kCopy ? 4 * B : 0, len -= 4 * B; len >= 4 * B; p += 4 * B, d += kCopy ? 4 * B : 0, len -= 4 * B) {
+    v0 = V::Fold(v0, kStep, V::template Load<kCopy>(p, d, 0));
+    v1 = V::Fold(v1, kStep, V::template Load<kCopy>(p, d, B));
+    v2 = V::Fold(v2, kStep, V::template Load<kCopy>(p, d, 2 * B));
+    v3 = V::Fold(v3, kStep, V::template Load<kCopy>(p, d, 3 * B));
+  }
+  typename V::T v = V::Fold(v0, k3, V::Fold(v1, k2, V::Fold(v2, k1, v3)));
+  for (; len >= B; p += B, d += kCopy ? B : 0, len -= B) v = V::Fold(v, k1, V::template Load<kCopy>(p, d, 0));
+  return Finish<kCopy>(V::Lanes(v), d, p, len);
 }
-VSL_CLMUL512 inline __m512i Fold512(__m512i b, FoldConst k, __m512i next) {
-  const auto h = static_cast<long long>(k.h), l = static_cast<long long>(k.l);
-  const __m512i kk = _mm512_set_epi64(l, h, l, h, l, h, l, h);
-  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(b, kk, 0x00), _mm512_clmulepi64_epi128(b, kk, 0x11),
-                                   next, 0x96);
-}
+#pragma GCC diagnostic pop
+
+struct Zmm {
+  using T = __m512i;
+  static constexpr std::size_t kBytes = 64;
+  template <bool kCopy>
+  VSL_CLMUL512 static T Load(const uint8_t* p, uint8_t* d, std::size_t off) {
+    const T v = _mm512_loadu_si512(p + off);
+    if constexpr (kCopy) _mm512_storeu_si512(d + off, v);
+    return v;
+  }
+  VSL_CLMUL512 static T Xor(T a, T b) { return _mm512_xor_si512(a, b); }
+  VSL_CLMUL512 static T Seed(uint32_t c) { return _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(c))); }
+  VSL_CLMUL512 static T Fold(T b, FoldConst k, T next) {
+    const auto h = static_cast<long long>(k.h), l = static_cast<long long>(k.l);
+    const T kk = _mm512_set_epi64(l, h, l, h, l, h, l, h);
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(b, kk, 0x00), _mm512_clmulepi64_epi128(b, kk, 0x11),
+                                     next, 0x96);
+  }
+  // Four lanes into one block. (The masked extract: GCC 12's plain one warns of an
+  // uninitialised operand.)
+  VSL_CLMUL512 static __m128i Lanes(T z) {
+    return _mm_xor_si128(_mm_xor_si128(Fold128(_mm512_maskz_extracti32x4_epi32(0xF, z, 0), K(k384)),
+                                       Fold128(_mm512_maskz_extracti32x4_epi32(0xF, z, 1), K(k256))),
+                         _mm_xor_si128(Fold128(_mm512_maskz_extracti32x4_epi32(0xF, z, 2), K(k128)),
+                                       _mm512_maskz_extracti32x4_epi32(0xF, z, 3)));
+  }
+};
+struct Ymm {
+  using T = __m256i;
+  static constexpr std::size_t kBytes = 32;
+  template <bool kCopy>
+  VSL_CLMUL256 static T Load(const uint8_t* p, uint8_t* d, std::size_t off) {
+    const T v = _mm256_loadu_si256(reinterpret_cast<const T*>(p + off));
+    if constexpr (kCopy) _mm256_storeu_si256(reinterpret_cast<T*>(d + off), v);
+    return v;
+  }
+  VSL_CLMUL256 static T Xor(T a, T b) { return _mm256_xor_si256(a, b); }
+  VSL_CLMUL256 static T Seed(uint32_t c) { return _mm256_set_epi64x(0, 0, 0, c); }
+  VSL_CLMUL256 static T Fold(T b, FoldConst k, T next) {
+    const auto h = static_cast<long long>(k.h), l = static_cast<long long>(k.l);
+    const T kk = _mm256_set_epi64x(l, h, l, h);
+    return _mm256_xor_si256(
+        _mm256_xor_si256(_mm256_clmulepi64_epi128(b, kk, 0x00), _mm256_clmulepi64_epi128(b, kk, 0x11)), next);
+  }
+  // Two lanes into one block.
+  VSL_CLMUL256 static __m128i Lanes(T y) {
+    return _mm_xor_si128(Fold128(_mm256_castsi256_si128(y), K(k128)), _mm256_extracti128_si256(y, 1));
+  }
+};
 template <bool kCopy>
 VSL_CLMUL512 uint32_t FoldAvx512(uint8_t* d, const uint8_t* p, std::size_t len, uint32_t crc) {
-  __m512i z0 = _mm512_xor_si512(Load512<kCopy>(p, d), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
-  __m512i z1 = Load512<kCopy>(p, d, 64), z2 = Load512<kCopy>(p, d, 128);
-  __m512i z3 = Load512<kCopy>(p, d, 192);
-  for (p += 256, d += kCopy ? 256 : 0, len -= 256; len >= 256; p += 256, d += kCopy ? 256 : 0, len -= 256) {
-    z0 = Fold512(z0, k2048, Load512<kCopy>(p, d));
-    z1 = Fold512(z1, k2048, Load512<kCopy>(p, d, 64));
-    z2 = Fold512(z2, k2048, Load512<kCopy>(p, d, 128));
-    z3 = Fold512(z3, k2048, Load512<kCopy>(p, d, 192));
-  }
-  __m512i z = Fold512(z0, k1536, Fold512(z1, k1024, Fold512(z2, k512, z3)));
-  for (; len >= 64; p += 64, d += kCopy ? 64 : 0, len -= 64) z = Fold512(z, k512, Load512<kCopy>(p, d));
-  // (The masked extract: GCC 12's plain one warns of an uninitialised operand.)
-  const __m128i x = _mm_xor_si128(_mm_xor_si128(Fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 0), K(k384)),
-                                                Fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 1), K(k256))),
-                                  _mm_xor_si128(Fold(_mm512_maskz_extracti32x4_epi32(0xF, z, 2), K(k128)),
-                                                _mm512_maskz_extracti32x4_epi32(0xF, z, 3)));
-  return Finish<kCopy>(x, d, p, len);
-}
-
-// The same with 32-byte vectors (AVX2 VPCLMULQDQ): four a step (128 bytes), lanes folded
-// 1,024 bits forward, then the vectors into one and its two lanes into one block.
-// len >= 128.
-template <bool kCopy>
-VSL_CLMUL256 inline __m256i Load256(const uint8_t* p, uint8_t* d, std::size_t off = 0) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + off));
-  if constexpr (kCopy) _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + off), v);
-  return v;
-}
-VSL_CLMUL256 inline __m256i Fold256(__m256i b, FoldConst k, __m256i next) {
-  const auto h = static_cast<long long>(k.h), l = static_cast<long long>(k.l);
-  const __m256i kk = _mm256_set_epi64x(l, h, l, h);
-  return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(b, kk, 0x00), _mm256_clmulepi64_epi128(b, kk, 0x11)),
-                          next);
+  return FoldWide<Zmm, kCopy>(d, p, len, crc);
 }
 template <bool kCopy>
 VSL_CLMUL256 uint32_t FoldAvx2(uint8_t* d, const uint8_t* p, std::size_t len, uint32_t crc) {
-  __m256i y0 = _mm256_xor_si256(Load256<kCopy>(p, d), _mm256_set_epi64x(0, 0, 0, static_cast<uint32_t>(~crc)));
-  __m256i y1 = Load256<kCopy>(p, d, 32), y2 = Load256<kCopy>(p, d, 64), y3 = Load256<kCopy>(p, d, 96);
-  for (p += 128, d += kCopy ? 128 : 0, len -= 128; len >= 128; p += 128, d += kCopy ? 128 : 0, len -= 128) {
-    y0 = Fold256(y0, k1024, Load256<kCopy>(p, d));
-    y1 = Fold256(y1, k1024, Load256<kCopy>(p, d, 32));
-    y2 = Fold256(y2, k1024, Load256<kCopy>(p, d, 64));
-    y3 = Fold256(y3, k1024, Load256<kCopy>(p, d, 96));
-  }
-  __m256i y = Fold256(y0, k768, Fold256(y1, k512, Fold256(y2, k256, y3)));
-  for (; len >= 32; p += 32, d += kCopy ? 32 : 0, len -= 32) y = Fold256(y, k256, Load256<kCopy>(p, d));
-  const __m128i x = _mm_xor_si128(Fold(_mm256_castsi256_si128(y), K(k128)), _mm256_extracti128_si256(y, 1));
-  return Finish<kCopy>(x, d, p, len);
+  return FoldWide<Ymm, kCopy>(d, p, len, crc);
 }
 
 // Short buffers go to the crc32 instruction, which needs no set-up.
@@ -302,7 +311,7 @@ uint32_t Crc32cCopyAvx2(void* dst, const void* src, std::size_t len, uint32_t cr
 #endif  // __x86_64__
 
 uint32_t Crc32cCopySoftware(void* dst, const void* src, std::size_t len, uint32_t crc) {
-  std::memcpy(dst, src, len);
+  if (len != 0) std::memcpy(dst, src, len);
   return Crc32cSoftware(src, len, crc);
 }
 
@@ -346,12 +355,14 @@ uint32_t ResolveCopy(void* dst, const void* src, std::size_t len, uint32_t crc);
 std::atomic<uint32_t (*)(const void*, std::size_t, uint32_t)> g_crc{ResolveCrc};
 std::atomic<uint32_t (*)(void*, const void*, std::size_t, uint32_t)> g_copy{ResolveCopy};
 uint32_t ResolveCrc(const void* data, std::size_t len, uint32_t crc) {
-  g_crc.store(Best().crc, std::memory_order_relaxed);
-  return Best().crc(data, len, crc);
+  const auto fn = Best().crc;
+  g_crc.store(fn, std::memory_order_relaxed);
+  return fn(data, len, crc);
 }
 uint32_t ResolveCopy(void* dst, const void* src, std::size_t len, uint32_t crc) {
-  g_copy.store(Best().copy, std::memory_order_relaxed);
-  return Best().copy(dst, src, len, crc);
+  const auto fn = Best().copy;
+  g_copy.store(fn, std::memory_order_relaxed);
+  return fn(dst, src, len, crc);
 }
 
 }  // namespace

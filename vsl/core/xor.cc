@@ -21,29 +21,9 @@ __attribute__((always_inline)) inline std::size_t XorVectors(uint8_t* dst, const
   }
   return i;
 }
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) std::size_t XorAvx2(uint8_t* dst, const uint8_t* src, std::size_t n) {
-  return XorVectors<32>(dst, src, n);
-}
-__attribute__((target("avx512f"))) std::size_t XorAvx512(uint8_t* dst, const uint8_t* src, std::size_t n) {
-  return XorVectors<64>(dst, src, n);
-}
-// Chosen once, at start-up.
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2"), kHaveAvx512 = __builtin_cpu_supports("avx512f");
-#endif
-}  // namespace
-
-void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
-  // 256 bytes a step with AVX-512 where the CPU has it, else 128 with AVX2, then 64
-  // bytes a step in 16-byte vectors (SSE2 on x86-64, NEON on ARM); then words, bytes.
-  std::size_t i = 0;
-#if defined(__x86_64__)
-  if (kHaveAvx512) {
-    i = XorAvx512(dst, src, n);
-  } else if (kHaveAvx2) {
-    i = XorAvx2(dst, src, n);
-  }
-#endif
+// From byte i on: 64 bytes a step in 16-byte vectors (SSE2 on x86-64, NEON on ARM), then
+// words, then bytes.
+void XorRest(uint8_t* dst, const uint8_t* src, std::size_t n, std::size_t i) {
   i += XorVectors<16>(dst + i, src + i, n - i);
   for (; i + 8 <= n; i += 8) {
     uint64_t a, b;
@@ -53,6 +33,40 @@ void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
     std::memcpy(dst + i, &a, 8);
   }
   for (; i < n; ++i) dst[i] ^= src[i];
+}
+void XorPlain(uint8_t* dst, const uint8_t* src, std::size_t n) { XorRest(dst, src, n, 0); }
+#if defined(__x86_64__)
+// 128 bytes a step with AVX2, 256 with AVX-512, then the rest.
+__attribute__((target("avx2"))) void XorAvx2(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  XorRest(dst, src, n, XorVectors<32>(dst, src, n));
+}
+__attribute__((target("avx512f"))) void XorAvx512(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  XorRest(dst, src, n, XorVectors<64>(dst, src, n));
+}
+// Chosen once, at start-up.
+const bool kHaveAvx2 = __builtin_cpu_supports("avx2"), kHaveAvx512 = __builtin_cpu_supports("avx512f");
+#endif
+}  // namespace
+
+void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n) {
+#if defined(__x86_64__)
+  if (kHaveAvx512) return XorAvx512(dst, src, n);
+  if (kHaveAvx2) return XorAvx2(dst, src, n);
+#endif
+  XorPlain(dst, src, n);
+}
+
+const std::vector<XorKernel>& XorKernels() {
+  static const std::vector<XorKernel> kernels = [] {
+    std::vector<XorKernel> k;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f")) k.push_back({"avx512", XorAvx512});
+    if (__builtin_cpu_supports("avx2")) k.push_back({"avx2", XorAvx2});
+#endif
+    k.push_back({"plain", XorPlain});
+    return k;
+  }();
+  return kernels;
 }
 
 }  // namespace vsl

@@ -5,9 +5,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace vsl {
 
 void XorInto(uint8_t* dst, const uint8_t* src, std::size_t n);
+
+// The ways XorInto can run on this CPU, the one it uses first (AVX-512, AVX2, then 16-byte
+// vectors and words): tests run each.
+struct XorKernel {
+  const char* name;
+  void (*fn)(uint8_t* dst, const uint8_t* src, std::size_t n);
+};
+const std::vector<XorKernel>& XorKernels();
 
 }  // namespace vsl

@@ -329,7 +329,7 @@ void Ftl::Impl::Submit(PageBuf* b) {
     content.crcs = b->ccrc.data();
   }
   const uint32_t zero_crc = b->used < S() ? ZeroSectorCrc() : 0;
-  content.zero_crc = &zero_crc;
+  if (b->used < S()) content.zero_crc = &zero_crc;  // padding: every slot from `used` on
   if (b->type == f::PageType::kTrim) {
     l.trim_pages.push_back(b->page * D() + b->die);
     ++f.stats_.trim_pages;
