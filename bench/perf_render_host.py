@@ -6,6 +6,16 @@ import os
 from perf_zerotime import render_zerotime
 
 
+def part_heading(w, d, title):
+    """Writes a part's heading; False (after saying why) when the part was skipped."""
+    w(title)
+    w("")
+    if d.get("skipped"):
+        w("Skipped: " + d["skipped"])
+        return False
+    return True
+
+
 def render_host(w, res, plt, figdir, fmt_n, save_bars):
     v = res.get("virtual", {})
     fs, fo = v.get("full_stock"), v.get("full_override")
@@ -137,72 +147,62 @@ def render_host(w, res, plt, figdir, fmt_n, save_bars):
 
     # ---- backends
     be = res.get("backends", {})
-    if be:
-        w("## Card backends in real time: the simulated card, the co-simulated RTL controller, the co-simulated Alveo kernel")
+    if be and part_heading(w, be, "## Card backends in real time: the simulated card, the co-simulated RTL controller, the co-simulated Alveo kernel"):
+        w("vsld over NBD (vsl-bench --nbd, 1 job, QD4, %g s per workload over a working set of at most 4 MiB of "
+          "lun0) on each backend (docs/backends.md), back to back in one run: `sim` is the simulated card with the "
+          "co-simulated card's shape (profile rtl-duo, %d blocks per die) in real time; `rtl` is the Verilated "
+          "vsl_ctrl (two controllers) with pin-level ONFI die models; `kernel` is the Verilated Alveo kernel with "
+          "its NAND emulators (the kernel-emu shape). Every sector on rtl and kernel passes through the RTL: the "
+          "rings, the DMA, the ECC, the ONFI pin engine. The controller cycles per second are what the simulator "
+          "achieved on this machine (the RTL runs at 100 MHz on rtl, 200 MHz on kernel, so the last column is the "
+          "co-simulation's speed as a share of the hardware's)." % (be["seconds"], be["blocks_per_die"]))
         w("")
-        if be.get("skipped"):
-            w("Skipped: " + be["skipped"])
-        else:
-            w("vsld over NBD (vsl-bench --nbd, 1 job, QD4, %g s per workload over a working set of at most 4 MiB of "
-              "lun0) on each backend (docs/backends.md), back to back in one run: `sim` is the simulated card with the "
-              "co-simulated card's shape (profile rtl-duo, %d blocks per die) in real time; `rtl` is the Verilated "
-              "vsl_ctrl (two controllers) with pin-level ONFI die models; `kernel` is the Verilated Alveo kernel with "
-              "its NAND emulators (the kernel-emu shape). Every sector on rtl and kernel passes through the RTL: the "
-              "rings, the DMA, the ECC, the ONFI pin engine. The controller cycles per second are what the simulator "
-              "achieved on this machine (the RTL runs at 100 MHz on rtl, 200 MHz on kernel, so the last column is the "
-              "co-simulation's speed as a share of the hardware's)." % (be["seconds"], be["blocks_per_die"]))
-            w("")
-            w("| backend | workload | IOPS | MiB/s | p99 latency | IOPS vs sim | controller cycles/s | share of real time |")
-            w("|---|---|---|---|---|---|---|---|")
-            base = {}
-            for b in be["backends"]:
-                if b["backend"] == "sim":
-                    base = b["workloads"]
-            for b in be["backends"]:
-                for wl, r in b["workloads"].items():
-                    ratio = "%.4f" % (r["iops"] / base[wl]["iops"]) if wl in base and base[wl]["iops"] else "-"
-                    cyc = fmt_n(r["cycles_per_s"]) if r.get("realtime_share") is not None else "-"
-                    share = "%.3f%%" % (100 * r["realtime_share"]) if r.get("realtime_share") is not None else "-"
-                    p99 = r["lat_us"]["p99"]
-                    # vsl-bench's latency histogram ends at 2^32 ns: beyond it, a bound.
-                    p99s = "> 4.29 s" if p99 >= 4294967 else fmt_n(p99) + " us"
-                    w("| %s | %s | %s | %.3f | %s | %s | %s | %s |" % (b["backend"], wl, fmt_n(r["iops"]),
-                                                                    r["mib_per_s"], p99s, ratio, cyc, share))
-            w("")
-            w("Format of the whole card: " + ", ".join("%s %.1f s" % (b["backend"], b["format_s"]) for b in be["backends"])
-              + ". The co-simulations are slower than the hardware by the factor in the last column; what they show "
-              "is that the product runs unchanged on the RTL, not how fast the RTL is (its cycle counts per "
-              "operation are in docs/rtl.md).")
-            w("")
+        w("| backend | workload | IOPS | MiB/s | p99 latency | IOPS vs sim | controller cycles/s | share of real time |")
+        w("|---|---|---|---|---|---|---|---|")
+        base = {}
+        for b in be["backends"]:
+            if b["backend"] == "sim":
+                base = b["workloads"]
+        for b in be["backends"]:
+            for wl, r in b["workloads"].items():
+                ratio = "%.4f" % (r["iops"] / base[wl]["iops"]) if wl in base and base[wl]["iops"] else "-"
+                cyc = fmt_n(r["cycles_per_s"]) if r.get("realtime_share") is not None else "-"
+                share = "%.3f%%" % (100 * r["realtime_share"]) if r.get("realtime_share") is not None else "-"
+                p99 = r["lat_us"]["p99"]
+                # vsl-bench's latency histogram ends at 2^32 ns: beyond it, a bound.
+                p99s = "> 4.29 s" if p99 >= 4294967 else fmt_n(p99) + " us"
+                w("| %s | %s | %s | %.3f | %s | %s | %s | %s |" % (b["backend"], wl, fmt_n(r["iops"]),
+                                                                r["mib_per_s"], p99s, ratio, cyc, share))
+        w("")
+        w("Format of the whole card: " + ", ".join("%s %.1f s" % (b["backend"], b["format_s"]) for b in be["backends"])
+          + ". The co-simulations are slower than the hardware by the factor in the last column; what they show "
+          "is that the product runs unchanged on the RTL, not how fast the RTL is (its cycle counts per "
+          "operation are in docs/rtl.md).")
+        w("")
 
     # ---- two hosts
     ha = res.get("ha", {})
-    if ha:
-        w("## Two hosts on one card (docs/ha.md)")
+    if ha and part_heading(w, ha, "## Two hosts on one card (docs/ha.md)"):
+        w("Isolation: fio (4 KiB random writes, QD16, over NBD) on host A's lun0 in %g s rounds, alternating "
+          "(ABBA, %d pairs) an undisturbed host B with a B that is SIGKILLed, restarted (claiming its LUNs back), "
+          "its lun2 reset and its controller reformatted. The card server, both hosts and fio share this "
+          "machine's two cores; two servers on a dual-ported card would not, so B is also run at SCHED_IDLE "
+          "(it gets only CPU nobody else wants), the nearest this machine comes to separate hosts. The spread of "
+          "the undisturbed rounds is the noise floor." % (ha["seconds"], ha["pairs"]))
         w("")
-        if ha.get("skipped"):
-            w("Skipped: " + ha["skipped"])
-        else:
-            w("Isolation: fio (4 KiB random writes, QD16, over NBD) on host A's lun0 in %g s rounds, alternating "
-              "(ABBA, %d pairs) an undisturbed host B with a B that is SIGKILLed, restarted (claiming its LUNs back), "
-              "its lun2 reset and its controller reformatted. The card server, both hosts and fio share this "
-              "machine's two cores; two servers on a dual-ported card would not, so B is also run at SCHED_IDLE "
-              "(it gets only CPU nobody else wants), the nearest this machine comes to separate hosts. The spread of "
-              "the undisturbed rounds is the noise floor." % (ha["seconds"], ha["pairs"]))
-            w("")
-            w("| disturbance | A undisturbed IOPS | A disturbed IOPS | ratio | noise floor | A's worst latency undisturbed / disturbed | sequences |")
-            w("|---|---|---|---|---|---|---|")
-            for r in ha["isolation"]:
-                w("| %s | %s | %s | %.3f | %.1f%% | %.1f / %.1f ms | %d |" % (
-                    r["name"], fmt_n(r["calm"]), fmt_n(r["busy"]), r["ratio"], 100 * r["spread"], r["worst_calm"],
-                    r["worst_busy"], r["cycles"]))
-            w("")
-            fo = ha["failover"]
-            w("Failover: host A with 4 MiB written on lun0 is SIGKILLed; host B (--takeover auto, lease %d ms) claims "
-              "the LUN once A's lease has run out and attaches it from flash. Kill to B's first served read: %s ms "
-              "(B's attach: %s ms by scan). The lease dominates: a host renews every quarter of it, so a dead one "
-              "is noticed between 3/4 and 1 lease after its death, plus up to a quarter lease for the standby's "
-              "look." % (ha["lease_ms"], ", ".join("%.0f" % x["ms"] for x in fo),
-                         ", ".join("%.0f" % x["attach_ms"] for x in fo)))
-            w("")
+        w("| disturbance | A undisturbed IOPS | A disturbed IOPS | ratio | noise floor | A's worst latency undisturbed / disturbed | sequences |")
+        w("|---|---|---|---|---|---|---|")
+        for r in ha["isolation"]:
+            w("| %s | %s | %s | %.3f | %.1f%% | %.1f / %.1f ms | %d |" % (
+                r["name"], fmt_n(r["calm"]), fmt_n(r["busy"]), r["ratio"], 100 * r["spread"], r["worst_calm"],
+                r["worst_busy"], r["cycles"]))
+        w("")
+        fo = ha["failover"]
+        w("Failover: host A with 4 MiB written on lun0 is SIGKILLed; host B (--takeover auto, lease %d ms) claims "
+          "the LUN once A's lease has run out and attaches it from flash. Kill to B's first served read: %s ms "
+          "(B's attach: %s ms by scan). The lease dominates: a host renews every quarter of it, so a dead one "
+          "is noticed between 3/4 and 1 lease after its death, plus up to a quarter lease for the standby's "
+          "look." % (ha["lease_ms"], ", ".join("%.0f" % x["ms"] for x in fo),
+                     ", ".join("%.0f" % x["attach_ms"] for x in fo)))
+        w("")
 
