@@ -375,6 +375,36 @@ TEST_F(CopyTest, ATakeOfTheAccumulatorAloneSendsNoPageData) {
   EXPECT_EQ(d, m);
 }
 
+// A take leaves the accumulator empty: the next add starts from zeros (not from the taken
+// row), and a take of an empty accumulator alone programs zeros, with a page the host
+// sends as it was sent.
+TEST_F(CopyTest, ATakeEmptiesTheAccumulatorForTheNextRow) {
+  Make("test-small");
+  const uint32_t b1 = Fresh(1, 1), b2 = Fresh(2, 1), b3 = Fresh(3, 1);
+  const auto m = Pattern(4, page_bytes()), n = Pattern(5, page_bytes()), h = Pattern(6, page_bytes());
+  auto program = [&](nand::Ppa at, const uint8_t* data, nand::AccOp op) {
+    std::optional<Completion> done;
+    pipe(0).Program({at, data, nullptr, false, 1, op}, nullptr, [&](const Completion& x) { done = x; });
+    RunUntil(done);
+    ASSERT_TRUE(done->ok());
+  };
+  program({1, b1, 0}, m.data(), nand::AccOp::kAdd);
+  program({3, b3, 0}, nullptr, nand::AccOp::kTake);   // m
+  program({2, b2, 0}, n.data(), nand::AccOp::kAdd);
+  program({3, b3, 1}, nullptr, nand::AccOp::kTake);   // n alone
+  program({3, b3, 2}, nullptr, nand::AccOp::kTake);   // empty: zeros
+  program({3, b3, 3}, h.data(), nand::AccOp::kTake);  // empty: h as sent
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {3, b3, 0}, &d).ok());
+  EXPECT_EQ(d, m);
+  ASSERT_TRUE(Read(0, {3, b3, 1}, &d).ok());
+  EXPECT_EQ(d, n) << "the second row's parity holds the first row's";
+  ASSERT_TRUE(Read(0, {3, b3, 2}, &d).ok());
+  EXPECT_EQ(d, std::vector<uint8_t>(page_bytes(), 0));
+  ASSERT_TRUE(Read(0, {3, b3, 3}, &d).ok());
+  EXPECT_EQ(d, h);
+}
+
 // A staged parity image takes the accumulator (without clearing it): at a power cut the
 // flushed image covers the copied members.
 TEST_F(CopyTest, AStagedImageTakesTheAccumulatorAndAPowerCutProgramsIt) {
