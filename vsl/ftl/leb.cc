@@ -5,8 +5,9 @@
 namespace vsl::ftl {
 
 LebTable::LebTable(uint32_t lebs, uint32_t dies, uint32_t slots_per_leb, uint32_t max_capacity)
-    : lebs_(lebs), bucket_width_(std::max<uint32_t>(1, (max_capacity + 63) / 64)) {
+    : lebs_(lebs), max_capacity_(max_capacity), bucket_width_(std::max<uint32_t>(1, (max_capacity + 63) / 64)) {
   buckets_.resize(max_capacity / bucket_width_ + 2);
+  bucket_min_close_.assign(buckets_.size(), UINT64_MAX);
   for (uint32_t i = 0; i < lebs; ++i) {
     lebs_[i].index = i;
     lebs_[i].good.assign(dies, 1);
@@ -26,9 +27,21 @@ void LebTable::Unlink(Leb& l) {
     unusable_free_ -= l.counted_unusable;
     l.counted_unusable = false;
   } else if (l.state == LebState::kClosed) {
-    buckets_[l.bucket].erase(List::s_iterator_to(l));
+    Leave(l);
     --closed_count_;
   }
+}
+
+void LebTable::Join(Leb& l, uint32_t bucket) {
+  l.bucket = bucket;
+  buckets_[bucket].push_back(l);
+  bucket_min_close_[bucket] = std::min(bucket_min_close_[bucket], l.close_seq);
+}
+
+void LebTable::Leave(Leb& l) {
+  List& b = buckets_[l.bucket];
+  b.erase(List::s_iterator_to(l));
+  if (b.empty()) bucket_min_close_[l.bucket] = UINT64_MAX;
 }
 
 void LebTable::Link(Leb& l) {
@@ -37,8 +50,7 @@ void LebTable::Link(Leb& l) {
     l.counted_unusable = l.good_dies() < min_good_;
     unusable_free_ += l.counted_unusable;
   } else if (l.state == LebState::kClosed) {
-    l.bucket = BucketOf(l.valid);
-    buckets_[l.bucket].push_back(l);
+    Join(l, BucketOf(l.valid));
     ++closed_count_;
   }
 }
@@ -51,9 +63,8 @@ void LebTable::SetState(Leb& l, LebState s) {
 
 void LebTable::OnValidChanged(Leb& l) {
   if (l.state != LebState::kClosed || BucketOf(l.valid) == l.bucket) return;
-  buckets_[l.bucket].erase(List::s_iterator_to(l));
-  l.bucket = BucketOf(l.valid);
-  buckets_[l.bucket].push_back(l);
+  Leave(l);
+  Join(l, BucketOf(l.valid));
 }
 
 Leb* LebTable::PickFree() {
@@ -90,14 +101,30 @@ Leb* LebTable::PickVictim(VictimPolicy policy, uint64_t now_seq, const std::func
   }
   // Cost-benefit (Rosenblum & Ousterhout): benefit/cost = (1 - u) * age / (1 + u), where
   // u is the valid fraction and age the sequence distance since the LEB filled.
+  //
+  // A bucket whose bound cannot beat the best so far is skipped: its LEBs hold at least
+  // lo = bucket * width valid sectors of at most max_capacity_, so u >= lo / max_capacity_,
+  // and none closed before bucket_min_close_, so age <= now - that + 1. The score falls
+  // with u and rises with age, and every IEEE operation below rounds monotonically, so the
+  // bound computed the same way is >= every score in the bucket as computed: a candidate
+  // replaces the best only when strictly greater, so skipping changes nothing chosen, and
+  // `ok` is asked about the same LEBs. Lowest buckets come first, where winners usually are.
+  const auto score_of = [now_seq](double u, uint64_t close_seq) {
+    const double age = static_cast<double>(now_seq - std::min(now_seq, close_seq)) + 1;
+    return (1 - u) * age / (1 + u);
+  };
   Leb* best = nullptr;
   double best_score = -1;
-  for (auto& b : buckets_) {
-    for (Leb& l : b) {
+  for (uint32_t bi = 0; bi < buckets_.size(); ++bi) {
+    if (buckets_[bi].empty()) continue;
+    const double u_lo = static_cast<double>(uint64_t{bi} * bucket_width_) / max_capacity_;
+    if (best != nullptr && score_of(u_lo, bucket_min_close_[bi]) <= best_score) continue;
+    // A visit makes the bucket's bound exact again (LEBs that left had only loosened it).
+    uint64_t least = UINT64_MAX;
+    for (Leb& l : buckets_[bi]) {
+      least = std::min(least, l.close_seq);
       if (l.inflight != 0 || l.capacity == 0 || l.gc_skip || l.atomic_pins != 0) continue;
-      const double u = static_cast<double>(l.valid) / l.capacity;
-      const double age = static_cast<double>(now_seq - std::min(now_seq, l.close_seq)) + 1;
-      const double score = (1 - u) * age / (1 + u);
+      const double score = score_of(static_cast<double>(l.valid) / l.capacity, l.close_seq);
       // `ok` (which may be costly) only for a candidate that would win without it: the
       // same choice as filtering first, for a fraction of the calls.
       if (score > best_score && (!ok || ok(l))) {
@@ -105,6 +132,7 @@ Leb* LebTable::PickVictim(VictimPolicy policy, uint64_t now_seq, const std::func
         best = &l;
       }
     }
+    bucket_min_close_[bi] = least;
   }
   return best;
 }

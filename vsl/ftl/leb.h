@@ -40,13 +40,15 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   bool needs_erase = true;       // holds old data (or unknown contents): erase before use
   uint32_t erase_count = 0;
   uint64_t open_seq = 0;         // seq of its first page
-  uint64_t close_seq = 0;        // seq when it filled (age for cost-benefit)
+  // seq when it filled (age for cost-benefit). Set before the LEB enters kClosed and not
+  // changed while it is closed: LebTable keeps a lower bound of it per bucket.
+  uint64_t close_seq = 0;
   // Oldest seq of data still physically on this LEB although it is free (blocks are
   // erased lazily, on reuse). Until its erases succeed, that stale data could reappear
   // in a scan, so trim records newer than it must be kept. 0: nothing stale.
   uint64_t stale_seq = 0;
   uint32_t valid = 0;            // valid sectors
-  uint32_t capacity = 0;         // sectors it holds when full
+  uint32_t capacity = 0;         // sectors it holds when full (<= the table's max_capacity)
   uint32_t inflight = 0;         // programs submitted and not done
   uint32_t pins = 0;  // pages not yet durable that superseded sectors here: no erase until 0
   // Atomic batches not yet committed with member pages here (also counted in `pins`):
@@ -116,10 +118,16 @@ class LebTable {
   }
   void Unlink(Leb& l);
   void Link(Leb& l);
+  void Join(Leb& l, uint32_t bucket);
+  void Leave(Leb& l);
 
   std::vector<Leb> lebs_;
   List free_;
   std::vector<List> buckets_;  // closed LEBs by valid count
+  // Per bucket: at most the least close_seq of its LEBs (lowered as LEBs join, reset when
+  // it empties), so a cost-benefit scan can bound a whole bucket's best score.
+  std::vector<uint64_t> bucket_min_close_;
+  uint32_t max_capacity_;
   uint32_t bucket_width_;
   uint32_t closed_count_ = 0;
   uint32_t min_good_ = 0;
