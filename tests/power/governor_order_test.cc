@@ -136,5 +136,60 @@ TEST(GovernorOrderTest, NoBudgetShareHoldsNothingForEver) {
   EXPECT_EQ(done, kWrites);
 }
 
+// A zero-time card's governor (PowerPolicy::unmetered, set by Card::Open for a backend
+// with no NAND time): the same burst the tight budget holds back goes at once, every
+// operation is still charged (count and energy), none is counted as a wait, and an
+// operator's policy change later does not turn the metering back on.
+TEST(GovernorOrderTest, AnUnmeteredGovernorChargesEveryOperationAndHoldsNone) {
+  auto prof = simcard::FindProfile("test-small");
+  ASSERT_TRUE(prof.ok());
+  const nand::Geometry& g = prof->geometry;
+  model::Power power;
+  power.static_w = 0.5;
+  constexpr uint32_t kWrites = 400;
+  struct Run {
+    uint32_t done = 0;
+    GovernorStats stats;
+  };
+  auto run = [&](bool unmetered, bool change_policy) {
+    VirtualClock clock(1);
+    PowerPolicy pol;
+    pol.slot_limit_w = 1.0;
+    pol.slot_capability_w = 1.0;
+    pol.unmetered = unmetered;
+    PowerGovernor gov(power, g, model::Timing{}, pol);
+    if (change_policy) {
+      PowerPolicy p2 = pol;
+      p2.unmetered = false;
+      p2.slot_limit_w = p2.slot_capability_w = 1.6;  // (SetPolicy checks room over the static draw)
+      EXPECT_TRUE(gov.SetPolicy(p2).ok());
+    }
+    std::string log;
+    InstantPipe inner(clock, 'A', log);
+    GovernedPipe a(inner, gov, clock);
+    std::vector<uint8_t> page(g.page_data_bytes), meta(g.page_spare_bytes);
+    Run r;
+    for (uint32_t i = 0; i < kWrites; ++i) {
+      nand::ProgramRequest req{{i % 4, 1, i / 4 % g.pages_per_block}, page.data(), meta.data(), false};
+      a.Program(req, [](const nand::Completion&) {}, [&](const nand::Completion&) { ++r.done; });
+    }
+    clock.RunFor(1 * kMs);
+    r.stats = gov.stats();
+    return r;
+  };
+  const Run metered = run(false, false);
+  ASSERT_LT(metered.done, kWrites) << "the budget must hold writes back for this test";
+  EXPECT_GT(metered.stats.write_waits, 0u);
+  for (bool change : {false, true}) {
+    const Run free_run = run(true, change);
+    EXPECT_EQ(free_run.done, kWrites) << change;
+    EXPECT_EQ(free_run.stats.writes, kWrites) << change;
+    EXPECT_EQ(free_run.stats.write_waits, 0u) << change;
+    EXPECT_NEAR(free_run.stats.write_j, metered.stats.write_j / metered.stats.writes * kWrites,
+                free_run.stats.write_j * 1e-9)
+        << change;
+  }
+}
+
 }  // namespace
 }  // namespace vsl::card

@@ -77,6 +77,23 @@ TEST_F(GovernorTest, SlotLimitHoldsAndOverrideRestoresBandwidth) {
   EXPECT_NEAR(on.AvgW(), free_run.AvgW(), free_run.AvgW() * 0.03) << "override: the natural draw";
 }
 
+// A zero-time card (a benchmarking mode) opens its governor unmetered: power limits are
+// rates in card time, and its NAND spends none (power.h, PowerPolicy::unmetered). A card
+// with the NAND timing model is metered, whatever the caller's policy says.
+TEST_F(GovernorTest, OnlyAZeroTimeCardIsUnmetered) {
+  Make(24);
+  for (bool zero : {false, true}) {
+    card_.reset();
+    CardOptions o;
+    o.sim.null_timing = zero;
+    o.power.unmetered = !zero;  // not the caller's to set
+    auto c = OpenAttached(tmp_.Sub("card"), clock_, o, !zero);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    card_ = std::move(c).value();
+    EXPECT_EQ(card_->governor().unmetered(), zero);
+  }
+}
+
 // Reads go first: under the slot limit, with every LUN writing flat out, reads keep the
 // rate they have with no limit at all (the throttled writes even leave the dies freer),
 // while the writes give way.

@@ -64,6 +64,7 @@ PowerGovernor::PowerGovernor(const model::Power& model, const nand::Geometry& g,
                                            (g.page_data_bytes + g.meta_bytes_per_page()) * model.link_nj_per_byte * 1e-9) /
                                           (static_cast<double>(t.t_prog_ns) / 1e9)
                                     : 1e9),
+      unmetered_(policy.unmetered),
       policy_(policy) {
   Configure();
 }
@@ -132,6 +133,11 @@ bool PowerGovernor::TakeLocked(double joules, bool write) {
     // This host holds no pipe of the shared card (its LUNs released or fenced): it has no
     // budget, and nothing it still sends is run by the card (which fences it). Holding it
     // would hold it for ever (nothing refills): it goes, and fails there.
+    return true;
+  }
+  if (unmetered_) {
+    ++(write ? stats_.writes : stats_.reads);
+    (write ? stats_.write_j : stats_.read_j) += joules;
     return true;
   }
   if (write) {
@@ -239,6 +245,7 @@ Status PowerGovernor::SetPolicy(const PowerPolicy& p) {
   VSL_RETURN_IF_ERROR(CheckPowerPolicy(p, static_w_));
   std::lock_guard<std::mutex> l(mu_);
   policy_ = p;
+  policy_.unmetered = unmetered_;
   Configure();
   return Status::Ok();
 }
@@ -303,7 +310,7 @@ void GovernedPipe::HoldBlock(uint32_t die, uint32_t block, int d) {
 }
 
 bool GovernedPipe::PipeWriteAllows(double joules) {
-  if (write_share_ >= 1.0) return true;
+  if (write_share_ >= 1.0 || gov_.unmetered()) return true;
   const TimeNs now = clock_->Now();
   const double rate = gov_.full_write_w() * write_share_ /
                       static_cast<double>(std::max<uint32_t>(1, inner_.topology().controllers *

@@ -60,6 +60,12 @@ struct PowerPolicy {
   DurNs sample_ns = 10 * kMs;   // thermal monitor period while the card is busy or warm
   // Reduced-write health mode: write power capped to this share of full speed.
   double reduced_write_share = 0.25;
+  // A zero-time card (a benchmarking mode, docs/bench.md): every operation is charged
+  // (the stats still count its energy) and none is held. A limit is a rate in card time,
+  // and a zero-time card spends no NAND time: holding its operations to the rate would
+  // make the power budget, not the host path, what its benchmarks measure. Set by
+  // Card::Open from the backend, not by the operator.
+  bool unmetered = false;
   double limit_w() const { return override_w > 0 ? override_w : slot_limit_w; }
 };
 
@@ -124,6 +130,7 @@ class PowerGovernor {
 
   // Policy (limit, override) and the caps set by the thermal monitor.
   PowerPolicy policy() const;
+  bool unmetered() const { return unmetered_; }
   Status SetPolicy(const PowerPolicy& p);
   void SetWriteShare(double share);  // thermal throttle: 1 = none
   // A shared card (CardOptions::sharing): the part of the card's NAND budget (the limit
@@ -158,6 +165,7 @@ class PowerGovernor {
   const nand::Geometry geo_;
   const double static_w_;      // all controllers
   const double full_write_w_;  // every die programming back to back
+  const bool unmetered_;       // PowerPolicy::unmetered as opened (SetPolicy keeps it)
   mutable std::mutex mu_;
   PowerPolicy policy_;
   double rate_w_ = 0, burst_j_ = 0, reserve_j_ = 0;
