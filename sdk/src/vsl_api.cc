@@ -304,7 +304,8 @@ int vsl_poll(vsl_dev* dev, uint32_t min, uint32_t max, int timeout_ms) {
   {
     auto have = [dev, min] { return dev->completed.size() >= std::max<uint32_t>(min, 1) || min == 0; };
     if (min > 0 && timeout_ms != 0) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      const auto deadline = timeout_ms > 0 ? std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)
+                                           : std::chrono::steady_clock::time_point::max();
       dev->backend->WaitUntil(
           [dev, &have, timeout_ms, deadline] {
             std::lock_guard<std::mutex> l(dev->mu);

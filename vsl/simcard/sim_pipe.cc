@@ -337,6 +337,7 @@ bool SimPipe::ValidPpa(const nand::Ppa& p) const {
 // ---- Submission ----
 
 void SimPipe::Read(const nand::ReadRequest& req, FlashCallback done) {
+  CommandTime command_time(*this);
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
   const uint32_t cws = g_.codewords_per_page();
   const uint32_t count = req.sector_count == 0 ? cws - req.first_sector : req.sector_count;
@@ -354,6 +355,7 @@ void SimPipe::Read(const nand::ReadRequest& req, FlashCallback done) {
 
 void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
                       FlashCallback done) {
+  CommandTime command_time(*this);
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
   const bool acc = req.acc != nand::kNoAccumulator;
   const bool taker = acc && req.acc_op != nand::AccOp::kAdd;
@@ -397,6 +399,7 @@ void SimPipe::Program(const nand::ProgramRequest& req, FlashCallback accepted,
 }
 
 void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCallback done) {
+  CommandTime command_time(*this);
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
   const uint32_t cws = g_.codewords_per_page();
   nand::CopySegment whole[1] = {{req.src, 0, cws}};
@@ -462,6 +465,7 @@ void SimPipe::Copy(const nand::CopyRequest& req, FlashCallback accepted, FlashCa
 }
 
 void SimPipe::Erase(uint32_t die, uint32_t block, FlashCallback done) {
+  CommandTime command_time(*this);
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
   if (!ValidPpa({die, block, 0})) return Reject(std::move(done), FlashStatus::kInvalidAddress);
   Op* op = NewOp(Op::Kind::kErase, std::move(done));
@@ -654,6 +658,7 @@ bool SimPipe::TryAdmit(Op* op) {
 
 void SimPipe::Stage(uint32_t slot, const nand::ProgramRequest& req, FlashCallback accepted,
                     FlashCallback done) {
+  CommandTime command_time(*this);
   if (!card_.powered_) return Reject(std::move(done), FlashStatus::kAborted);
   const bool acc = req.acc != nand::kNoAccumulator;
   if (slot >= stage_.size() || !ValidPpa(req.ppa) || (req.data == nullptr && !acc) ||

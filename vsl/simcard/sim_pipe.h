@@ -220,6 +220,26 @@ class SimPipe final : public nand::FlashPipe {
   // the stage was due, as the hardware's would, instead of adding each stage's lateness
   // to the operation. In virtual time stages run when due: the same time.
   TimeNs Now() const { return stage_due_ != 0 ? stage_due_ : clock_->Now(); }
+  // A host command (a FlashPipe entry point) in real time sees one time throughout, as a
+  // stage does: the clock is read once per command rather than at each of the model's
+  // looks at it (each costs about as much as a zero-time stage on a VM), and the
+  // command's timestamps agree with each other. Nested commands (a completion that
+  // submits again) keep the outer one's time. In virtual time there is nothing to save.
+  class CommandTime {
+   public:
+    explicit CommandTime(SimPipe& p) : p_(p), set_(p.stage_due_ == 0 && !p.clock_->is_virtual()) {
+      if (set_) p_.stage_due_ = p_.clock_->Now();
+    }
+    ~CommandTime() {
+      if (set_) p_.stage_due_ = 0;
+    }
+    CommandTime(const CommandTime&) = delete;
+    CommandTime& operator=(const CommandTime&) = delete;
+
+   private:
+    SimPipe& p_;
+    const bool set_;
+  };
   // Schedules the next stage of a flash operation at `due` (see Now()).
   template <typename F>
   void AtStage(TimeNs due, F&& f) {
