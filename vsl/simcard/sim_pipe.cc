@@ -21,6 +21,7 @@ SimPipe::SimPipe(SimCard& card, Clock& clock, uint32_t controller, uint32_t pipe
                  uint64_t seed)
     : card_(card),
       clock_(&clock),
+      virtual_clock_(clock.is_virtual()),
       controller_(controller),
       first_die_(pipe_in_ctrl * card.geometry_.dies_per_pipe()),
       g_(card.geometry_),

@@ -115,7 +115,10 @@ class SimPipe final : public nand::FlashPipe {
 
   const PipeStats& stats() const { return stats_; }
   bool busy() const { return !all_.empty(); }
-  void Rebind(Clock& clock) { clock_ = &clock; }
+  void Rebind(Clock& clock) {
+    clock_ = &clock;
+    virtual_clock_ = clock.is_virtual();
+  }
   // Power cut at Now() with `budget_ns` of hold-up: see SimCard::PowerCut.
   void PowerCut(DurNs budget_ns);
   void PowerOn();
@@ -227,7 +230,7 @@ class SimPipe final : public nand::FlashPipe {
   // submits again) keep the outer one's time. In virtual time there is nothing to save.
   class CommandTime {
    public:
-    explicit CommandTime(SimPipe& p) : p_(p), set_(p.stage_due_ == 0 && !p.clock_->is_virtual()) {
+    explicit CommandTime(SimPipe& p) : p_(p), set_(p.stage_due_ == 0 && !p.virtual_clock_) {
       if (set_) p_.stage_due_ = p_.clock_->Now();
     }
     ~CommandTime() {
@@ -245,7 +248,7 @@ class SimPipe final : public nand::FlashPipe {
   void AtStage(TimeNs due, F&& f) {
     auto stage = [this, due, f = std::forward<F>(f)]() mutable {
       const TimeNs outer = stage_due_;
-      stage_due_ = clock_->is_virtual() ? 0 : due;
+      stage_due_ = virtual_clock_ ? 0 : due;
       f();
       stage_due_ = outer;
     };
@@ -263,6 +266,7 @@ class SimPipe final : public nand::FlashPipe {
 
   SimCard& card_;
   Clock* clock_;  // this pipe's (SimCardOptions::pipe_clocks) or the card's
+  bool virtual_clock_;  // clock_->is_virtual(), asked once per stage and command otherwise
   TimeNs stage_due_ = 0;  // inside an AtStage stage in real time: when it was due (Now())
   nand::PipeOwner owner_;              // the ownership registers
   uint32_t submit_gen_ = kUnchecked;   // stamped on ops by NewOp (a port sets it per call)
