@@ -200,7 +200,9 @@ uint64_t RealClock::PollBudget(uint64_t budget) {
       ++n;
     }
     if (n >= budget) break;
-    if (q_.NextTime() > now) now = Now();
+    const TimeNs next = q_.NextTime();
+    if (next == kTimeNever) break;
+    if (next > now) now = Now();
     if (!q_.PopDue(now, &task, &when)) break;
     task();
     ++n;
