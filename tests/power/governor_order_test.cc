@@ -136,7 +136,7 @@ TEST(GovernorOrderTest, NoBudgetShareHoldsNothingForEver) {
   EXPECT_EQ(done, kWrites);
 }
 
-// A zero-time card's governor (PowerPolicy::unmetered, set by Card::Open for a backend
+// A zero-time card's governor (unmetered, as Card::Open makes it for a backend
 // with no NAND time): the same burst the tight budget holds back goes at once, every
 // operation is still charged (count and energy), none is counted as a wait, and an
 // operator's policy change later does not turn the metering back on.
@@ -156,11 +156,9 @@ TEST(GovernorOrderTest, AnUnmeteredGovernorChargesEveryOperationAndHoldsNone) {
     PowerPolicy pol;
     pol.slot_limit_w = 1.0;
     pol.slot_capability_w = 1.0;
-    pol.unmetered = unmetered;
-    PowerGovernor gov(power, g, model::Timing{}, pol);
+    PowerGovernor gov(power, g, model::Timing{}, pol, unmetered);
     if (change_policy) {
       PowerPolicy p2 = pol;
-      p2.unmetered = false;
       p2.slot_limit_w = p2.slot_capability_w = 1.6;  // (SetPolicy checks room over the static draw)
       EXPECT_TRUE(gov.SetPolicy(p2).ok());
     }

@@ -78,15 +78,14 @@ TEST_F(GovernorTest, SlotLimitHoldsAndOverrideRestoresBandwidth) {
 }
 
 // A zero-time card (a benchmarking mode) opens its governor unmetered: power limits are
-// rates in card time, and its NAND spends none (power.h, PowerPolicy::unmetered). A card
-// with the NAND timing model is metered, whatever the caller's policy says.
+// rates in card time, and its NAND spends none (power.h, PowerGovernor's `unmetered`). A card
+// with the NAND timing model is metered.
 TEST_F(GovernorTest, OnlyAZeroTimeCardIsUnmetered) {
   Make(24);
   for (bool zero : {false, true}) {
     card_.reset();
     CardOptions o;
     o.sim.null_timing = zero;
-    o.power.unmetered = !zero;  // not the caller's to set
     auto c = OpenAttached(tmp_.Sub("card"), clock_, o, !zero);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     card_ = std::move(c).value();

@@ -548,9 +548,7 @@ Result<std::unique_ptr<Card>> Card::Open(std::unique_ptr<CardBackend> backend, c
   card->backend_ = std::move(backend);
   CardBackend& be = *card->backend_;
   VSL_RETURN_IF_ERROR(CheckPowerPolicy(opts.power, be.power_model().static_w * g.controllers));
-  PowerPolicy policy = opts.power;
-  policy.unmetered = be.zero_time();
-  card->governor_ = std::make_unique<PowerGovernor>(be.power_model(), g, be.timing(), policy);
+  card->governor_ = std::make_unique<PowerGovernor>(be.power_model(), g, be.timing(), opts.power, be.zero_time());
   for (uint32_t p = 0; p < pipes; ++p) {
     card->governed_.push_back(std::make_unique<GovernedPipe>(be.pipe(p), *card->governor_, card->PipeEngine(p).clock()));
   }

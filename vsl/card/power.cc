@@ -54,7 +54,7 @@ std::string_view ThermalStateName(ThermalState s) {
 // ---- PowerGovernor ----
 
 PowerGovernor::PowerGovernor(const model::Power& model, const nand::Geometry& g, const model::Timing& t,
-                             const PowerPolicy& policy)
+                             const PowerPolicy& policy, bool unmetered)
     : model_(model),
       geo_(g),
       static_w_(model.static_w * g.controllers),
@@ -64,7 +64,7 @@ PowerGovernor::PowerGovernor(const model::Power& model, const nand::Geometry& g,
                                            (g.page_data_bytes + g.meta_bytes_per_page()) * model.link_nj_per_byte * 1e-9) /
                                           (static_cast<double>(t.t_prog_ns) / 1e9)
                                     : 1e9),
-      unmetered_(policy.unmetered),
+      unmetered_(unmetered),
       policy_(policy) {
   Configure();
 }
@@ -245,7 +245,6 @@ Status PowerGovernor::SetPolicy(const PowerPolicy& p) {
   VSL_RETURN_IF_ERROR(CheckPowerPolicy(p, static_w_));
   std::lock_guard<std::mutex> l(mu_);
   policy_ = p;
-  policy_.unmetered = unmetered_;
   Configure();
   return Status::Ok();
 }

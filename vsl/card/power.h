@@ -60,12 +60,6 @@ struct PowerPolicy {
   DurNs sample_ns = 10 * kMs;   // thermal monitor period while the card is busy or warm
   // Reduced-write health mode: write power capped to this share of full speed.
   double reduced_write_share = 0.25;
-  // A zero-time card (a benchmarking mode, docs/bench.md): every operation is charged
-  // (the stats still count its energy) and none is held. A limit is a rate in card time,
-  // and a zero-time card spends no NAND time: holding its operations to the rate would
-  // make the power budget, not the host path, what its benchmarks measure. Set by
-  // Card::Open from the backend, not by the operator.
-  bool unmetered = false;
   double limit_w() const { return override_w > 0 ? override_w : slot_limit_w; }
 };
 
@@ -86,8 +80,14 @@ struct GovernorStats {
 class PowerGovernor {
  public:
   // `model`: the card's power table; `controllers` and `dies` (all pipes) its shape.
+  // `unmetered`: a zero-time card (a benchmarking mode, docs/bench.md), which Card::Open
+  // asks for from the backend, not a policy an operator sets: every operation is charged
+  // (the stats still count its energy) and none is held, by the limit or by a write
+  // share. A limit is a rate in card time and a zero-time card spends no NAND time:
+  // holding its operations to the rate would make the power budget, not the host path,
+  // what its benchmarks measure.
   PowerGovernor(const model::Power& model, const nand::Geometry& g, const model::Timing& t,
-                const PowerPolicy& policy);
+                const PowerPolicy& policy, bool unmetered = false);
 
   // Energy the card spends on each operation (the card model's own accounting).
   // A read of `sectors` codewords (and the metadata if `meta`); `data` false: the
@@ -165,7 +165,7 @@ class PowerGovernor {
   const nand::Geometry geo_;
   const double static_w_;      // all controllers
   const double full_write_w_;  // every die programming back to back
-  const bool unmetered_;       // PowerPolicy::unmetered as opened (SetPolicy keeps it)
+  const bool unmetered_;       // for the governor's life (a zero-time card)
   mutable std::mutex mu_;
   PowerPolicy policy_;
   double rate_w_ = 0, burst_j_ = 0, reserve_j_ = 0;
