@@ -390,8 +390,9 @@ double Replay(const TracingPipe& tp, std::size_t from, std::size_t to, uint64_t*
 void Report(benchmark::State& state, const Setup& s, std::size_t from, double loop_ns, double all_ns, uint64_t ios,
             uint64_t loop_allocs) {
   const std::size_t to = s.pipe->trace.size();
-  uint64_t programs = 0, reads = 0, copies = 0;
+  uint64_t programs = 0, reads = 0, copies = 0, stages = 0;
   for (std::size_t i = from; i < to; ++i) {
+    stages += s.pipe->trace[i].kind == TracingPipe::Cmd::kStage;
     programs += s.pipe->trace[i].kind == TracingPipe::Cmd::kProgram;
     reads += s.pipe->trace[i].kind == TracingPipe::Cmd::kRead;
     copies += s.pipe->trace[i].kind == TracingPipe::Cmd::kCopy;
@@ -410,6 +411,7 @@ void Report(benchmark::State& state, const Setup& s, std::size_t from, double lo
   state.counters["programs_per_io"] = static_cast<double>(programs) / n;
   state.counters["reads_per_io"] = static_cast<double>(reads) / n;
   state.counters["copies_per_io"] = static_cast<double>(copies) / n;
+  state.counters["stages_per_io"] = static_cast<double>(stages) / n;
   if (g_cold_copy_ns > 0) state.counters["ftl_per_cold_copy"] = (loop_ns - card_ns) / n / g_cold_copy_ns;
 }
 

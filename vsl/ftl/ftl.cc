@@ -317,6 +317,7 @@ void Ftl::Flush(Done done) {
   const uint64_t watermark = next_seq_ - 1;
   impl_->flush_waiters.push_back({watermark, std::move(done)});
   impl_->Post([this] { impl_->CheckFlushWaiters(); });
+  impl_->ScheduleStage();  // the groomer's rows are staged now too (GroomerStillFills)
 }
 
 void Ftl::Read(uint64_t lba, uint32_t count, uint8_t* out, Done done) {

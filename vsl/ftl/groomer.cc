@@ -401,6 +401,7 @@ void Ftl::Impl::MaybeFinishVictim() {
   const Relocation::Verdict verdict = gc.reloc.Release(job_pins, device_lost);
   if (verdict == Relocation::Verdict::kRefs) {
     if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
+    ScheduleStage();  // rows of relocated data went unstaged while the groomer read
     return;
   }
   if (verdict == Relocation::Verdict::kPins) {
@@ -410,6 +411,7 @@ void Ftl::Impl::MaybeFinishVictim() {
         SubmitOpen(*a);
       }
     }
+    ScheduleStage();
     return;
   }
   if (verdict == Relocation::Verdict::kKeep) {
