@@ -5,6 +5,7 @@
 #include "tests/simcard/card_fixture.h"
 #include "vsl/core/clock.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <vector>
@@ -123,6 +124,79 @@ TEST(TimingModeTest, NullTimingCompletesEverythingAtOnce) {
   clock.RunUntilIdle();
   EXPECT_EQ(done, 17);
   EXPECT_EQ(clock.Now(), 0u);
+}
+
+// A clock that is not virtual (as a RealClock is not) but steps like a VirtualClock, and
+// moves on by 1 us at every reading, as wall time would: it counts the readings.
+class SteppedWallClock final : public Clock {
+ public:
+  TimeNs Now() const override {
+    ++reads_;
+    return now_ += kUs;
+  }
+  bool is_virtual() const override { return false; }
+  TimerId At(TimeNs when, Task task) override { return q_.Add(when, std::move(task)); }
+  void Post(Task task) override { q_.Post(std::move(task)); }
+  bool Cancel(TimerId id) override { return q_.Cancel(id); }
+  void RunUntilIdle() {
+    for (;;) {
+      Task t;
+      TimeNs when = 0;
+      if (q_.HasReady()) {
+        q_.PopReady()();
+      } else if (q_.PopDue(kTimeNever - 1, &t, &when)) {
+        now_ = std::max(now_, when);
+        t();
+      } else {
+        return;
+      }
+    }
+  }
+  uint64_t reads() const { return reads_; }
+
+ private:
+  mutable TimeNs now_ = 0;
+  mutable uint64_t reads_ = 0;
+  TimerQueue q_{1};
+};
+
+// On a zero-time card in wall time, a host command's stages all see the one time read
+// when it was submitted (SimPipe::CommandTime): the clock is read once per command, and
+// the completion's timestamps agree with each other, however long the command's own
+// work took in wall time.
+TEST(TimingModeTest, AZeroTimeCommandInWallTimeReadsTheClockOnce) {
+  TempDir tmp;
+  SteppedWallClock clock;
+  auto p = simcard::FindProfile("test-small");
+  ASSERT_TRUE(simcard::SimCard::Create(tmp.Sub("c"), *p, {}).ok());
+  simcard::SimCardOptions so;
+  so.null_timing = true;
+  auto card = simcard::SimCard::Open(tmp.Sub("c"), clock, so);
+  ASSERT_TRUE(card.ok());
+  nand::FlashPipe& pipe = (*card)->pipe(0);
+  const nand::Geometry& g = (*card)->geometry();
+  std::vector<uint8_t> data(g.page_data_bytes, 1), out(g.page_data_bytes), meta(g.meta_bytes_per_page(), 0xFF);
+  std::optional<Completion> erased;
+  pipe.Erase(0, 1, [&](const Completion& c) { erased = c; });
+  clock.RunUntilIdle();
+  ASSERT_TRUE(erased.has_value() && erased->ok());
+  constexpr uint32_t kPages = 16;
+  std::vector<Completion> done;
+  const uint64_t before = clock.reads();
+  for (uint32_t pg = 0; pg < kPages; ++pg) {
+    pipe.Program({{0, 1, pg}, data.data(), meta.data()}, nullptr, [&](const Completion& c) { done.push_back(c); });
+    clock.RunUntilIdle();
+    pipe.Read({{0, 1, pg}, 0, 0, out.data(), nullptr}, [&](const Completion& c) { done.push_back(c); });
+    clock.RunUntilIdle();
+  }
+  ASSERT_EQ(done.size(), 2u * kPages);
+  for (const Completion& c : done) {
+    EXPECT_TRUE(c.ok());
+    EXPECT_EQ(c.complete_ns, c.submit_ns) << "a zero-time command's stages saw different times";
+  }
+  EXPECT_EQ(out, data);
+  // One reading per command; the power governor's refill may take one more.
+  EXPECT_LE(clock.reads() - before, 2u * 2 * kPages);
 }
 
 // A test-small card paced in wall time by `clock`.
