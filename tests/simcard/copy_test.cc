@@ -427,6 +427,42 @@ TEST_F(CopyTest, AStagedImageTakesTheAccumulatorAndAPowerCutProgramsIt) {
   EXPECT_EQ(d, Xor(h, a));
 }
 
+// An accumulator a take emptied still holds the row's bytes (it is only marked empty). A
+// stage that peeks at it, flushed by a power cut, programs the empty row: zeros when the
+// host sent no data, its data as sent otherwise; never the previous row.
+TEST_F(CopyTest, AStageOfATakenAccumulatorFlushedAtAPowerCutHoldsNoStaleRow) {
+  Make("test-small");
+  ASSERT_GE(pipe(0).stage_slots(), 2u);
+  const uint32_t b1 = Fresh(1, 1), b2 = Fresh(2, 1), b3 = Fresh(3, 1);
+  const auto m = Pattern(7, page_bytes()), h = Pattern(8, page_bytes());
+  std::optional<Completion> done;
+  pipe(0).Program({{1, b1, 0}, m.data(), nullptr, false, 1, nand::AccOp::kAdd}, nullptr,
+                  [&](const Completion& x) { done = x; });
+  RunUntil(done);
+  done.reset();
+  pipe(0).Program({{3, b3, 0}, nullptr, nullptr, false, 1, nand::AccOp::kTake}, nullptr,
+                  [&](const Completion& x) { done = x; });
+  RunUntil(done);
+  ASSERT_TRUE(done->ok());
+  std::optional<Completion> s0, s1;
+  pipe(0).Stage(0, {{3, b3, 1}, nullptr, nullptr, false, 1, nand::AccOp::kPeek},
+                [&](const Completion& x) { s0 = x; }, nullptr);
+  pipe(0).Stage(1, {{2, b2, 0}, h.data(), nullptr, false, 1, nand::AccOp::kPeek},
+                [&](const Completion& x) { s1 = x; }, nullptr);
+  RunUntil(s0);
+  RunUntil(s1);
+  card_->PowerCut();
+  clock_.RunUntilIdle();
+  card_->PowerOn();
+  std::vector<uint8_t> d;
+  ASSERT_TRUE(Read(0, {3, b3, 0}, &d).ok());
+  EXPECT_EQ(d, m) << "the row's own parity page";
+  ASSERT_TRUE(Read(0, {3, b3, 1}, &d).ok());
+  EXPECT_EQ(d, std::vector<uint8_t>(page_bytes(), 0)) << "the flushed stage of the empty accumulator";
+  ASSERT_TRUE(Read(0, {2, b2, 0}, &d).ok());
+  EXPECT_EQ(d, h) << "the flushed stage with the host's data";
+}
+
 // A power cut: an accepted copy reaches flash (it is in the protected buffer); one still
 // reading its source is aborted and its destination stays erased.
 TEST_F(CopyTest, APowerCutKeepsAcceptedCopiesOnly) {
