@@ -178,7 +178,8 @@ class TracingPipe final : public nand::FlashPipe {
     enum Kind : uint8_t { kRead, kProgram, kErase, kStage, kClearStage, kCopy, kClearAcc } kind;
     bool with_data = false;  // a program or stage the host sent data for (not a parity page
                              // its accumulator alone forms)
-    uint32_t slot = 0;       // a stage slot, a copy's index in `copies`, an accumulator
+    uint32_t slot = 0;       // a stage slot, a copy's index in `copies`, an accumulator, a
+                             // read's codewords (first << 16 | count)
     // The page addressed (every kind's `ppa`); for programs and stages the whole request
     // (fence, accumulator operation) with its buffers left out: the replay brings its own.
     nand::ProgramRequest req{};
@@ -210,7 +211,11 @@ class TracingPipe final : public nand::FlashPipe {
   const nand::PipeTopology& topology() const override { return in_.topology(); }
   nand::PlpState plp_state() const override { return in_.plp_state(); }
   void Read(const nand::ReadRequest& r, nand::FlashCallback done) override {
-    trace.push_back(At(Cmd::kRead, r.ppa));
+    // The range read (codewords; 0 and 0: the whole page) and whether its data is wanted
+    // (a metadata-only read's is not): the replay reads the same.
+    Cmd c = At(Cmd::kRead, r.ppa, r.first_sector << 16 | (r.sector_count & 0xFFFF));
+    c.with_data = r.data != nullptr;
+    trace.push_back(c);
     in_.Read(r, std::move(done));
   }
   void Program(const nand::ProgramRequest& r, nand::FlashCallback acc, nand::FlashCallback done) override {
@@ -349,7 +354,7 @@ double Replay(const TracingPipe& tp, std::size_t from, std::size_t to, uint64_t*
     const nand::Ppa& ppa = c.req.ppa;
     switch (c.kind) {
       case TracingPipe::Cmd::kRead:
-        p.Read({ppa, 0, 0, out.data(), out_meta.data()}, ignore);
+        p.Read({ppa, c.slot >> 16, c.slot & 0xFFFF, c.with_data ? out.data() : nullptr, out_meta.data()}, ignore);
         break;
       case TracingPipe::Cmd::kProgram:
         p.Program(Req(c), ignore, ignore);
