@@ -67,10 +67,6 @@ struct FormatOptions {
   // (one die in N), so a dead die loses nothing. Needs 3+ dies and room for the parity
   // page's metadata (format::ParityMetaBytes); otherwise the format is without it.
   bool flashback = true;
-  // LEB summaries carry the sectors' CRCs (format 1.6), so the groomer moves a page by
-  // controller copy without reading it first. false formats as 1.5 did (a summary of
-  // LBAs only, a few pages shorter per LEB): kept for the tests of cards formatted so.
-  bool summary_crcs = true;
 };
 
 // How much the pipe still accepts after die failures (never silent loss).
