@@ -73,11 +73,9 @@ struct CardOptions {
   // Controller-side relocation (FtlOptions::copy_relocation), decided when a LUN
   // attaches. kAuto follows the power policy: on with the power override, where the host
   // link binds steady-state writes and copies spare it (stock, 64 blocks/die: 222,168
-  // IOPS against 198,091 through host memory); off at the slot limit, where power binds.
-  // Until format 1.6 a copy cost an extra metadata read per victim page there (98K
-  // against 110K); with the victim's summary read instead it still loses, by less, and
-  // by more at low queue depth (16T/16Q 126,138 against 127,045, 1T/1Q 26,540 against
-  // 47,505, 2026-12-06; docs/ftl.md).
+  // IOPS against 198,091 through host memory); off at the slot limit, where power binds
+  // and a copy's extra metadata read per victim page costs more than the link energy it
+  // saves (98K against 110K; docs/performance.md).
   enum class CopyRelocation : uint8_t { kAuto, kOn, kOff };
   CopyRelocation copy_relocation = CopyRelocation::kAuto;
   // A card shared with other hosts (shared_card.h, docs/ha.md). host_id 0: this host is
