@@ -37,6 +37,14 @@ class CopyTest : public CardFixture {
     for (std::size_t i = 0; i < a.size(); ++i) a[i] ^= b[i];
     return a;
   }
+  // Programs `at` with an accumulator operation on accumulator 1 (`data` null: the
+  // accumulator alone forms the page) and waits for it to be done.
+  Completion AccProgram(Ppa at, const uint8_t* data, nand::AccOp op) {
+    std::optional<Completion> done;
+    pipe(0).Program({at, data, nullptr, false, 1, op}, nullptr, [&](const Completion& x) { done = x; });
+    RunUntil(done);
+    return done.value_or(Completion{FlashStatus::kAborted});
+  }
   // A fresh good block on `die`, erased.
   uint32_t Fresh(uint32_t die, uint32_t from) {
     const uint32_t b = GoodBlock(0, die, from);
@@ -383,10 +391,7 @@ TEST_F(CopyTest, ATakeEmptiesTheAccumulatorForTheNextRow) {
   const uint32_t b1 = Fresh(1, 1), b2 = Fresh(2, 1), b3 = Fresh(3, 1);
   const auto m = Pattern(4, page_bytes()), n = Pattern(5, page_bytes()), h = Pattern(6, page_bytes());
   auto program = [&](nand::Ppa at, const uint8_t* data, nand::AccOp op) {
-    std::optional<Completion> done;
-    pipe(0).Program({at, data, nullptr, false, 1, op}, nullptr, [&](const Completion& x) { done = x; });
-    RunUntil(done);
-    ASSERT_TRUE(done->ok());
+    ASSERT_TRUE(AccProgram(at, data, op).ok());
   };
   program({1, b1, 0}, m.data(), nand::AccOp::kAdd);
   program({3, b3, 0}, nullptr, nand::AccOp::kTake);   // m
@@ -435,15 +440,8 @@ TEST_F(CopyTest, AStageOfATakenAccumulatorFlushedAtAPowerCutHoldsNoStaleRow) {
   ASSERT_GE(pipe(0).stage_slots(), 2u);
   const uint32_t b1 = Fresh(1, 1), b2 = Fresh(2, 1), b3 = Fresh(3, 1);
   const auto m = Pattern(7, page_bytes()), h = Pattern(8, page_bytes());
-  std::optional<Completion> done;
-  pipe(0).Program({{1, b1, 0}, m.data(), nullptr, false, 1, nand::AccOp::kAdd}, nullptr,
-                  [&](const Completion& x) { done = x; });
-  RunUntil(done);
-  done.reset();
-  pipe(0).Program({{3, b3, 0}, nullptr, nullptr, false, 1, nand::AccOp::kTake}, nullptr,
-                  [&](const Completion& x) { done = x; });
-  RunUntil(done);
-  ASSERT_TRUE(done->ok());
+  ASSERT_TRUE(AccProgram({1, b1, 0}, m.data(), nand::AccOp::kAdd).ok());
+  ASSERT_TRUE(AccProgram({3, b3, 0}, nullptr, nand::AccOp::kTake).ok());
   std::optional<Completion> s0, s1;
   pipe(0).Stage(0, {{3, b3, 1}, nullptr, nullptr, false, 1, nand::AccOp::kPeek},
                 [&](const Completion& x) { s0 = x; }, nullptr);

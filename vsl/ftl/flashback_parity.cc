@@ -182,7 +182,8 @@ bool Ftl::Impl::GroomerStillFills(const ParityCover<PageBuf>::Row& rc) const {
   // the row's next members are on their way and its parity page covers them all. What
   // does wait for these pages (the victim's release, a flush, pins) asks again once the
   // groomer stops: MaybeFinishVictim and Flush schedule a stage, and a closing LEB gets
-  // its parity pages (FinishParity). Without this a stage went out per copied page.
+  // its parity pages (FinishParity). Without this a stage went out per copied page. (A
+  // host row fails the test at its first page: no victim.)
   if (!gc.reloc.Reading() || !flush_waiters.empty() || shutting_down) return false;
   for (const PageBuf* b : rc.waiting) {
     if (b->victim == nullptr || !b->waiters.empty()) return false;
@@ -202,7 +203,7 @@ void Ftl::Impl::StageRows() {
     bool need = false;
     for (PageBuf* b : rc.waiting) need = need || !((rc.staged_mask >> b->die) & 1);
     if (!need || rc.pd == kNoDie || dies.failed(rc.pd)) continue;
-    if (ap == &gcap && GroomerStillFills(rc)) continue;
+    if (GroomerStillFills(rc)) continue;
     if (!cover.TakeSlot(rc)) {
       ++f.stats_.stage_slot_waits;
       continue;  // its members wait for the row's parity page, or a free slot

@@ -353,8 +353,8 @@ struct Ftl::Impl {
   // with uncovered members goes to the row's slot (one image per row per burst).
   void ScheduleStage();
   void StageRows();
-  // (leb, row) of the groomer's append point needs no stage yet: only relocated data
-  // waits in it, and the groomer is still reading its victim (flashback_parity.cc).
+  // Row `rc` needs no stage yet: only relocated data no host write waits on waits in it,
+  // and the groomer is still reading its victim (flashback_parity.cc).
   bool GroomerStillFills(const ParityCover<PageBuf>::Row& rc) const;
   // The LEB takes no more pages: parity of a last, partial row, then the state goes.
   void FinishParity(Leb& l) {
