@@ -101,6 +101,10 @@ struct Window {
   std::vector<DurNs> lat, read_lat, write_lat;
   double waf = 0;  // flash data sectors written / host sectors, over the window
   double copy_share = 0;  // of the sectors the groomer relocated in the window: by controller copy
+  // The groomer's reads to learn what to copy (page metadata, victim summaries) per page
+  // of data it copied: 1 or more when it reads each victim page's spare, near 0 when it
+  // copies from the victim's summary (format 1.6).
+  double copy_meta_reads = 0;
   // How busy the simulated card's channels and dies were over the window (0..1; see
   // PipeStats::bus_busy_ns); negative when the card is not the simulated one.
   double bus_util = -1, die_util = -1, die_wait = -1;  // die_wait: of the dies' time, waiting for the bus
@@ -121,6 +125,7 @@ struct Window {
               {"lat", Stats(lat)}, {"read_lat", Stats(read_lat)}, {"write_lat", Stats(write_lat)}};
     if (writes) j["waf"] = waf;
     if (writes) j["copy_share"] = copy_share;
+    if (writes) j["copy_meta_reads"] = copy_meta_reads;
     if (bus_util >= 0) {
       j["bus_util"] = bus_util;
       j["die_util"] = die_util;
@@ -148,6 +153,7 @@ class Bench {
       t.gc_write_sectors += s.gc_write_sectors;
       t.gc_copy_sectors += s.gc_copy_sectors;
       t.copy_fallbacks += s.copy_fallbacks;
+      t.gc_meta_reads += s.gc_meta_reads;
       t.pad_sectors += s.pad_sectors;
       t.victims += s.victims;
       t.write_stalls += s.write_stalls;
@@ -178,9 +184,10 @@ class Bench {
     return b;
   }
   // Sectors the groomer relocated, and of those by controller copy.
-  std::pair<uint64_t, uint64_t> CopyCounters() {
+  // Sectors relocated, of them by copy, and the groomer's reads to learn what to copy.
+  std::tuple<uint64_t, uint64_t, uint64_t> CopyCounters() {
     const ftl::FtlStats t = Totals();
-    return {t.gc_write_sectors, t.gc_copy_sectors};
+    return {t.gc_write_sectors, t.gc_copy_sectors, t.gc_meta_reads};
   }
 
   // Runs `mix` with threads*queue requests outstanding over the first `span` sectors:
@@ -202,12 +209,12 @@ class Bench {
     uint64_t inflight = 0, issued = 0;
     const TimeNs t0 = clock_.Now() + ramp;
     auto [flash0, host0] = WafCounters();
-    auto [gc0, copied0] = CopyCounters();
+    auto [gc0, copied0, meta0] = CopyCounters();
     Busy busy0 = BusyCounters();
     if (ramp > 0) {
       clock_.At(t0, [&] {
         std::tie(flash0, host0) = WafCounters();
-        std::tie(gc0, copied0) = CopyCounters();
+        std::tie(gc0, copied0, meta0) = CopyCounters();
         busy0 = BusyCounters();
       });
     }
@@ -268,8 +275,12 @@ class Bench {
     clock_.RunUntilTrue([&] { return inflight == 0; });
     const auto [flash1, host1] = WafCounters();
     if (host1 > host0) w.waf = static_cast<double>(flash1 - flash0) / static_cast<double>(host1 - host0);
-    const auto [gc1, copied1] = CopyCounters();
+    const auto [gc1, copied1, meta1] = CopyCounters();
     if (gc1 > gc0) w.copy_share = static_cast<double>(copied1 - copied0) / static_cast<double>(gc1 - gc0);
+    if (copied1 > copied0) {
+      w.copy_meta_reads = static_cast<double>(meta1 - meta0) /
+                          (static_cast<double>((copied1 - copied0) * sb) / card_.geometry().page_data_bytes);
+    }
     if (simcard::SimCard* sc = card::SimCardOf(card_.backend()); sc != nullptr && w.span > 0) {
       // Busy time of the operations started in the window (charged when they start).
       const nand::Geometry& g = sc->geometry();

@@ -452,7 +452,8 @@ def ceiling_iops(d, r):
     written back down) and nothing of what it relocated by controller copy (the window's
     copy_share: only victim pages' metadata crosses the link); the channels move every
     page read and programmed; the dies spend tR per page read (host reads, relocation
-    reads, and for copies one more per victim page: its metadata read) and tPROG per page
+    reads, and for copies the groomer's reads to learn what to copy, copy_meta_reads per
+    page copied: a victim page's metadata, about 1, or its summary once, near 0) and tPROG per page
     programmed (WAF x (1 + parity)), and each die is also held while its own command and
     data cross its channel (a page's data goes in before tPROG, comes out after tR: the
     card model's dies are busy for both, measured 97% busy at the stock override's steady
@@ -470,7 +471,9 @@ def ceiling_iops(d, r):
     wb = (1 - rs) * b                       # host bytes written per request
     moved = wb * (waf - 1)                  # relocated bytes per request
     cs = r.get("copy_share") or 0.0         # of those, moved by controller copy
-    read_pages = rs * max(1.0, b / page) + moved / page * (1 + cs)
+    mr = r.get("copy_meta_reads")           # (runs before 2026-12-06 read every page's metadata)
+    mr = 1.0 if mr is None else mr
+    read_pages = rs * max(1.0, b / page) + moved / page * (1 + cs * mr)
     prog_pages = wb * waf * c["parity"] / page
     bus_bytes = rs * b + moved + prog_pages * page  # reads move only what they need
     t = {"link": (b + 2 * moved * (1 - cs)) / c["link"],
@@ -507,8 +510,8 @@ def steady_summary(d):
     win = d["phases"]["rounds"][-5:]
     iops = window_mean(win, "iops")
     cs = window_mean(win, "copy_share") or 0.0
-    cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1,
-                                  "waf": window_mean(win, "waf") or 0, "copy_share": cs})
+    cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": window_mean(
+        win, "waf") or 0, "copy_share": cs, "copy_meta_reads": window_mean(win, "copy_meta_reads")})
     return win, iops, cs, cap, bound
 
 
@@ -635,7 +638,7 @@ def render(res, out_md, quick):
             waf = sum(r.get("waf", 0) for r in win) / len(win)
             cs = sum(r.get("copy_share", 0) for r in win) / len(win)
             cap, bound = ceiling_iops(d, {"iops": iops, "mb_s": iops * 4096 / 1e6, "reads": 0, "writes": 1, "waf": waf,
-                                          "copy_share": cs})
+                                          "copy_share": cs, "copy_meta_reads": window_mean(win, "copy_meta_reads")})
             w("| 4K random write, steady state, %s format, 16T/16Q | - | %s IOPS, avg %s ms, max %s ms | %s IOPS, avg %.2f ms, p99 %.1f ms, max %.1f ms (WAF %.2f; last 5 rounds) | %s (%s) |" % (
                 name, fmt_n(ref), avg, REF["review_max_ms_linux"], fmt_n(iops), avg_ms, p99_ms, max_ms, waf,
                 fmt_n(cap), bound))

@@ -5,12 +5,14 @@
 // host link; a copy whose source cannot be read is moved through host memory, rebuilt
 // from parity, losing nothing.
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include <gtest/gtest.h>
 
 #include "tests/ftl/ftl_fixture.h"
 #include "vsl/core/crc.h"
+#include "vsl/ftl/ftl_format.h"
 
 namespace vsl::testing {
 namespace {
@@ -23,7 +25,7 @@ class CopyRelocationTest : public FtlFixture {
     uint64_t link_bytes = 0, copies = 0;
   };
 
-  void Fresh(bool copy, bool controller_parity = true, uint32_t sector_bytes = 4096) {
+  void Fresh(bool copy, bool controller_parity = true, uint32_t sector_bytes = 4096, bool summary_crcs = true) {
     ftl_.reset();
     card_.reset();
     std::filesystem::remove_all(tmp_.Sub("card"));
@@ -33,6 +35,7 @@ class CopyRelocationTest : public FtlFixture {
     else MakeCard();
     ftl::FormatOptions fo;
     fo.sector_bytes = sector_bytes;
+    fo.summary_crcs = summary_crcs;
     ASSERT_TRUE(Format(fo).ok());
     opts_ = {};
     opts_.copy_relocation = copy;
@@ -161,6 +164,123 @@ TEST_F(CopyRelocationTest, TheGroomersOwnRowsAreStagedOnlyWhenSomethingWaitsForT
     ASSERT_TRUE(Attach(opts_).ok());
     EXPECT_FALSE(Check("after a power cut mid-grooming").empty());
   }
+}
+
+// Format 1.6 keeps each sector's CRC in the LEB summary, so the groomer reads a victim's
+// summary once and has the controller copy its pages without reading their metadata one
+// by one (the copy's new metadata needs the LBAs and CRCs). A card formatted as 1.5 did
+// (summaries of LBAs only) still attaches, keeps its layout across restarts, and reads
+// each page's metadata; both keep every sector through a clean restart and a power cut.
+TEST_F(CopyRelocationTest, TheGroomerCopiesAVictimFromItsSummaryWithoutReadingItsPages) {
+  uint64_t reads[2] = {}, copied[2] = {};
+  for (const bool crcs : {true, false}) {
+    SCOPED_TRACE(crcs ? "format 1.6: summaries with CRCs" : "format 1.5: summaries of LBAs");
+    Fresh(true, true, 4096, crcs);
+    for (uint64_t lba = 0; lba < n_; ++lba) Put(lba, 1);
+    clock_.RunUntilIdle();
+    // The card counts a copy's read of its source among its reads: what is left is the
+    // groomer's own (metadata and summaries).
+    const uint64_t reads0 = card_->stats(0).reads - card_->stats(0).copies, copied0 = ftl_->stats().gc_copy_sectors;
+    Rng rng(5);
+    for (uint32_t r = 0; r < 3; ++r) {
+      for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 2 + r);
+    }
+    clock_.RunUntilIdle();
+    reads[crcs] = card_->stats(0).reads - card_->stats(0).copies - reads0;
+    copied[crcs] = ftl_->stats().gc_copy_sectors - copied0;
+    ASSERT_GT(copied[crcs], n_ / 4) << "the groomer copied little";
+    EXPECT_FALSE(Check("after grooming").empty());
+    ASSERT_TRUE(Shutdown().ok());
+    ASSERT_TRUE(Attach(opts_).ok());
+    EXPECT_FALSE(Check("after a clean restart").empty());
+    // Victims closed before the restart have no summary this FTL wrote: their pages'
+    // metadata is read. Then a power cut in the middle of more grooming.
+    for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 9);
+    card_->PowerCut();
+    clock_.RunUntilIdle();
+    PowerCycle();
+    ASSERT_TRUE(Attach(opts_).ok());
+    EXPECT_FALSE(Check("after a power cut").empty());
+  }
+  // Every copied page cost a metadata read on the 1.5 card; on 1.6 only the summaries'.
+  EXPECT_GE(reads[false], copied[false]);
+  EXPECT_LT(reads[true] * 10, copied[true]) << "reads " << reads[true] << " for " << copied[true] << " copied";
+}
+
+// Copies from the summary read nothing first, so nothing spaces them but the groomer's
+// bound on pages queued ahead of the controller: its share of the dies (the share of
+// programs the pacer gives relocation), not two per die as for relocation that reads. At
+// queue depth 16 of random writes the groomer keeps at most one copy per die queued.
+TEST_F(CopyRelocationTest, CopiesFromTheSummaryQueueNoMoreThanTheirShareOfTheDies) {
+  Fresh(true);
+  for (uint64_t lba = 0; lba < n_; ++lba) Put(lba, 1);
+  clock_.RunUntilIdle();
+  const uint32_t dies = card_->geometry().dies_per_pipe();
+  const ftl::FtlStats s0 = ftl_->stats();
+  constexpr uint32_t kQd = 16;
+  Rng rng(11);
+  uint64_t issued = 0, done = 0, failed = 0;
+  const uint64_t total = 3 * n_;
+  std::vector<std::vector<uint8_t>> bufs(kQd);
+  std::function<void(uint32_t)> next = [&](uint32_t slot) {
+    if (issued == total) return;
+    const uint64_t lba = rng.Below(n_), v = 100 + issued++;
+    bufs[slot] = Sector(lba, v);
+    version_[lba] = v;
+    ftl_->Write(lba, 1, bufs[slot].data(), false, [&, slot](Status st) {
+      ++done;
+      failed += !st.ok();
+      next(slot);
+    });
+  };
+  for (uint32_t i = 0; i < kQd; ++i) next(i);
+  clock_.RunUntilTrue([&] { return done == total; });
+  clock_.RunUntilIdle();
+  const ftl::FtlStats& s = ftl_->stats();
+  EXPECT_EQ(failed, 0u);
+  ASSERT_GT(s.gc_copy_sectors - s0.gc_copy_sectors, n_) << "the groomer copied little";
+  EXPECT_LT((s.gc_meta_reads - s0.gc_meta_reads) * 10, (s.copy_pages - s0.copy_pages))
+      << "the groomer read its victims' pages instead of their summaries";
+  EXPECT_LE(s.gc_queued_max, dies) << "copies queued ahead of the controller";
+  EXPECT_FALSE(Check("after the random writes").empty());
+}
+
+// A victim whose summary does not check (a summary page unreadable) is groomed by reading
+// its pages' metadata, with a warning; nothing is lost.
+TEST_F(CopyRelocationTest, AVictimWhoseSummaryCannotBeReadIsGroomedPageByPage) {
+  Fresh(true);
+  for (uint64_t lba = 0; lba < n_; ++lba) Put(lba, 1);
+  clock_.RunUntilIdle();
+  // Every summary page on flash now becomes unreadable (found by its spare's page type).
+  const nand::Geometry g = card_->geometry();
+  uint32_t hit = 0;
+  std::vector<uint8_t> meta(g.meta_bytes_per_page());
+  for (uint32_t b = 0; b < g.blocks_per_lun; ++b) {
+    for (uint32_t d = 0; d < g.dies_per_pipe(); ++d) {
+      for (uint32_t p = 0; p < g.pages_per_block; ++p) {
+        if (card_->block_info(0, d, b).next_page <= p) break;
+        std::optional<nand::Completion> c;
+        card_->pipe(0).Read({{d, b, p}, g.codewords_per_page() - 1, 1, nullptr, meta.data()},
+                            [&](const nand::Completion& x) { c = x; });
+        clock_.RunUntilTrue([&] { return c.has_value(); });
+        if (c && c->ok() && reinterpret_cast<const ftl::format::PageHeader*>(meta.data())->type ==
+                                static_cast<uint8_t>(ftl::format::PageType::kSummary)) {
+          card_->InjectUncorrectable(0, {d, b, p});
+          ++hit;
+        }
+      }
+    }
+  }
+  ASSERT_GT(hit, 2u) << "no summary pages found";
+  const uint64_t reads0 = card_->stats(0).reads - card_->stats(0).copies, copied0 = ftl_->stats().gc_copy_sectors;
+  Rng rng(9);
+  for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 2);
+  clock_.RunUntilIdle();
+  const uint64_t copied = ftl_->stats().gc_copy_sectors - copied0;
+  ASSERT_GT(copied, 0u);
+  EXPECT_GE(card_->stats(0).reads - card_->stats(0).copies - reads0, copied) << "the unreadable summaries were trusted";
+  EXPECT_TRUE(ftl_->flashback_status().lost_lbas.empty());
+  EXPECT_FALSE(Check("after grooming victims with unreadable summaries").empty());
 }
 
 // A victim page whose data cannot be read but whose metadata can: the copy from it fails

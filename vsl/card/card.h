@@ -73,9 +73,12 @@ struct CardOptions {
   // Controller-side relocation (FtlOptions::copy_relocation), decided when a LUN
   // attaches. kAuto follows the power policy: on with the power override, where the host
   // link binds steady-state writes and copies spare it (stock, 64 blocks/die: 222,168
-  // IOPS against 198,091 through host memory); off at the slot limit, where power binds
-  // and a copy's extra metadata read per victim page costs more than the link energy it
-  // saves (98K against 110K; docs/performance.md).
+  // IOPS against 198,091 through host memory); off at the slot limit, where power binds.
+  // There copies from the victims' summaries (format 1.6, bounded by their share of the
+  // dies) now win the steady state (129.9K against 123.1K IOPS, stock, 2026-12-06) and
+  // most rows after it, but lose the 8 KiB 70/30 mix at 2T/2Q and 4T/4Q (33.6K against
+  // 46.2K, 69.8K against 95.5K: reads behind copies, not yet explained), so kAuto keeps
+  // host memory there until that is understood (docs/bench.md).
   enum class CopyRelocation : uint8_t { kAuto, kOn, kOff };
   CopyRelocation copy_relocation = CopyRelocation::kAuto;
   // A card shared with other hosts (shared_card.h, docs/ha.md). host_id 0: this host is

@@ -79,7 +79,13 @@ void Ftl::Impl::OpenLeb(AppendPoint& ap, Leb& l) {
   l.summary_due = false;
   l.unprotected = false;
 
-  if (stripe.summary_pages() != 0) l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
+  if (stripe.summary_pages() != 0) {
+    l.summary.assign(uint64_t{D()} * P() * (1 + S()), 0);
+    if (stripe.summary_crcs()) l.summary_crc.assign(uint64_t{D()} * P() * S(), 0);
+  }
+  l.summary_at.clear();
+  l.summary_left = 0;
+  l.summary_ok = false;
   l.par.reset();
   if (stripe.parity()) {
     l.par = std::make_unique<RowParity>();
@@ -138,6 +144,8 @@ void Ftl::Impl::MaybeWriteSummary(Leb& l) {
   l.summary_due = false;
   std::vector<uint64_t> grid;
   grid.swap(l.summary);
+  std::vector<uint32_t> crcs;
+  crcs.swap(l.summary_crc);
   if (device_lost) return FinishParity(l);
   std::vector<std::pair<uint32_t, uint32_t>> where;  // (die, page)
   for (uint32_t pos = l.summary_from; pos < P() * D() && where.size() < stripe.summary_pages(); ++pos) {
@@ -148,7 +156,11 @@ void Ftl::Impl::MaybeWriteSummary(Leb& l) {
   std::vector<uint8_t> bytes(uint64_t{stripe.summary_pages()} * f.geo_.page_data_bytes, 0);
   std::memcpy(bytes.data(), &h, sizeof(h));
   std::memcpy(bytes.data() + sizeof(h), grid.data(), grid.size() * 8);
+  if (!crcs.empty()) std::memcpy(bytes.data() + sizeof(h) + grid.size() * 8, crcs.data(), crcs.size() * 4);
+  l.summary_left = stripe.summary_pages();
+  l.summary_at.clear();
   for (uint32_t j = 0; j < stripe.summary_pages(); ++j) {
+    l.summary_at.push_back(where[j].second * D() + where[j].first);
     PageBuf* b = MakeBuf(l.index, where[j].first, where[j].second, f::PageType::kSummary);
     std::memcpy(b->data.data(), bytes.data() + uint64_t{j} * f.geo_.page_data_bytes,
                 f.geo_.page_data_bytes);
@@ -343,6 +355,12 @@ void Ftl::Impl::Submit(PageBuf* b) {
     stripe.FillParityMeta(b->meta.data(), b->seq, b->lbas[0], b->pmeta, f.epoch_);
   } else {
     SealPage(content, b->data, b->meta.data());
+    // The sectors' CRCs as sealed (the summary's copy of them: format 1.6).
+    if (!l.summary_crc.empty() && (b->type == f::PageType::kData || b->type == f::PageType::kAtomicData)) {
+      const auto* e = reinterpret_cast<const f::SectorEntry*>(b->meta.data() + sizeof(f::PageHeader));
+      uint32_t* c = &l.summary_crc[(uint64_t{b->page} * D() + b->die) * S()];
+      for (uint32_t s = 0; s < S(); ++s) c[s] = e[s].crc;
+    }
   }
   if (Traced(b)) {
     fmt::print(stderr, "trace t={} submit leb {} die {} page {} seq {} good dies {}{}\n", f.clock_.Now(),
@@ -353,6 +371,7 @@ void Ftl::Impl::Submit(PageBuf* b) {
   if (b->victim != nullptr) {
     b->gc_queued = true;
     ++gc.queued;
+    NoteQueued();
   }
   ++f.stats_.pages_programmed;
   // A parity page is fenced: accepted only once every member before it is, so a

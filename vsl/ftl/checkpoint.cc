@@ -33,7 +33,7 @@ std::vector<uint8_t> EncodeMetaRecord(const RecordConfig& c, const LebTable& leb
   h.lebs = lebs.size();
   h.dies = c.dies;
   h.flags = (c.sparse ? f::kFlagSparse | f::kFlagMapChunks : 0) | (c.flashback ? f::kFlagFlashBack : 0) |
-            (c.slot_lebs > 1 ? f::kFlagMetaSlots : 0);
+            (c.slot_lebs > 1 ? f::kFlagMetaSlots : 0) | (c.summary_crcs ? f::kFlagSummaryCrcs : 0);
   h.reserve_ppm = c.reserve_ppm;
   const bool with_map = RecordHasMap(c.kind);
   h.map_entries = !with_map ? 0 : c.sparse ? map.allocated_chunks() : map.sectors();
@@ -146,6 +146,7 @@ std::vector<uint8_t> Ftl::BuildMetaPayload(uint32_t kind, uint64_t record_seq) c
   c.slot_lebs = slot_lebs_;
   c.sparse = sparse_;
   c.flashback = impl_->stripe.parity();
+  c.summary_crcs = impl_->stripe.summary_crcs();
   return EncodeMetaRecord(c, lebs_, map_);
 }
 

@@ -28,6 +28,7 @@ struct RecordConfig {
   uint32_t slot_lebs = 1;  // > 1: kFlagMetaSlots and a MetaSlots after the header
   bool sparse = false;     // the map by chunk (kFlagMapChunks)
   bool flashback = false;
+  bool summary_crcs = false;  // kFlagSummaryCrcs
 };
 
 // Checkpoints (clean and dirty) carry the map and the LEBs' states; mount records neither.

@@ -108,6 +108,7 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
     // A provisional FTL to hold the geometry and bad-block table while formatting.
     auto ftl = std::unique_ptr<Ftl>(new Ftl(pipe, clock, FtlOptions{}, g, 1, opts.sector_bytes));
     ftl->reserve_ppm_ = static_cast<uint32_t>(rho * 1e6);
+    ftl->impl_->stripe.set_summary_crcs(opts.summary_crcs);
     if (opts.flashback) {
       const uint32_t dies_up = g.dies_per_pipe() - static_cast<uint32_t>(r->silent_dies.size());
       if (dies_up >= 3 && f::ParityMetaBytes(spp) <= g.meta_bytes_per_page() &&
@@ -168,6 +169,7 @@ void Ftl::Format(nand::FlashPipe& pipe, Clock& clock, const FormatOptions& opts,
       real->epoch_ = prov->epoch_;
       real->sparse_ = opts.sparse;
       real->impl_->stripe.set_parity(prov->impl_->stripe.parity());
+      real->impl_->stripe.set_summary_crcs(prov->impl_->stripe.summary_crcs());
       real->lebs_.set_min_good(real->impl_->stripe.parity() ? StripeLayout::kMinStripeDies : 0);
       for (uint32_t b = 0; b < g.blocks_per_lun; ++b) real->lebs_.leb(b).good = prov->lebs_.leb(b).good;
       real->lebs_.Recount();

@@ -67,6 +67,10 @@ struct FormatOptions {
   // (one die in N), so a dead die loses nothing. Needs 3+ dies and room for the parity
   // page's metadata (format::ParityMetaBytes); otherwise the format is without it.
   bool flashback = true;
+  // LEB summaries carry the sectors' CRCs (format 1.6), so the groomer moves a page by
+  // controller copy without reading it first. false formats as 1.5 did (a summary of
+  // LBAs only, a few pages shorter per LEB): kept for the tests of cards formatted so.
+  bool summary_crcs = true;
 };
 
 // How much the pipe still accepts after die failures (never silent loss).
@@ -211,6 +215,12 @@ struct FtlStats {
   // Controller-side relocation: sectors and pages moved by copy, and copy pages that
   // failed or could not be sent (their sectors then went through host memory).
   uint64_t gc_copy_sectors = 0, copy_pages = 0, copy_fallbacks = 0;
+  // Reads the groomer issued to learn what to copy: a victim page's metadata, or a page
+  // of the victim's summary (format 1.6, which names every page's sectors and CRCs).
+  uint64_t gc_meta_reads = 0;
+  // The most relocated pages ever queued ahead of the controller's buffer, with the
+  // groomer's reads in flight (GroomStep's bound, MaxQueuedRelocation).
+  uint32_t gc_queued_max = 0;
   double Waf() const {
     return host_write_sectors ? static_cast<double>(host_write_sectors + gc_write_sectors +
                                                     pad_sectors) / host_write_sectors

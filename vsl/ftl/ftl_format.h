@@ -37,11 +37,12 @@
 namespace vsl::ftl::format {
 
 inline constexpr uint8_t kVersionMajor = 1;
-inline constexpr uint8_t kVersionMinor = 5;  // 1: LEB summary pages; 2: FlashBack parity pages;
+inline constexpr uint8_t kVersionMinor = 6;  // 1: LEB summary pages; 2: FlashBack parity pages;
                                              // 3: metadata pages in up to 3 copies, layout in the tag
                                              // 4: atomic batches (kAtomicData pages, commit
                                              //    records in trim pages); sparse maps by chunk
                                              // 5: metadata slots of several LEBs (MetaSlotTag)
+                                             // 6: summaries carry sector CRCs (kFlagSummaryCrcs)
 inline constexpr uint64_t kNoLba = UINT64_MAX;
 
 enum class PageType : uint8_t {
@@ -98,7 +99,11 @@ static_assert(sizeof(TrimRecord) == 24, "TrimRecord size is part of the format")
 
 // The LEB summary (see above). Each position's entry is a uint64_t `seq | type << 56`
 // (0: nothing valid was written there: a failed program, a bad die, the summary itself)
-// followed by `spp` uint64_t LBAs (kNoLba for padding; unused for trim pages).
+// followed by `spp` uint64_t LBAs (kNoLba for padding; unused for trim pages). On a card
+// formatted with kFlagSummaryCrcs (format 1.6) the entries are followed by one uint32_t
+// per sector slot (position-major, as the entries): the CRC32C of the sector as its page
+// was sealed (its SectorEntry's crc), so the groomer can have the controller copy a page
+// it has not read (FlashPipe::Copy needs the new page's metadata, CRCs included).
 inline constexpr uint64_t kSummaryMagic = 0x4D4D5553'4C53564FULL;  // "OVSLSUMM"
 inline constexpr unsigned kSummaryTypeShift = 56;
 #pragma pack(push, 1)
@@ -111,8 +116,9 @@ struct SummaryHeader {
 };
 #pragma pack(pop)
 static_assert(sizeof(SummaryHeader) == 24, "SummaryHeader size is part of the format");
-constexpr std::size_t SummaryBytes(uint32_t dies, uint32_t pages, uint32_t spp) {
-  return sizeof(SummaryHeader) + std::size_t{dies} * pages * 8 * (1 + std::size_t{spp});
+constexpr std::size_t SummaryBytes(uint32_t dies, uint32_t pages, uint32_t spp, bool crcs) {
+  return sizeof(SummaryHeader) + std::size_t{dies} * pages * 8 * (1 + std::size_t{spp}) +
+         (crcs ? std::size_t{dies} * pages * spp * 4 : 0);
 }
 
 // Bytes of host metadata a page with `sectors` entries needs.
@@ -232,6 +238,10 @@ inline constexpr uint8_t kMetaLebUnprotected = 1;
 // incomplete record in LEB 0 and refuse the card as unformatted: a 1.5 card with
 // multi-LEB slots must not be attached by them (1.5 reads 1.4 cards as slot_lebs 1).
 inline constexpr uint32_t kFlagMetaSlots = 8;
+// LEB summaries carry their sectors' CRCs (format 1.6; see SummaryBytes): the summary has
+// more pages, so a data LEB holds fewer sectors. Readers of 1.5 and older do not know the
+// flag and would place the summary wrongly: a 1.6 card must not be attached by them.
+inline constexpr uint32_t kFlagSummaryCrcs = 16;
 inline constexpr uint32_t kMetaSlotMagic = 0x544F4C53;  // "SLOT"
 struct MetaSlotTag {
   uint32_t magic;      // kMetaSlotMagic

@@ -193,6 +193,18 @@ struct Ftl::Impl {
     // pages (paid for by relocated sectors) never queue behind a victim's worth of them.
     uint32_t queued = 0;
     bool gated = false;  // GroomStep stopped at that bound; a landing resumes it
+    // The victim's summary (LoadVictimSummary): per page position its entry (seq | type,
+    // then S() LBAs) and S() CRCs. GroomStep hands out nothing while it loads.
+    struct VictimSummary {
+      const Leb* leb = nullptr;
+      bool loading = false;
+      bool ready = false;
+      std::vector<uint64_t> grid;
+      std::vector<uint32_t> crc;
+      std::vector<uint8_t> raw, raw_meta;  // its pages as read (data, spares)
+      uint32_t left = 0;                   // reads in flight
+      bool bad = false;                    // one failed or did not check
+    } vsum;
   } gc;
 
   static constexpr uint32_t kNoDie = StripeLayout::kNoDie;
@@ -680,6 +692,14 @@ struct Ftl::Impl {
   // Issues relocation reads, a few pages at a time, so host I/O interleaves with grooming.
   void GroomStep();
   uint32_t MaxQueuedRelocation() const;
+  void NoteQueued() {
+    f.stats_.gc_queued_max = std::max(f.stats_.gc_queued_max, gc.queued + gc.reloc.reads());
+  }
+  // The groomer copies the victim's pages from its summary (nothing read before a copy).
+  bool CopyingFromSummary() const {
+    return use_copy && gc.vsum.ready && gc.vsum.leb == gc.reloc.victim() && gc.vsum.leb != nullptr;
+  }
+  static constexpr uint32_t kMinQueuedCopies = 2;
   // Sets the pacer's feedback (GroomPacer::SetSlack) from the room (free LEBs, what the
   // open LEBs have left, what the victim frees beyond its live data) against
   // kPacingTargetAboveReserve; once per relocated page (the room moves by at most a page
@@ -697,9 +717,17 @@ struct Ftl::Impl {
   // if it cannot be read) and relocates its live sectors; counted as a relocation read.
   void ReadAndRelocate(Leb* v, uint32_t die, uint32_t page, bool is_trim);
   void ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim);  // (the read itself)
-  // Controller-side relocation of a victim page whose metadata `meta` was read: its
-  // live sectors go to the groomer's copy pages.
-  void CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vector<uint8_t>& meta);
+  // Controller-side relocation of a victim page whose sector entries `e` (S() of them:
+  // from its metadata, read, or from the victim's summary) are known: its live sectors
+  // go to the groomer's copy pages.
+  void CopyRelocate(Leb& v, uint32_t die, uint32_t page, const format::SectorEntry* e);
+  // Reads the victim's summary (format 1.6: with CRCs), when this FTL wrote it and it is
+  // all on flash, into gc.vsum; GroomStep waits for it, then copies pages from it unread.
+  void LoadVictimSummary(Leb& v);
+  void VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, const Completion& c);
+  // Copies victim page (`die`, `page`) from gc.vsum: false (nothing done) unless every
+  // live slot of it is named there and mapped to it, so its metadata must be read.
+  bool CopyFromSummary(Leb& v, uint32_t die, uint32_t page);
   // Sends sealed copy page `b` (Submit) as a gathered copy adding to `acc`.
   void SendCopy(PageBuf* b, uint32_t acc);
   // Copy sector `next` continues the run of `prev` (the next slot of the same page): one

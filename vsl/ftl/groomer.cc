@@ -1,6 +1,8 @@
 // The groomer's I/O: it takes the victim GroomPolicy chooses (groom_policy.h), reads the
 // positions Relocation hands out (relocation.h) a few pages at a time, appends their live
 // sectors, writes the trim records Relocation carries, and acts on its release verdict.
+#include <cmath>
+
 #include "vsl/ftl/ftl_impl.h"
 
 namespace vsl::ftl {
@@ -32,6 +34,7 @@ void Ftl::Impl::MaybeGroom() {
   gc.pacer.Start(v->valid, v->capacity, 4.0 * S() * D());
   f.lebs_.SetState(*v, LebState::kVictim);
   ++f.stats_.victims;
+  LoadVictimSummary(*v);
   GroomStep();
 }
 
@@ -120,7 +123,16 @@ void Ftl::Impl::UpdatePacingSlack() {
 }
 
 uint32_t Ftl::Impl::MaxQueuedRelocation() const {
-  return std::max<uint32_t>(8, 2 * D());
+  const uint32_t two_per_die = std::max<uint32_t>(8, 2 * D());
+  if (!CopyingFromSummary()) return two_per_die;
+  // Copies from the summary read nothing first, and a copy holds its destination die's
+  // admission order until its source page is read: queued two per die they stood in
+  // front of most host pages. A die's time splits between host pages and relocated
+  // ones as the pacer pays (rate() host sectors per sector moved), so about that share
+  // of the dies may each hold one copy not yet in the buffer.
+  const double share = 1.0 / (1.0 + std::max(0.0, gc.pacer.rate()));
+  const auto n = static_cast<uint32_t>(std::ceil(share * D()));
+  return std::clamp<uint32_t>(n, kMinQueuedCopies, two_per_die);
 }
 
 void Ftl::Impl::ReleaseQueued(PageBuf* b) {
@@ -141,7 +153,7 @@ uint64_t Ftl::Impl::GroomerRoom() {
 
 void Ftl::Impl::GroomStep() {
   Leb* v = gc.reloc.victim();
-  if (v == nullptr) return;
+  if (v == nullptr || gc.vsum.loading) return;
   const uint32_t max_queued = MaxQueuedRelocation();
   gc.gated = false;
   while (true) {
@@ -152,10 +164,16 @@ void Ftl::Impl::GroomStep() {
     }
     const auto r = gc.reloc.NextRead(f.opts_.gc_max_reads);
     if (!r) break;
+    NoteQueued();
     const uint32_t die = r->die, page = r->page;
     const bool is_trim = r->is_trim;
+    if (use_copy && !is_trim && gc.vsum.ready && gc.vsum.leb == v && CopyFromSummary(*v, die, page)) {
+      gc.reloc.ReadDone();  // nothing read: the summary named its sectors
+      continue;
+    }
     if (use_copy && !is_trim) {
       // Controller-side relocation: only the page's metadata comes over the link.
+      ++f.stats_.gc_meta_reads;
       Relocation::Buffer buf = gc.reloc.TakeBuffer(0, f.geo_.meta_bytes_per_page());
       f.pipe_.Read({{die, v->index, page}, f.geo_.codewords_per_page() - 1, 1, nullptr, buf->second.data()},
                    [this, v, die, page, buf](const Completion& c) {
@@ -163,7 +181,8 @@ void Ftl::Impl::GroomStep() {
                      if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
                      if (gc.reloc.victim() == v && !device_lost) {
                        if (c.ok()) {
-                         CopyRelocate(*v, die, page, buf->second);
+                         CopyRelocate(*v, die, page,
+                                      reinterpret_cast<const f::SectorEntry*>(buf->second.data() + sizeof(f::PageHeader)));
                        } else if (LostToHost(c.status)) {
                          DeviceLost();
                        } else {
@@ -215,12 +234,91 @@ void Ftl::Impl::ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim) {
                });
 }
 
-void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const std::vector<uint8_t>& meta) {
+void Ftl::Impl::LoadVictimSummary(Leb& v) {
+  auto& vs = gc.vsum;
+  vs.leb = nullptr;
+  vs.loading = vs.ready = false;
+  const uint32_t k = stripe.summary_pages();
+  if (!use_copy || !stripe.summary_crcs() || !v.summary_ok || v.summary_at.size() != k || k == 0) return;
+  const uint32_t pb = f.geo_.page_data_bytes, mb = f.geo_.meta_bytes_per_page();
+  vs.raw.resize(uint64_t{k} * pb);  // (kept from victim to victim: no allocation once grown)
+  vs.raw_meta.resize(uint64_t{k} * mb);
+  vs.left = k;
+  vs.bad = false;
+  vs.leb = &v;
+  vs.loading = true;
+  for (uint32_t j = 0; j < k; ++j) {
+    const uint32_t die = v.summary_at[j] % D(), row = v.summary_at[j] / D();
+    gc.reloc.ExtraRead();
+    ++f.stats_.gc_meta_reads;
+    f.pipe_.Read({{die, v.index, row}, 0, 0, vs.raw.data() + uint64_t{j} * pb, vs.raw_meta.data() + uint64_t{j} * mb},
+                 [this, j, die, vp = &v](const Completion& c) { VictimSummaryPageRead(vp, j, die, c); });
+  }
+}
+
+void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, const Completion& c) {
+  auto& vs = gc.vsum;
+  const uint32_t k = stripe.summary_pages(), pb = f.geo_.page_data_bytes, mb = f.geo_.meta_bytes_per_page();
+  if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
+  if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
+  if (LostToHost(c.status)) DeviceLost();
+  const uint8_t* meta = vs.raw_meta.data() + uint64_t{j} * mb;
+  const uint8_t* data = vs.raw.data() + uint64_t{j} * pb;
+  const auto* h = reinterpret_cast<const f::PageHeader*>(meta);
+  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta + sizeof(f::PageHeader));
+  // A summary page of this format, this LEB's j-th of k, whose data its CRC vouches for.
+  if (!c.ok() || !f::HeaderValid(meta, S()) || h->type != static_cast<uint8_t>(f::PageType::kSummary) ||
+      h->epoch != f.epoch_ || e[0].lba != (j | (uint64_t{k} << 32)) || e[0].crc != Crc32c(data, pb)) {
+    vs.bad = true;
+  }
+  gc.reloc.ReadDone();
+  if (--vs.left != 0 || vs.leb != v || !vs.loading) return;
+  vs.loading = false;
+  const std::size_t grid_n = uint64_t{D()} * P() * (1 + S()), crc_n = uint64_t{D()} * P() * S();
+  f::SummaryHeader sh{};
+  std::memcpy(&sh, vs.raw.data(), sizeof(sh));
+  if (vs.bad || vs.raw.size() < f::SummaryBytes(D(), P(), S(), true) || sh.magic != f::kSummaryMagic ||
+      sh.leb != v->index || sh.dies != D() || sh.pages != P() || sh.spp != S()) {
+    if (!device_lost) {
+      Logger("ftl")->warn("summary of victim leb={} unusable: its pages' metadata is read instead", v->index);
+    }
+  } else {
+    vs.grid.resize(grid_n);
+    vs.crc.resize(crc_n);
+    std::memcpy(vs.grid.data(), vs.raw.data() + sizeof(f::SummaryHeader), grid_n * 8);
+    std::memcpy(vs.crc.data(), vs.raw.data() + sizeof(f::SummaryHeader) + grid_n * 8, crc_n * 4);
+    vs.ready = true;
+  }
+  GroomStep();
+}
+
+bool Ftl::Impl::CopyFromSummary(Leb& v, uint32_t die, uint32_t page) {
+  const uint64_t pos = uint64_t{page} * D() + die;
+  const uint64_t* ent = &gc.vsum.grid[pos * (1 + S())];
+  const auto type = static_cast<uint8_t>(ent[0] >> f::kSummaryTypeShift);
+  if (ent[0] == 0 || (type != static_cast<uint8_t>(f::PageType::kData) &&
+                      type != static_cast<uint8_t>(f::PageType::kAtomicData))) {
+    return false;
+  }
+  f::SectorEntry e[256];  // (S() <= 255: Format refuses more)
+  for (uint32_t s = 0; s < S(); ++s) {
+    e[s] = {ent[1 + s], gc.vsum.crc[pos * S() + s]};
+    const Psa p = addr.Make(v.index, die, page, s);
+    const uint32_t slot = addr.SlotInLeb(p);
+    if ((v.valid_bits[slot / 64] >> (slot % 64) & 1) == 0) continue;
+    // Every live sector of the page must be the one the summary names (the map is the
+    // truth; the summary only saves reading what the map cannot say: LBA and CRC).
+    if (e[s].lba == f::kNoLba || e[s].lba >= f.map_.sectors() || f.map_.Get(e[s].lba) != p) return false;
+  }
+  CopyRelocate(v, die, page, e);
+  return true;
+}
+
+void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const f::SectorEntry* e) {
   // No accumulator for the row the copy would join (every one is forming another row's
   // parity): this page moves through host memory instead.
   if (!CopyRowReady()) return ReadAndRelocate(&v, die, page, false);
   UpdatePacingSlack();
-  const auto* e = reinterpret_cast<const f::SectorEntry*>(meta.data() + sizeof(f::PageHeader));
   for (uint32_t s = 0; s < S(); ++s) {
     const Psa p = addr.Make(v.index, die, page, s);
     const uint64_t lba = e[s].lba;
@@ -433,11 +531,14 @@ void Ftl::Impl::MaybeFinishVictim() {
     }
     v->open_seq = 0;
     v->trim_pages.clear();
+    v->summary_ok = false;
     f.lebs_.SetState(*v, LebState::kFree);
     // Space appeared: LEBs held back for lack of room may be tried again.
     for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
   }
   gc.reloc.End();
+  gc.vsum.leb = nullptr;
+  gc.vsum.loading = gc.vsum.ready = false;
   if (gcap.open == nullptr || !gcap.open->copy) DropCopyReservation();
   Post([this] {
     RunPending();

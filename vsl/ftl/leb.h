@@ -67,8 +67,15 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   // While open (and until its summary is submitted): the summary being built, one
   // entry per page position (format::SummaryHeader). Empty otherwise.
   std::vector<uint64_t> summary;
+  std::vector<uint32_t> summary_crc;  // with format::kFlagSummaryCrcs: per sector slot
   uint32_t summary_from = 0;  // first page position left for the summary when it closed
   bool summary_due = false;   // closed; write the summary once nothing is in flight
+  // The summary this FTL wrote (not one a scan found): its page positions (row * dies +
+  // die), and whether every one of them is on flash (summary_left programs still to
+  // finish, none failed). The groomer copies such a LEB's pages from it unread.
+  std::vector<uint32_t> summary_at;
+  uint32_t summary_left = 0;
+  bool summary_ok = false;
   std::unique_ptr<RowParity> par;  // while written, if FlashBack is on
   bool counted_unusable = false;  // LebTable bookkeeping
   uint32_t good_dies() const {

@@ -66,6 +66,7 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       ftl->epoch_ = h.epoch;
       ftl->sparse_ = (h.flags & f::kFlagSparse) != 0;
       ftl->impl_->stripe.set_parity((h.flags & f::kFlagFlashBack) != 0);
+      ftl->impl_->stripe.set_summary_crcs((h.flags & f::kFlagSummaryCrcs) != 0);
       ftl->lebs_.set_min_good(ftl->impl_->stripe.parity() ? StripeLayout::kMinStripeDies : 0);
       ftl->reserve_ppm_ = h.reserve_ppm;
       ftl->meta_leb_ = st->best_leb;

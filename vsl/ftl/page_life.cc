@@ -120,6 +120,7 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
       // The LEB simply has no summary: a scan reads it page by page.
       Logger("ftl")->warn("summary program failed leb={} die={} page={} status={}", b->leb,
                           b->die, b->page, nand::FlashStatusName(c.status));
+      l.summary_left = 0;  // the groomer reads this LEB's pages' metadata instead
       MarkDurable(b);
     } else if (b->type == f::PageType::kAtomicData &&
                !(b->group && b->group->committed() && b->group->IsCurrent(b->attempt))) {
@@ -152,6 +153,7 @@ void Ftl::Impl::OnDone(PageBuf* b, const Completion& c) {
     pages.Release(b);
   } else {
     b->flash_done = true;
+    if (b->type == f::PageType::kSummary && l.summary_left != 0 && --l.summary_left == 0) l.summary_ok = true;
     if (b->type == f::PageType::kParity && !b->accepted) {
       CoverRow(b->leb, b->page, b->lbas[0], b->final_parity, b->final_parity);
     }

@@ -77,7 +77,7 @@ void Ftl::ReadSummary(uint32_t leb, SummaryDone done) {
                    std::memcpy(&h, bytes.data(), sizeof(h));
                    if (h.magic != f::kSummaryMagic || h.leb != leb || h.dies != D ||
                        h.pages != P || h.spp != spp_ ||
-                       bytes.size() < f::SummaryBytes(D, P, spp_)) {
+                       bytes.size() < f::SummaryBytes(D, P, spp_, impl_->stripe.summary_crcs())) {
                      return fail();
                    }
                    std::vector<uint64_t> grid(uint64_t{D} * P * (1 + spp_));

@@ -12,10 +12,19 @@ namespace vsl::ftl {
 namespace f = format;
 
 StripeLayout::StripeLayout(const nand::Geometry& g, uint32_t sectors_per_page)
-    : d_(g.dies_per_pipe()), p_(g.pages_per_block), s_(sectors_per_page), meta_bytes_(g.meta_bytes_per_page()) {
-  const uint64_t bytes = f::SummaryBytes(d_, p_, s_);
-  const uint64_t k = (bytes + g.page_data_bytes - 1) / g.page_data_bytes;
-  if (4 * k <= uint64_t{d_} * p_) summary_pages_ = static_cast<uint32_t>(k);
+    : d_(g.dies_per_pipe()),
+      p_(g.pages_per_block),
+      s_(sectors_per_page),
+      meta_bytes_(g.meta_bytes_per_page()),
+      page_bytes_(g.page_data_bytes) {
+  set_summary_crcs(false);
+}
+
+void StripeLayout::set_summary_crcs(bool on) {
+  summary_crcs_ = on;
+  const uint64_t bytes = f::SummaryBytes(d_, p_, s_, on);
+  const uint64_t k = (bytes + page_bytes_ - 1) / page_bytes_;
+  summary_pages_ = 4 * k <= uint64_t{d_} * p_ ? static_cast<uint32_t>(k) : 0;
 }
 
 uint32_t StripeLayout::RowParityDie(Leb& l, uint32_t row) const {

@@ -32,6 +32,10 @@ class StripeLayout {
   // Set once from the format's flags (Format, Open), before any LEB is formed.
   void set_parity(bool on) { parity_ = on; }
   bool parity() const { return parity_; }
+  // Whether summaries carry the sectors' CRCs (format::kFlagSummaryCrcs); set once, like
+  // parity, before any LEB is formed: it decides summary_pages().
+  void set_summary_crcs(bool on);
+  bool summary_crcs() const { return summary_crcs_; }
   // Pages of a LEB's summary; 0 when a summary would take more than a quarter of a LEB
   // (tiny geometries), and LEBs are then scanned page by page.
   uint32_t summary_pages() const { return summary_pages_; }
@@ -66,7 +70,9 @@ class StripeLayout {
  private:
   uint32_t d_, p_, s_;
   uint32_t meta_bytes_;  // the page's spare for the host
+  uint32_t page_bytes_;
   uint32_t summary_pages_ = 0;
+  bool summary_crcs_ = false;
   bool parity_ = false;
 };
 
