@@ -697,8 +697,8 @@ def render(res, out_md, quick):
           "flash and link ceilings. Steady-state random writes spend more energy per host write (WAF programs, "
           "relocation reads, erases), so the slot limit binds them too: compare the as-shipped and override rows. "
           "The card relocates by controller copy with the override (the link binds: copies spare it) and through "
-          "host memory at the slot limit (power binds: a copy's extra metadata read per victim page costs more "
-          "than the link energy it saves); CardOptions::copy_relocation, docs/ftl.md.")
+          "host memory at the slot limit (power binds; copies from the victims' summaries win its steady state but "
+          "lose the 8 KiB 70/30 mix at 2T/2Q and 4T/4Q, docs/bench.md); CardOptions::copy_relocation, docs/ftl.md.")
         for d, lab in ((ss, "stock"), (sh, "high-performance")):
             if d is None or not d.get("governor_refill_w"):
                 continue
