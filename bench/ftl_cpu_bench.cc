@@ -417,6 +417,9 @@ void Report(benchmark::State& state, const Setup& s, std::size_t from, double lo
   state.counters["reads_per_io"] = static_cast<double>(reads) / n;
   state.counters["copies_per_io"] = static_cast<double>(copies) / n;
   state.counters["stages_per_io"] = static_cast<double>(stages) / n;
+  // The groomer's reads per controller copy: near 0 when it copies from the victims'
+  // summaries (format 1.6), 1 or more when it reads each victim page's metadata first.
+  if (copies > 0) state.counters["reads_per_copy"] = static_cast<double>(reads) / static_cast<double>(copies);
   if (g_cold_copy_ns > 0) state.counters["ftl_per_cold_copy"] = (loop_ns - card_ns) / n / g_cold_copy_ns;
 }
 
