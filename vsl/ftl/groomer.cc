@@ -293,6 +293,8 @@ void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, co
 }
 
 bool Ftl::Impl::CopyFromSummary(Leb& v, uint32_t die, uint32_t page) {
+  // A page on a failed die cannot be copied: it is read through FlashBack (ReadPage).
+  if (dies.failed(die)) return false;
   const uint64_t pos = uint64_t{page} * D() + die;
   const uint64_t* ent = &gc.vsum.grid[pos * (1 + S())];
   const auto type = static_cast<uint8_t>(ent[0] >> f::kSummaryTypeShift);
