@@ -245,6 +245,31 @@ TEST_F(CopyRelocationTest, CopiesFromTheSummaryQueueNoMoreThanTheirShareOfTheDie
   EXPECT_FALSE(Check("after the random writes").empty());
 }
 
+// A die that fails under copy relocation: once the FTL has declared it failed, the
+// groomer neither copies from it nor reads its pages' metadata; its pages are rebuilt
+// from parity through host memory. Copies that failed
+// against it over and over once livelocked the groomer (campaign seed 1086).
+TEST_F(CopyRelocationTest, PagesOnAFailedDieAreRebuiltNeverCopied) {
+  Fresh(true);
+  // Half the LUN: what the three surviving dies can still hold with room to groom.
+  for (uint64_t lba = 0; lba < n_ / 2; ++lba) Put(lba, 1);
+  clock_.RunUntilIdle();
+  card_->InjectDieFailure(0, 1);
+  // Writes until the FTL meets the dead die and declares it (the rebuild of its LEBs
+  // has not begun: nothing copied from it can have failed yet).
+  Rng rng(13);
+  uint64_t v = 2;
+  while (ftl_->flashback_status().failed_dies.empty()) Put(rng.Below(n_ / 2), v++);
+  ASSERT_GT(ftl_->flashback_status().rebuild_lebs_left, 0u);
+  const uint64_t fallbacks0 = ftl_->stats().copy_fallbacks, copied0 = ftl_->stats().gc_copy_sectors;
+  for (uint64_t i = 0; i < 2 * n_; ++i) Put(rng.Below(n_ / 2), v++);
+  clock_.RunUntilIdle();
+  EXPECT_EQ(ftl_->flashback_status().rebuild_lebs_left, 0u);
+  EXPECT_GT(ftl_->stats().gc_copy_sectors, copied0) << "the groomer copied nothing after the failure";
+  EXPECT_EQ(ftl_->stats().copy_fallbacks, fallbacks0) << "copies from the failed die";
+  EXPECT_FALSE(Check("after the rebuild").empty());
+}
+
 // A victim whose summary does not check (a summary page unreadable) is groomed by reading
 // its pages' metadata, with a warning; nothing is lost.
 TEST_F(CopyRelocationTest, AVictimWhoseSummaryCannotBeReadIsGroomedPageByPage) {

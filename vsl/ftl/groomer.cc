@@ -167,7 +167,7 @@ void Ftl::Impl::GroomStep() {
     NoteQueued();
     const uint32_t die = r->die, page = r->page;
     const bool is_trim = r->is_trim;
-    if (use_copy && !is_trim && gc.vsum.ready && gc.vsum.leb == v && CopyFromSummary(*v, die, page)) {
+    if (use_copy && !is_trim && CopyingFromSummary() && CopyFromSummary(*v, die, page)) {
       gc.reloc.ReadDone();  // nothing read: the summary named its sectors
       continue;
     }
