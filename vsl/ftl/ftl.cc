@@ -346,13 +346,20 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done, Time
       ++i;
       continue;
     }
-    // Still in an open page buffer: serve from host memory.
+    // Still in an open page buffer: serve from host memory. A sector of an open copy page
+    // has no data in host memory (the controller will move it): it is read where it is
+    // copied from, which its victim keeps until the copy is durable.
     bool served = false;
+    Psa at = p;
     for (AppendPoint* ap : {&im.host, &im.gcap}) {
       PageBuf* b = ap->open;
       if (b && b->leb == im.addr.LebOf(p) && b->die == im.addr.DieOf(p) && b->page == im.addr.PageOf(p)) {
-        std::memcpy(dst, b->data.data() + uint64_t{im.addr.SlotOf(p)} * sb, sb);
-        served = true;
+        if (b->copy) {
+          at = b->csrc[im.addr.SlotOf(p)];
+        } else {
+          std::memcpy(dst, b->data.data() + uint64_t{im.addr.SlotOf(p)} * sb, sb);
+          served = true;
+        }
       }
     }
     if (served) {
@@ -361,17 +368,18 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done, Time
     }
     // A run of sectors stored contiguously in one page: one flash read.
     uint32_t n = 1;
-    while (i + n < count && im.addr.SlotOf(p) + n < spp_ && map_.Get(l + n) == p + n) ++n;
+    while (at == p && i + n < count && im.addr.SlotOf(p) + n < spp_ && map_.Get(l + n) == p + n) ++n;
     Impl::ReadPiece* pc = im.read_pieces.Take();
     pc->rc = rc;
     pc->meta.resize(geo_.meta_bytes_per_page());
     pc->dst = dst;
     pc->lba = l;
     pc->n = n;
-    pc->slot = im.addr.SlotOf(p);
-    pc->p = p;
+    pc->slot = im.addr.SlotOf(at);
+    pc->p = at;
+    pc->mapped = p;
     ++rc->remaining;
-    pipe_.Read({{im.addr.DieOf(p), im.addr.LebOf(p), im.addr.PageOf(p)}, pc->slot * cw_per_sector,
+    pipe_.Read({{im.addr.DieOf(at), im.addr.LebOf(at), im.addr.PageOf(at)}, pc->slot * cw_per_sector,
                 n * cw_per_sector, dst, pc->meta.data()},
                [this, pc](const Completion& c) { impl_->OnReadPiece(pc, c); });
     i += n;
@@ -403,7 +411,7 @@ void Ftl::Impl::OnReadPiece(ReadPiece* pc, const Completion& c) {
   uint8_t* const dst = pc->dst;
   const uint64_t l = pc->lba;
   const uint32_t n = pc->n, slot = pc->slot, sb = f.sector_bytes_;
-  const Psa p = pc->p;
+  const Psa p = pc->p, mapped = pc->mapped;
   if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(addr.DieOf(p));
   if (c.status == FlashStatus::kUncorrectable) NoteDieError(addr.DieOf(p), addr.LebOf(p));
   if (!c.ok() && !LostToHost(c.status)) {
@@ -413,14 +421,14 @@ void Ftl::Impl::OnReadPiece(ReadPiece* pc, const Completion& c) {
     ++f.stats_.read_errors;
     const uint32_t leb = addr.LebOf(p), die = addr.DieOf(p), page = addr.PageOf(p);
     RebuildPage(leb, die, page,
-                [this, rc, dst, l, n, slot, sb, leb, die, page, p, st = c.status](
+                [this, rc, dst, l, n, slot, sb, leb, die, page, mapped, st = c.status](
                     bool ok, std::vector<uint8_t> data, std::vector<uint8_t> m) {
                   const auto* e =
                       ok ? reinterpret_cast<const f::SectorEntry*>(m.data() + sizeof(f::PageHeader)) : nullptr;
                   for (uint32_t k = 0; k < n; ++k) {
                     const uint8_t* src = ok ? data.data() + uint64_t{slot + k} * sb : nullptr;
                     if (!ok || e[slot + k].lba != l + k || Crc32c(src, sb) != e[slot + k].crc) {
-                      if (RetryMovedRead(rc, l + k, p + k, dst + uint64_t{k} * sb)) continue;
+                      if (RetryMovedRead(rc, l + k, mapped + k, dst + uint64_t{k} * sb)) continue;
                       dies.NoteLost(l + k);
                       rc->status = Status::IOError(
                           fmt::format("sector {} is unreadable and its stripe cannot rebuild it ({})", l + k,
@@ -442,7 +450,7 @@ void Ftl::Impl::OnReadPiece(ReadPiece* pc, const Completion& c) {
     const auto* e = reinterpret_cast<const f::SectorEntry*>(pc->meta.data() + sizeof(f::PageHeader));
     for (uint32_t k = 0; k < n; ++k) {
       if (e[slot + k].lba != l + k || Crc32c(dst + uint64_t{k} * sb, sb) != e[slot + k].crc) {
-        if (RetryMovedRead(rc, l + k, p + k, dst + uint64_t{k} * sb)) continue;
+        if (RetryMovedRead(rc, l + k, mapped + k, dst + uint64_t{k} * sb)) continue;
         ++f.stats_.read_errors;
         rc->status = Status::IOError(fmt::format("sector {} failed its check on read", l + k));
       }
@@ -459,6 +467,15 @@ void Ftl::Shutdown(Done done) {
   impl_->SubmitOpen(impl_->gcap);
   impl_->shutdown_done = std::move(done);
   impl_->Post([this] { impl_->CheckShutdown(); });
+}
+
+std::vector<uint64_t> Ftl::TEST_OpenCopyLbas() const {
+  std::vector<uint64_t> lbas;
+  for (const AppendPoint* ap : {&impl_->host, &impl_->gcap}) {
+    const PageBuf* b = ap->open;
+    if (b != nullptr && b->copy) lbas.insert(lbas.end(), b->lbas.begin(), b->lbas.begin() + b->used);
+  }
+  return lbas;
 }
 
 void Ftl::TEST_ForceGroom(Done done) {

@@ -330,6 +330,9 @@ class Ftl {
   // One line on what the FTL is waiting for (queued work, free LEBs, the victim), for a
   // test that finds a request unanswered.
   std::string TEST_DebugState() const;
+  // Tests: the LBAs of sectors copied into a groomer page not yet submitted (their data
+  // is still only at their source).
+  std::vector<uint64_t> TEST_OpenCopyLbas() const;
 
  private:
   struct PageBufFields;

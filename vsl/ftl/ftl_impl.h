@@ -538,7 +538,8 @@ struct Ftl::Impl {
     uint8_t* dst = nullptr;
     uint64_t lba = 0;  // the run's first sector
     uint32_t n = 0, slot = 0;
-    Psa p = 0;  // where the run's first sector is
+    Psa p = 0;       // where the run's first sector is read
+    Psa mapped = 0;  // where the map put it (`p` unless it waits in an open copy page)
     void Recycle() { rc = nullptr; }  // `meta` keeps its storage
   };
   FreeList<ReadCtx> read_ctxs;
