@@ -71,6 +71,34 @@ TEST_F(FlashBackTest, DeadDieLosesNothingAndIsRebuiltOnline) {
   ExpectAll("after a clean restart");
 }
 
+// Once the FTL has declared a die failed, nothing is sent to it any more: a read of a
+// sector still there is rebuilt from its row at once instead of waiting out a die
+// timeout first, so degraded reads cost a row's reads, not the controller's timeout.
+TEST_F(FlashBackTest, ReadsOfADeclaredFailedDieAreRebuiltWithoutWaitingForIt) {
+  FillTwice();
+  clock_.RunUntilIdle();
+  card_->InjectDieFailure(0, 1);
+  std::vector<uint8_t> out;
+  for (uint64_t lba = 0; lba < n_ && ftl_->flashback_status().failed_dies.empty(); ++lba) {
+    ASSERT_TRUE(Read(lba, 1, &out).ok());
+  }
+  ASSERT_FALSE(ftl_->flashback_status().failed_dies.empty()) << "no read met the dead die";
+  // Commands already queued to the die when it was declared time out; none after.
+  clock_.RunFor(8 * card_->timing().die_timeout_ns);
+  ASSERT_GT(ftl_->flashback_status().rebuild_lebs_left, 0u) << "the rebuild is over: the test shows nothing";
+  const uint64_t timeouts0 = card_->stats(0).die_timeouts, rebuilt0 = ftl_->stats().rebuilt_pages;
+  // Every sector, while the background rebuild moves the dead die's data away.
+  for (uint64_t k = 0; k < n_; ++k) {
+    ASSERT_TRUE(Read(k, 1, &out).ok()) << k;
+    ASSERT_EQ(out, Want(k)) << k;
+  }
+  clock_.RunUntilIdle();
+  EXPECT_EQ(ftl_->flashback_status().rebuild_lebs_left, 0u);
+  EXPECT_GT(ftl_->stats().rebuilt_pages, rebuilt0) << "nothing was rebuilt: the test shows nothing";
+  EXPECT_EQ(card_->stats(0).die_timeouts, timeouts0) << "commands sent to the failed die";
+  ExpectAll("after the rebuild");
+}
+
 // A die that still answers but keeps failing (media errors) is retired like a dead one
 // once its error count crosses the bound, and stays retired across a clean restart.
 TEST_F(FlashBackTest, DieWhoseErrorRateCrossesTheBoundIsRetired) {

@@ -7,7 +7,7 @@
 namespace vsl::ftl {
 
 DieHealth::DieHealth(uint32_t dies, uint32_t error_limit, DurNs window)
-    : failed_(dies, 0), limit_(error_limit), window_(window), errors_(dies) {}
+    : failed_(dies, 0), silent_(dies, 0), limit_(error_limit), window_(window), errors_(dies) {}
 
 std::vector<uint32_t> DieHealth::failed_dies() const {
   std::vector<uint32_t> out;

@@ -29,6 +29,12 @@ class DieHealth {
   uint32_t dies() const { return static_cast<uint32_t>(failed_.size()); }
   bool failed(uint32_t d) const { return d < failed_.size() && failed_[d] != 0; }
   void MarkFailed(uint32_t d) { failed_[d] = 1; }
+  // A die that stopped answering (a command timed out), as against one retired for its
+  // error rate, which still answers and whose pages are still worth reading directly (a
+  // second failure in a stripe leaves them the only copy). Silent implies failed once
+  // the caller declares it.
+  bool silent(uint32_t d) const { return d < silent_.size() && silent_[d] != 0; }
+  void MarkSilent(uint32_t d) { silent_[d] = 1; }
   std::vector<uint32_t> failed_dies() const;
   uint32_t alive() const;
 
@@ -48,7 +54,7 @@ class DieHealth {
   const std::vector<std::string>& events() const { return events_; }
 
  private:
-  std::vector<uint8_t> failed_;
+  std::vector<uint8_t> failed_, silent_;
   uint32_t limit_;
   DurNs window_;
   std::vector<std::deque<std::pair<TimeNs, uint32_t>>> errors_;  // per die: (when, block)

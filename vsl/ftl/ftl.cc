@@ -379,6 +379,13 @@ void Ftl::ReadMapped(uint64_t lba, uint32_t count, uint8_t* out, Done done, Time
     pc->p = at;
     pc->mapped = p;
     ++rc->remaining;
+    if (im.dies.silent(im.addr.DieOf(at))) {
+      // A die that stopped answering is not asked again (only a timeout would come): the
+      // page is rebuilt from its row at once.
+      im.RebuildPiece(pc, nand::FlashStatus::kDieTimeout);
+      i += n;
+      continue;
+    }
     pipe_.Read({{im.addr.DieOf(at), im.addr.LebOf(at), im.addr.PageOf(at)}, pc->slot * cw_per_sector,
                 n * cw_per_sector, dst, pc->meta.data()},
                [this, pc](const Completion& c) { impl_->OnReadPiece(pc, c); });
@@ -406,6 +413,38 @@ bool Ftl::Impl::RetryMovedRead(ReadCtx* rc, uint64_t sector, Psa was, uint8_t* d
   return true;
 }
 
+void Ftl::Impl::RebuildPiece(ReadPiece* pc, FlashStatus st) {
+  // FlashBack: rebuild the page from the rest of its row, answer from it, and move its
+  // live sectors to a healthy die.
+  ReadCtx* rc = pc->rc;
+  uint8_t* const dst = pc->dst;
+  const uint64_t l = pc->lba;
+  const uint32_t n = pc->n, slot = pc->slot, sb = f.sector_bytes_;
+  const Psa p = pc->p, mapped = pc->mapped;
+  read_pieces.Give(pc);
+  const uint32_t leb = addr.LebOf(p), die = addr.DieOf(p), page = addr.PageOf(p);
+  RebuildPage(leb, die, page,
+              [this, rc, dst, l, n, slot, sb, leb, die, page, mapped, st](
+                  bool ok, std::vector<uint8_t> data, std::vector<uint8_t> m) {
+                const auto* e =
+                    ok ? reinterpret_cast<const f::SectorEntry*>(m.data() + sizeof(f::PageHeader)) : nullptr;
+                for (uint32_t k = 0; k < n; ++k) {
+                  const uint8_t* src = ok ? data.data() + uint64_t{slot + k} * sb : nullptr;
+                  if (!ok || e[slot + k].lba != l + k || Crc32c(src, sb) != e[slot + k].crc) {
+                    if (RetryMovedRead(rc, l + k, mapped + k, dst + uint64_t{k} * sb)) continue;
+                    dies.NoteLost(l + k);
+                    rc->status = Status::IOError(
+                        fmt::format("sector {} is unreadable and its stripe cannot rebuild it ({})", l + k,
+                                    nand::FlashStatusName(st)));
+                    continue;
+                  }
+                  std::memcpy(dst + uint64_t{k} * sb, src, sb);
+                }
+                if (ok) RelocateRebuilt(leb, die, page, data, m);
+                FinishRead(rc);
+              });
+}
+
 void Ftl::Impl::OnReadPiece(ReadPiece* pc, const Completion& c) {
   ReadCtx* rc = pc->rc;
   uint8_t* const dst = pc->dst;
@@ -415,31 +454,8 @@ void Ftl::Impl::OnReadPiece(ReadPiece* pc, const Completion& c) {
   if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(addr.DieOf(p));
   if (c.status == FlashStatus::kUncorrectable) NoteDieError(addr.DieOf(p), addr.LebOf(p));
   if (!c.ok() && !LostToHost(c.status)) {
-    read_pieces.Give(pc);
-    // FlashBack: rebuild the page from the rest of its row, answer from it, and move its
-    // live sectors to a healthy die.
     ++f.stats_.read_errors;
-    const uint32_t leb = addr.LebOf(p), die = addr.DieOf(p), page = addr.PageOf(p);
-    RebuildPage(leb, die, page,
-                [this, rc, dst, l, n, slot, sb, leb, die, page, mapped, st = c.status](
-                    bool ok, std::vector<uint8_t> data, std::vector<uint8_t> m) {
-                  const auto* e =
-                      ok ? reinterpret_cast<const f::SectorEntry*>(m.data() + sizeof(f::PageHeader)) : nullptr;
-                  for (uint32_t k = 0; k < n; ++k) {
-                    const uint8_t* src = ok ? data.data() + uint64_t{slot + k} * sb : nullptr;
-                    if (!ok || e[slot + k].lba != l + k || Crc32c(src, sb) != e[slot + k].crc) {
-                      if (RetryMovedRead(rc, l + k, mapped + k, dst + uint64_t{k} * sb)) continue;
-                      dies.NoteLost(l + k);
-                      rc->status = Status::IOError(
-                          fmt::format("sector {} is unreadable and its stripe cannot rebuild it ({})", l + k,
-                                      nand::FlashStatusName(st)));
-                      continue;
-                    }
-                    std::memcpy(dst + uint64_t{k} * sb, src, sb);
-                  }
-                  if (ok) RelocateRebuilt(leb, die, page, data, m);
-                  FinishRead(rc);
-                });
+    RebuildPiece(pc, c.status);
     return;
   }
   if (!c.ok()) {

@@ -426,7 +426,9 @@ struct Ftl::Impl {
   void NoteDieError(uint32_t d, uint32_t block);
 
   void OnDieTimeout(uint32_t d) {
-    if (d < D() && !dies.failed(d)) DeclareDieFailed(d);
+    if (d >= D()) return;
+    dies.MarkSilent(d);
+    if (!dies.failed(d)) DeclareDieFailed(d);
   }
   // A die stopped answering: write nothing more to it, and move every LEB's data off it
   // (the groomer reads its pages back through parity). Also called at attach for dies
@@ -553,6 +555,9 @@ struct Ftl::Impl {
   bool RetryMovedRead(ReadCtx* rc, uint64_t sector, Psa was, uint8_t* dst);
   // A piece's flash read ended.
   void OnReadPiece(ReadPiece* pc, const Completion& c);
+  // Answers `pc` from its page rebuilt through FlashBack (its read failed with `st`, or
+  // its die is declared failed); `pc` is given back at once.
+  void RebuildPiece(ReadPiece* pc, FlashStatus st);
 
   // In the protected buffer: durable while PLP is healthy. Non-FUA writes are acknowledged
   // now if the page is covered (see CoverRow); FUA waits for the page to be on flash.
@@ -717,6 +722,9 @@ struct Ftl::Impl {
   // Reads victim page (`die`, `page`) whole into host memory (rebuilding it from parity
   // if it cannot be read) and relocates its live sectors; counted as a relocation read.
   void ReadAndRelocate(Leb* v, uint32_t die, uint32_t page, bool is_trim);
+  // FlashBack for the groomer: the victim's page is rebuilt from its row (its read failed
+  // with `st`, or its die is silent), then moved as usual.
+  void RebuildVictimPage(Leb* v, uint32_t die, uint32_t page, bool is_trim, FlashStatus st);
   void ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim);  // (the read itself)
   // Controller-side relocation of a victim page whose sector entries `e` (S() of them:
   // from its metadata, read, or from the victim's summary) are known: its live sectors

@@ -167,11 +167,12 @@ void Ftl::Impl::GroomStep() {
     NoteQueued();
     const uint32_t die = r->die, page = r->page;
     const bool is_trim = r->is_trim;
-    if (use_copy && !is_trim && CopyingFromSummary() && CopyFromSummary(*v, die, page)) {
+    const bool copy = use_copy && !is_trim && !dies.failed(die);
+    if (copy && CopyingFromSummary() && CopyFromSummary(*v, die, page)) {
       gc.reloc.ReadDone();  // nothing read: the summary named its sectors
       continue;
     }
-    if (use_copy && !is_trim) {
+    if (copy) {
       // Controller-side relocation: only the page's metadata comes over the link.
       ++f.stats_.gc_meta_reads;
       Relocation::Buffer buf = gc.reloc.TakeBuffer(0, f.geo_.meta_bytes_per_page());
@@ -206,26 +207,29 @@ void Ftl::Impl::ReadAndRelocate(Leb* v, uint32_t die, uint32_t page, bool is_tri
   ReadPage(v, die, page, is_trim);
 }
 
+void Ftl::Impl::RebuildVictimPage(Leb* v, uint32_t die, uint32_t page, bool is_trim, FlashStatus st) {
+  RebuildPage(v->index, die, page,
+              [this, v, die, page, is_trim, st](bool ok, std::vector<uint8_t> data, std::vector<uint8_t> meta) {
+                gc.reloc.ReadDone();
+                if (gc.reloc.victim() == v) {
+                  Completion rc;
+                  rc.status = ok ? FlashStatus::kOk : st;
+                  Relocate(*v, die, page, rc, data, meta, is_trim);
+                }
+                GroomStep();
+              });
+}
+
 void Ftl::Impl::ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim) {
+  // A die that stopped answering is not asked again: only a timeout would come.
+  if (dies.silent(die) && !device_lost) return RebuildVictimPage(v, die, page, is_trim, FlashStatus::kDieTimeout);
   Relocation::Buffer buf = gc.reloc.TakeBuffer(f.geo_.page_data_bytes, f.geo_.meta_bytes_per_page());
   f.pipe_.Read({{die, v->index, page}, 0, 0, buf->first.data(), buf->second.data()},
                [this, v, die, page, buf, is_trim](const Completion& c) {
                  if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
                  if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
                  if (!c.ok() && !LostToHost(c.status) && !device_lost) {
-                   // FlashBack: rebuild the page from its row, then move it as usual.
-                   RebuildPage(v->index, die, page,
-                               [this, v, die, page, is_trim, st = c.status](
-                                   bool ok, std::vector<uint8_t> data, std::vector<uint8_t> meta) {
-                                 gc.reloc.ReadDone();
-                                 if (gc.reloc.victim() == v) {
-                                   Completion rc;
-                                   rc.status = ok ? FlashStatus::kOk : st;
-                                   Relocate(*v, die, page, rc, data, meta, is_trim);
-                                 }
-                                 GroomStep();
-                               });
-                   return;
+                   return RebuildVictimPage(v, die, page, is_trim, c.status);
                  }
                  gc.reloc.ReadDone();
                  if (gc.reloc.victim() == v) Relocate(*v, die, page, c, buf->first, buf->second, is_trim);
@@ -240,6 +244,11 @@ void Ftl::Impl::LoadVictimSummary(Leb& v) {
   vs.loading = vs.ready = false;
   const uint32_t k = stripe.summary_pages();
   if (!use_copy || !stripe.summary_crcs() || !v.summary_ok || v.summary_at.size() != k || k == 0) return;
+  // A summary page on a die that stopped answering could only time out: the victim is
+  // groomed page by page instead.
+  for (const uint32_t at : v.summary_at) {
+    if (dies.silent(at % D())) return;
+  }
   const uint32_t pb = f.geo_.page_data_bytes, mb = f.geo_.meta_bytes_per_page();
   vs.raw.resize(uint64_t{k} * pb);  // (kept from victim to victim: no allocation once grown)
   vs.raw_meta.resize(uint64_t{k} * mb);

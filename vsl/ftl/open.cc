@@ -122,7 +122,10 @@ void Ftl::Open(nand::FlashPipe& pipe, Clock& clock, const FtlOptions& opts,
       // and FlashBack moves their data off).
       for (uint32_t d : st->silent) {
         Logger("ftl")->warn("die {} does not answer", d);
-        if (d < g.dies_per_pipe()) ftl->impl_->dies.MarkFailed(d);
+        if (d < g.dies_per_pipe()) {
+          ftl->impl_->dies.MarkFailed(d);
+          ftl->impl_->dies.MarkSilent(d);
+        }
         for (uint32_t b = 0; b < ftl->meta_lebs_; ++b) ftl->lebs_.leb(b).good[d] = 0;
       }
       Ftl* raw = ftl.release();
