@@ -34,7 +34,10 @@ bool Ftl::Impl::NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint
   for (;;) {
     if (ap.leb() == nullptr) {
       if (ckpt.quiesce) return false;  // a checkpoint needs every LEB closed
-      if (!ap.gc && f.lebs_.free_count() <= f.opts_.gc_reserve_lebs) return false;
+      if (!ap.gc && f.lebs_.free_count() <= f.opts_.gc_reserve_lebs) {
+        if (!HostMayTakeReserve()) return false;
+        ++f.stats_.reserve_takes;
+      }
       Leb* l = f.lebs_.PickFree();
       if (l == nullptr) return false;
       OpenLeb(ap, *l);

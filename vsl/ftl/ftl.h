@@ -125,6 +125,10 @@ struct FtlOptions {
   bool separate_gc_stream = true;  // relocated data to its own append point
   uint32_t gc_start_free_lebs = 4;  // groom when free LEBs drop to this
   uint32_t gc_reserve_lebs = 2;     // host writes wait when only this many are free
+  // ... unless the victim being groomed fits in what the groomer's open LEB has left:
+  // then the host may take one of them (Impl::HostMayTakeReserve). False: the strict
+  // reserve (the host stops there until a whole victim is moved), for comparison.
+  bool host_may_take_reserve = true;
   uint32_t gc_max_reads = 48;       // relocation page reads in flight
   // A partly filled host page is programmed at once when no other write is outstanding
   // (queue depth 1: the write waits one DMA). With other writes in flight it waits up to
@@ -202,6 +206,7 @@ struct FtlStats {
   uint64_t program_failures = 0, erase_failures = 0, read_errors = 0;
   uint64_t write_stalls = 0;  // host writes that waited for the groomer
   uint64_t room_waits = 0;    // times the host path stopped for want of free room (at the reserve)
+  uint64_t reserve_takes = 0;  // LEBs the host took from the reserve (FtlOptions::host_may_take_reserve)
   uint64_t paced_waits = 0;   // times host writes waited for grooming credits
   uint64_t wear_moves = 0;    // LEBs groomed to level wear, not to free space
   uint64_t atomic_batches = 0, atomic_retries = 0;

@@ -484,6 +484,22 @@ struct Ftl::Impl {
   // Hands out the next page position of `ap`, opening a new LEB when needed. False when no
   // LEB may be taken (host writes leave the last gc_reserve_lebs to the groomer).
   bool NextPosition(AppendPoint& ap, uint32_t* leb, uint32_t* die, uint32_t* page);
+  // The reserve keeps free LEBs for the groomer to move a victim into. When the victim's
+  // live sectors all fit in what the groomer's open LEB has left (one sector a position,
+  // the worst case, plus room for carried trim records), it needs none of them to finish,
+  // and the victim's release gives a LEB back: the host may take one reserve LEB (never
+  // two) instead of stopping until the whole victim is moved. Not while FlashBack moves
+  // data (failed dies, rewrites waiting): that needs room the victim does not name.
+  bool HostMayTakeReserve() const {
+    const Leb* v = gc.reloc.victim();
+    if (!f.opts_.host_may_take_reserve || v == nullptr || gcap.leb() == nullptr ||
+        f.lebs_.free_count() != f.opts_.gc_reserve_lebs ||
+        f.lebs_.free_count() == 0 || dies.alive() != D() || !rw.empty() || !policy.rebuild().empty()) {
+      return false;
+    }
+    return gcap.pos.DataPositionsLeft(stripe) >= uint64_t{v->valid} + kReserveMargin;
+  }
+  static constexpr uint32_t kReserveMargin = 16;
   void OpenLeb(AppendPoint& ap, Leb& l);
   void CloseLeb(AppendPoint& ap);
 
