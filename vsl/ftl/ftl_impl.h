@@ -572,7 +572,7 @@ struct Ftl::Impl {
   // A piece's flash read ended.
   void OnReadPiece(ReadPiece* pc, const Completion& c);
   // Answers `pc` from its page rebuilt through FlashBack (its read failed with `st`, or
-  // its die is declared failed); `pc` is given back at once.
+  // its die is silent: DieHealth::silent); `pc` is given back at once.
   void RebuildPiece(ReadPiece* pc, FlashStatus st);
 
   // In the protected buffer: durable while PLP is healthy. Non-FUA writes are acknowledged
