@@ -751,7 +751,8 @@ struct Ftl::Impl {
   void LoadVictimSummary(Leb& v);
   void VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, const Completion& c);
   // Copies victim page (`die`, `page`) from gc.vsum: false (nothing done) unless every
-  // live slot of it is named there and mapped to it, so its metadata must be read.
+  // live slot of it is named there and mapped to it, so its metadata must be read. The
+  // caller (GroomStep) never asks for a page on a failed die.
   bool CopyFromSummary(Leb& v, uint32_t die, uint32_t page);
   // Sends sealed copy page `b` (Submit) as a gathered copy adding to `acc`.
   void SendCopy(PageBuf* b, uint32_t acc);

@@ -167,6 +167,8 @@ void Ftl::Impl::GroomStep() {
     NoteQueued();
     const uint32_t die = r->die, page = r->page;
     const bool is_trim = r->is_trim;
+    // A page on a failed die is never copied (nor its metadata read): it is read through
+    // FlashBack (ReadPage). Copies that failed against a dead die once livelocked the groomer.
     const bool copy = use_copy && !is_trim && !dies.failed(die);
     if (copy && CopyingFromSummary() && CopyFromSummary(*v, die, page)) {
       gc.reloc.ReadDone();  // nothing read: the summary named its sectors
@@ -302,8 +304,6 @@ void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, co
 }
 
 bool Ftl::Impl::CopyFromSummary(Leb& v, uint32_t die, uint32_t page) {
-  // A page on a failed die cannot be copied: it is read through FlashBack (ReadPage).
-  if (dies.failed(die)) return false;
   const uint64_t pos = uint64_t{page} * D() + die;
   const uint64_t* ent = &gc.vsum.grid[pos * (1 + S())];
   const auto type = static_cast<uint8_t>(ent[0] >> f::kSummaryTypeShift);
