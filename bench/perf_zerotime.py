@@ -107,10 +107,11 @@ def render_zerotime(w, res, zt, rt, fmt_n):
           "(FTL, card model, SDK, the engine thread) over the measured window, per I/O; target (issue 29) <= 3 us "
           "for 4 KiB writes:")
         w("")
-        w("| workload | IOPS | avg us | CPU us per I/O |")
-        w("|---|---|---|---|")
+        w("| workload | IOPS | avg us | CPU us per I/O | heap allocations per I/O |")
+        w("|---|---|---|---|---|")
         for mix, x in ip.items():
-            w("| %s | %s | %.1f | %.2f |" % (mix, fmt_n(x["iops"]), x["avg_us"], x["cpu_us_per_io"]))
+            w("| %s | %s | %.1f | %.2f | %s |" % (mix, fmt_n(x["iops"]), x["avg_us"], x["cpu_us_per_io"],
+                                                 "%.3f" % x["allocs_per_io"] if "allocs_per_io" in x else "-"))
         w("")
         ft = zt.get("first_touch")
         if ft:

@@ -27,6 +27,25 @@ struct Op {
   std::vector<vsl_range> runs;
   uint64_t next = 0;
   vsl_usage usage{};
+  // Where the op is being run, its completion (ExecuteOnLun calls it exactly once): held
+  // here so the callbacks handed down capture only the op and fit Function's inline
+  // storage (no allocation per request).
+  Function<void()> done;
+
+  // For reuse from a free list: back to a fresh op, keeping the vectors' storage.
+  void Recycle() {
+    kind = kRead;
+    lba = count = 0;
+    buf = nullptr;
+    flags = 0;
+    vecs.clear();
+    max_runs = 0;
+    result = 0;
+    runs.clear();
+    next = 0;
+    usage = vsl_usage{};
+    done.Reset();
+  }
 };
 
 class Backend {

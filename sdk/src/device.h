@@ -4,13 +4,14 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "sdk/src/backend.h"
 #include "vsl/core/clock.h"
+#include "vsl/core/fifo.h"
 #include "vsl/vsl.h"
 #include "vsl/core/spin.h"
 
@@ -30,7 +31,8 @@ struct vsl_dev {
     void* arg;
     int result;
   };
-  std::deque<Completed> completed;  // guarded by mu
+  vsl::Fifo<Completed> completed;  // guarded by mu
+  std::vector<std::unique_ptr<vsl::sdk::Op>> free_ops;  // guarded by mu: NewOp's free list
   std::atomic<uint64_t> completed_count{0};  // completed.size(), readable without mu (spinning)
   std::atomic<uint32_t> inflight{0};  // submitted asynchronously, callback not yet run
   vsl::AdaptiveSpin spin;  // waiters poll for completions a little before they sleep

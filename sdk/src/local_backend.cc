@@ -31,7 +31,8 @@ class LocalBackend : public Backend {
 
   void Run(Op* op, Function<void()> done) override {
     // On this thread when the engine is idle: a QD1 caller pays no hand-off.
-    lun_->engine().RunHere([this, op, done = std::move(done)]() mutable { ExecuteOnLun(*lun_, op, std::move(done)); });
+    op->done = std::move(done);
+    lun_->engine().RunHere([this, op] { ExecuteOnLun(*lun_, op); });
   }
 
   // A waiter that spins drives the idle engine itself: the stages of its request that are

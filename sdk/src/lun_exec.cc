@@ -5,12 +5,21 @@
 #include <cerrno>
 
 namespace vsl::sdk {
+namespace {
 
-void ExecuteOnLun(card::Lun& lun, Op* op, Function<void()> done) {
+// The completion is taken out of the op before it runs: it may free or reuse the op.
+void Finish(Op* op) {
+  Function<void()> d = std::move(op->done);
+  d();
+}
+
+}  // namespace
+
+void ExecuteOnLun(card::Lun& lun, Op* op) {
   ftl::Ftl* f = lun.ftl();
   if (f == nullptr || lun.state() != card::LunState::kOnline) {
     op->result = -EIO;
-    return done();
+    return Finish(op);
   }
   // Answered at once, from the map.
   switch (op->kind) {
@@ -20,30 +29,30 @@ void ExecuteOnLun(card::Lun& lun, Op* op, Function<void()> done) {
       } else {
         op->result = static_cast<int64_t>(f->MappedIn(op->lba, op->count));
       }
-      return done();
+      return Finish(op);
     case Op::kRuns: {
       if (op->lba >= f->sectors()) {
         op->result = -EINVAL;
-        return done();
+        return Finish(op);
       }
       auto runs = f->MappedRuns(op->lba, op->count, op->max_runs, &op->next);
       op->runs.clear();
       for (const auto& [l, n] : runs) op->runs.push_back({l, n});
       op->result = 0;
-      return done();
+      return Finish(op);
     }
     case Op::kUsage:
       op->usage.logical_sectors = f->sectors();
       op->usage.mapped_sectors = f->mapped_sectors();
       op->usage.physical_sectors = f->physical_user_sectors();
       op->result = 0;
-      return done();
+      return Finish(op);
     default:
       break;
   }
-  auto finish = [op, done = std::move(done)](Status s) mutable {
+  auto finish = [op](Status s) {
     op->result = s.ok() ? 0 : s.ToErrno();
-    done();
+    Finish(op);
   };
   switch (op->kind) {
     case Op::kRead:

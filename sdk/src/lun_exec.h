@@ -6,10 +6,11 @@
 
 namespace vsl::sdk {
 
-// Runs `op` against `lun`'s FTL and calls `done` once op->result (0, a count or -errno)
-// and its outputs are set. Engine: call on the LUN's engine thread. A LUN that is not
-// online answers -EIO.
-void ExecuteOnLun(card::Lun& lun, Op* op, Function<void()> done);
+// Runs `op` against `lun`'s FTL and calls `op->done` exactly once, when op->result (0, a
+// count or -errno) and its outputs are set; `done` is moved out of the op before it runs,
+// so it may free or reuse the op. Engine: call on the LUN's engine thread. A LUN that is
+// not online answers -EIO.
+void ExecuteOnLun(card::Lun& lun, Op* op);
 // The capabilities of an attached LUN, as the SDK reports them. Any thread but the
 // LUN's engine. FailedPrecondition when the LUN is not attached.
 Status LunCaps(card::Lun& lun, vsl_caps* caps);

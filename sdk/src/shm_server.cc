@@ -244,8 +244,18 @@ class ShmServer::Session final : public RealClock::Poller {
     (void)!::write(cq_efd_, &one, sizeof(one));
   }
 
+  // An op for a request: from the session's free list (guarded by mu_), which grows to
+  // the number of requests in flight; a request refused before it runs frees its op.
+  std::unique_ptr<Op> TakeOp() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (free_ops_.empty()) return std::make_unique<Op>();
+    auto op = std::move(free_ops_.back());
+    free_ops_.pop_back();
+    return op;
+  }
+
   void Submit(const Sqe& e) {
-    auto op = std::make_unique<Op>();
+    auto op = TakeOp();
     const uint32_t sb = caps_.sector_bytes;
     op->lba = e.lba;
     op->count = e.count;
@@ -309,20 +319,20 @@ class ShmServer::Session final : public RealClock::Poller {
     const uint64_t tag = e.tag;
     // On this session thread when the engine is idle (no hand-off); Complete takes only
     // cq_mu_ and mu_, which are not held here.
-    lun_->engine().RunHere([this, raw, tag, out] {
-      ExecuteOnLun(*lun_, raw, [this, raw, tag, out] {
-        std::unique_ptr<Op> o(raw);
-        if (o->result == 0 && o->kind == Op::kRuns && !o->runs.empty()) {
-          std::memcpy(out, o->runs.data(), o->runs.size() * sizeof(vsl_range));
-        } else if (o->result == 0 && o->kind == Op::kUsage) {
-          std::memcpy(out, &o->usage, sizeof(vsl_usage));
-        }
-        if (std::this_thread::get_id() == serve_thread_) ++served_here_;
-        Complete(tag, o->result, o->next, o->runs.size());
-        std::lock_guard<std::mutex> l(mu_);
-        if (--inflight_ == 0) idle_.notify_all();
-      });
-    });
+    raw->done = [this, raw, tag, out] {
+      if (raw->result == 0 && raw->kind == Op::kRuns && !raw->runs.empty()) {
+        std::memcpy(out, raw->runs.data(), raw->runs.size() * sizeof(vsl_range));
+      } else if (raw->result == 0 && raw->kind == Op::kUsage) {
+        std::memcpy(out, &raw->usage, sizeof(vsl_usage));
+      }
+      if (std::this_thread::get_id() == serve_thread_) ++served_here_;
+      Complete(tag, raw->result, raw->next, raw->runs.size());
+      std::lock_guard<std::mutex> l(mu_);
+      raw->Recycle();
+      free_ops_.emplace_back(raw);
+      if (--inflight_ == 0) idle_.notify_all();
+    };
+    lun_->engine().RunHere([this, raw] { ExecuteOnLun(*lun_, raw); });
   }
 
   ShmServer& server_;
@@ -350,6 +360,7 @@ class ShmServer::Session final : public RealClock::Poller {
   std::mutex mu_;
   std::condition_variable idle_;
   uint64_t inflight_ = 0;  // guarded by mu_
+  std::vector<std::unique_ptr<Op>> free_ops_;  // guarded by mu_
 };
 
 Result<std::unique_ptr<ShmServer>> ShmServer::Start(const std::string& path, uint32_t mode, LunResolver resolve) {

@@ -96,7 +96,8 @@ int CheckVecs(const vsl_dev* dev, const vsl_vec* vecs, uint32_t n) {
   return 0;
 }
 
-// Submits `op` asynchronously: its completion is queued for vsl_poll.
+// Submits `op` (from NewOp) asynchronously: its completion is queued for vsl_poll and the
+// op goes back to the device's free list.
 int Submit(vsl_dev* dev, Op* op, vsl_done_fn fn, void* arg) {
   if (fn == nullptr) {
     delete op;
@@ -109,8 +110,9 @@ int Submit(vsl_dev* dev, Op* op, vsl_done_fn fn, void* arg) {
   }
   dev->backend->Run(op, [dev, op, fn, arg] {
     const int r = static_cast<int>(op->result);
-    delete op;
+    op->Recycle();
     std::lock_guard<std::mutex> l(dev->mu);
+    dev->free_ops.emplace_back(op);
     dev->completed.push_back({fn, arg, r});
     dev->completed_count.fetch_add(1, std::memory_order_release);
     dev->cv.notify_all();
@@ -118,8 +120,18 @@ int Submit(vsl_dev* dev, Op* op, vsl_done_fn fn, void* arg) {
   return 0;
 }
 
-Op* NewOp(Op::Kind k, uint64_t lba, uint64_t count, void* buf, uint32_t flags) {
-  auto* op = new Op();
+// An op for an asynchronous request: from the device's free list, which grows to the
+// number of requests in flight, so a submission allocates nothing once it has.
+Op* NewOp(vsl_dev* dev, Op::Kind k, uint64_t lba, uint64_t count, void* buf, uint32_t flags) {
+  Op* op = nullptr;
+  {
+    std::lock_guard<std::mutex> l(dev->mu);
+    if (!dev->free_ops.empty()) {
+      op = dev->free_ops.back().release();
+      dev->free_ops.pop_back();
+    }
+  }
+  if (op == nullptr) op = new Op();
   op->kind = k;
   op->lba = lba;
   op->count = count;
@@ -268,80 +280,99 @@ int vsl_mapped_ranges(vsl_dev* dev, uint64_t lba, uint64_t count, vsl_range* out
 
 int vsl_read_async(vsl_dev* dev, uint64_t lba, uint32_t count, void* buf, vsl_done_fn fn, void* arg) {
   if (int e = vsl::sdk::CheckIo(dev, count, buf)) return e;
-  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(Op::kRead, lba, count, buf, 0), fn, arg);
+  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(dev, Op::kRead, lba, count, buf, 0), fn, arg);
 }
 
 int vsl_write_async(vsl_dev* dev, uint64_t lba, uint32_t count, const void* buf, uint32_t flags,
                     vsl_done_fn fn, void* arg) {
   if (int e = vsl::sdk::CheckIo(dev, count, buf)) return e;
   if ((flags & ~VSL_FUA) != 0) return -EINVAL;
-  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(Op::kWrite, lba, count, const_cast<void*>(buf), flags),
+  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(dev, Op::kWrite, lba, count, const_cast<void*>(buf), flags),
                           fn, arg);
 }
 
 int vsl_trim_async(vsl_dev* dev, uint64_t lba, uint64_t count, vsl_done_fn fn, void* arg) {
   if (!ValidDevice(dev) || count == 0) return -EINVAL;
-  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(Op::kTrim, lba, count, nullptr, 0), fn, arg);
+  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(dev, Op::kTrim, lba, count, nullptr, 0), fn, arg);
 }
 
 int vsl_flush_async(vsl_dev* dev, vsl_done_fn fn, void* arg) {
   if (!ValidDevice(dev)) return -EINVAL;
-  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(Op::kFlush, 0, 0, nullptr, 0), fn, arg);
+  return vsl::sdk::Submit(dev, vsl::sdk::NewOp(dev, Op::kFlush, 0, 0, nullptr, 0), fn, arg);
 }
 
 int vsl_write_atomic_async(vsl_dev* dev, const vsl_vec* vecs, uint32_t n, uint32_t flags,
                            vsl_done_fn fn, void* arg) {
   if (int e = vsl::sdk::CheckVecs(dev, vecs, n)) return e;
   if ((flags & ~VSL_FUA) != 0) return -EINVAL;
-  Op* op = vsl::sdk::NewOp(Op::kAtomic, 0, 0, nullptr, flags);
+  Op* op = vsl::sdk::NewOp(dev, Op::kAtomic, 0, 0, nullptr, flags);
   op->vecs.assign(vecs, vecs + n);
   return vsl::sdk::Submit(dev, op, fn, arg);
 }
 
 int vsl_poll(vsl_dev* dev, uint32_t min, uint32_t max, int timeout_ms) {
   if (!ValidDevice(dev)) return -EINVAL;
-  std::deque<vsl_dev::Completed> run;
-  {
-    auto have = [dev, min] { return dev->completed.size() >= std::max<uint32_t>(min, 1) || min == 0; };
-    if (min > 0 && timeout_ms != 0) {
-      const auto deadline = timeout_ms > 0 ? std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms)
-                                           : std::chrono::steady_clock::time_point::max();
-      dev->backend->WaitUntil(
-          [dev, &have, timeout_ms, deadline] {
-            std::lock_guard<std::mutex> l(dev->mu);
-            return have() || (timeout_ms > 0 && std::chrono::steady_clock::now() >= deadline);
-          },
-          [dev, &have, min, timeout_ms, deadline] {
-            const uint64_t want = std::max<uint32_t>(min, 1);
-            if (vsl::sdk::SpinForCompletion(dev, [dev, want] {
-                  return dev->completed_count.load(std::memory_order_acquire) >= want;
-                })) {
-              return;
-            }
-            const auto t0 = std::chrono::steady_clock::now();
-            std::unique_lock<std::mutex> l(dev->mu);
-            if (timeout_ms < 0) {
-              dev->cv.wait(l, have);
-            } else {
-              dev->cv.wait_until(l, deadline, have);
-            }
-            dev->spin.NoteBlocked(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                      std::chrono::steady_clock::now() - t0).count());
-          });
+  // The waits' state, captured by reference: the callables below stay within
+  // std::function's inline storage (no allocation per poll).
+  struct Wait {
+    vsl_dev* dev;
+    uint32_t min;
+    int timeout_ms;
+    std::chrono::steady_clock::time_point deadline;
+    bool Have() const { return dev->completed.size() >= std::max<uint32_t>(min, 1) || min == 0; }  // under mu
+  } w{dev, min, timeout_ms, std::chrono::steady_clock::time_point::max()};
+  if (min > 0 && timeout_ms != 0) {
+    if (timeout_ms > 0) w.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    dev->backend->WaitUntil(
+        [&w] {
+          std::lock_guard<std::mutex> l(w.dev->mu);
+          return w.Have() || (w.timeout_ms > 0 && std::chrono::steady_clock::now() >= w.deadline);
+        },
+        [&w] {
+          const uint64_t want = std::max<uint32_t>(w.min, 1);
+          vsl_dev* d = w.dev;
+          if (vsl::sdk::SpinForCompletion(d, [d, want] {
+                return d->completed_count.load(std::memory_order_acquire) >= want;
+              })) {
+            return;
+          }
+          const auto t0 = std::chrono::steady_clock::now();
+          std::unique_lock<std::mutex> l(d->mu);
+          if (w.timeout_ms < 0) {
+            d->cv.wait(l, [&w] { return w.Have(); });
+          } else {
+            d->cv.wait_until(l, w.deadline, [&w] { return w.Have(); });
+          }
+          d->spin.NoteBlocked(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::steady_clock::now() - t0).count());
+        });
+  }
+  // The completions there now (at most `max`), taken in chunks so the callbacks run
+  // without the lock and nothing is allocated; completions that arrive meanwhile wait
+  // for the next poll.
+  constexpr std::size_t kChunk = 32;
+  vsl_dev::Completed run[kChunk];
+  std::size_t left = SIZE_MAX, done = 0;
+  while (left != 0) {
+    std::size_t n;
+    {
+      std::lock_guard<std::mutex> l(dev->mu);
+      if (left == SIZE_MAX) left = max == 0 ? dev->completed.size() : std::min<std::size_t>(max, dev->completed.size());
+      n = std::min(left, kChunk);
+      for (std::size_t i = 0; i < n; ++i) {
+        run[i] = dev->completed.front();
+        dev->completed.pop_front();
+      }
+      dev->completed_count.fetch_sub(n, std::memory_order_relaxed);
     }
-    std::lock_guard<std::mutex> l(dev->mu);
-    const std::size_t n = max == 0 ? dev->completed.size() : std::min<std::size_t>(max, dev->completed.size());
+    left -= n;
     for (std::size_t i = 0; i < n; ++i) {
-      run.push_back(dev->completed.front());
-      dev->completed.pop_front();
+      dev->inflight.fetch_sub(1);
+      run[i].fn(run[i].arg, run[i].result);
     }
-    dev->completed_count.fetch_sub(n, std::memory_order_relaxed);
+    done += n;
   }
-  for (const auto& c : run) {
-    dev->inflight.fetch_sub(1);
-    c.fn(c.arg, c.result);
-  }
-  return static_cast<int>(run.size());
+  return static_cast<int>(done);
 }
 
 uint32_t vsl_inflight(vsl_dev* dev) { return ValidDevice(dev) ? dev->inflight.load() : 0; }

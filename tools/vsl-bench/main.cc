@@ -93,10 +93,12 @@ class Target {
   virtual ~Target() = default;
   virtual uint32_t sector_bytes() const = 0;
   virtual uint64_t sectors() const = 0;
-  // Submits; `done(result)` runs in a later Poll of the same thread (or another's, for
-  // the SDK's shared queue).
+  // Submits; `fn(arg, result)` runs in a later Poll of the same thread (or another's, for
+  // the SDK's shared queue). A plain callback: the generator allocates nothing per I/O,
+  // so the in-process rows' CPU per I/O is the stack's.
+  using DoneFn = void (*)(void* arg, int result);
   virtual int Submit(bool read, uint64_t lba, uint32_t count, uint8_t* buf, uint32_t atomic_vectors,
-                     std::function<void(int)> done) = 0;
+                     DoneFn fn, void* arg) = 0;
   virtual void Poll() = 0;
   virtual uint8_t* Alloc(std::size_t bytes) = 0;
 };
@@ -109,12 +111,7 @@ class SdkTarget : public Target {
   uint64_t sectors() const override { return caps_.sectors; }
   vsl_dev* dev() { return d_; }
   int Submit(bool read, uint64_t lba, uint32_t count, uint8_t* buf, uint32_t atomic_vectors,
-             std::function<void(int)> done) override {
-    auto* cb = new std::function<void(int)>(std::move(done));
-    auto fn = [](void* a, int r) {
-      std::unique_ptr<std::function<void(int)>> c(static_cast<std::function<void(int)>*>(a));
-      (*c)(r);
-    };
+             DoneFn fn, void* cb) override {
     int r;
     if (read) {
       r = vsl_read_async(d_, lba, count, buf, fn, cb);
@@ -130,7 +127,6 @@ class SdkTarget : public Target {
     } else {
       r = vsl_write_async(d_, lba, count, buf, 0, fn, cb);
     }
-    if (r != 0) delete cb;
     return r;
   }
   void Poll() override { vsl_poll(d_, 1, 0, 10); }
@@ -161,19 +157,30 @@ class NbdTarget : public Target {
   }
   uint32_t sector_bytes() const override { return sb_; }
   uint64_t sectors() const override { return size_ / sb_; }
-  int Submit(bool read, uint64_t lba, uint32_t count, uint8_t* buf, uint32_t, std::function<void(int)> done) override {
-    auto* cb = new std::function<void(int)>(std::move(done));
+  int Submit(bool read, uint64_t lba, uint32_t count, uint8_t* buf, uint32_t, DoneFn fn, void* arg) override {
+    // libnbd's callback has one user pointer: the submission's (fn, arg) ride in a record
+    // of this connection's free list (a connection is one job's, one thread's).
+    Pending* p;
+    if (free_.empty()) {
+      p = all_.emplace_back(std::make_unique<Pending>()).get();
+    } else {
+      p = free_.back();
+      free_.pop_back();
+    }
+    *p = {this, fn, arg};
     nbd_completion_callback c{
         [](void* a, int* err) {
-          std::unique_ptr<std::function<void(int)>> f(static_cast<std::function<void(int)>*>(a));
-          (*f)(*err == 0 ? 0 : -*err);
+          auto* q = static_cast<Pending*>(a);
+          const Pending v = *q;
+          v.self->free_.push_back(q);
+          v.fn(v.arg, *err == 0 ? 0 : -*err);
           return 1;
         },
-        cb, nullptr};
+        p, nullptr};
     const uint64_t off = lba * sb_, len = uint64_t{count} * sb_;
     const int64_t r = read ? nbd_aio_pread(h_, buf, len, off, c, 0) : nbd_aio_pwrite(h_, buf, len, off, c, 0);
     if (r < 0) {
-      delete cb;
+      free_.push_back(p);
       return -EIO;
     }
     return 0;
@@ -182,7 +189,14 @@ class NbdTarget : public Target {
   uint8_t* Alloc(std::size_t bytes) override { return static_cast<uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)); }
 
  private:
+  struct Pending {
+    NbdTarget* self;
+    DoneFn fn;
+    void* arg;
+  };
   nbd_handle* h_ = nullptr;
+  std::vector<std::unique_ptr<Pending>> all_;
+  std::vector<Pending*> free_;
   uint64_t size_ = 0;
   uint32_t sb_ = 4096;
 };
@@ -216,6 +230,37 @@ void RunJob(Target& t, const Options& o, uint64_t seed, JobStats& st, Clock::tim
   for (uint32_t i = 0; i < o.iodepth; ++i) free_bufs.push_back(i);
   std::mutex fmu;
   std::atomic<uint32_t> inflight{0};
+  // One record per slot (one I/O in flight each): the completion's context.
+  struct Io {
+    uint32_t slot, count;
+    bool read;
+    Clock::time_point t0;
+    JobStats* st;
+    std::mutex* fmu;
+    std::vector<uint32_t>* free_bufs;
+    std::atomic<uint32_t>* inflight;
+    Clock::time_point measure_from;
+    uint32_t sb;
+    static void Done(void* arg, int res) {
+      auto& io = *static_cast<Io*>(arg);
+      const auto t1 = Clock::now();
+      if (t1 >= io.measure_from) {
+        std::lock_guard<std::mutex> l(io.st->mu);
+        io.st->lat_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - io.t0).count(), UINT32_MAX)));
+        io.st->bytes += uint64_t{io.count} * io.sb;
+        (io.read ? io.st->reads : io.st->writes)++;
+        io.st->errors += res != 0;
+      }
+      std::lock_guard<std::mutex> l(*io.fmu);
+      io.free_bufs->push_back(io.slot);
+      --*io.inflight;
+    }
+  };
+  std::vector<Io> ios(o.iodepth);
+  for (uint32_t i = 0; i < o.iodepth; ++i) {
+    ios[i] = Io{i, 0, false, {}, &st, &fmu, &free_bufs, &inflight, measure_from, sb};
+  }
   uint64_t seq_lba = 0;
   const uint64_t span = std::min(o.span ? o.span : t.sectors(), t.sectors());
   (void)start;
@@ -252,22 +297,12 @@ void RunJob(Target& t, const Options& o, uint64_t seed, JobStats& st, Clock::tim
       seq_lba = (seq_lba + count) % (span - count);
     }
     const bool read = rng.Uniform() < o.w.read_share;
-    const auto t0 = Clock::now();
+    Io& io = ios[slot];
+    io.t0 = Clock::now();
+    io.read = read;
+    io.count = count;
     ++inflight;
-    const int r = t.Submit(read, lba, count, bufs[slot], o.atomic, [&, slot, t0, read, count, measure_from](int res) {
-      const auto t1 = Clock::now();
-      if (t1 >= measure_from) {
-        std::lock_guard<std::mutex> l(st.mu);
-        st.lat_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(), UINT32_MAX)));
-        st.bytes += uint64_t{count} * sb;
-        (read ? st.reads : st.writes)++;
-        st.errors += res != 0;
-      }
-      std::lock_guard<std::mutex> l(fmu);
-      free_bufs.push_back(slot);
-      --inflight;
-    });
+    const int r = t.Submit(read, lba, count, bufs[slot], o.atomic, &Io::Done, &io);
     if (r != 0) {
       --inflight;
       std::lock_guard<std::mutex> l(fmu);
@@ -281,6 +316,9 @@ void RunJob(Target& t, const Options& o, uint64_t seed, JobStats& st, Clock::tim
   }
   while (inflight.load() != 0) t.Poll();
 }
+
+// operator new calls of every thread (this binary's replacement counts them).
+std::atomic<uint64_t> g_allocs{0};
 
 double ProcessCpuSeconds() {
   rusage ru{};
@@ -554,11 +592,14 @@ int main(int argc, char** argv) {
     // This process's CPU over the measured window (every thread: in-process that is the
     // FTL, the card model and the SDK; attached or NBD, the client alone).
     double cpu_s = 0;
+    uint64_t allocs = 0;
     std::thread cpu_probe([&] {
       std::this_thread::sleep_until(measure_from);
       const double c0 = ProcessCpuSeconds();
+      const uint64_t a0 = g_allocs.load(std::memory_order_relaxed);
       std::this_thread::sleep_until(end);
       cpu_s = ProcessCpuSeconds() - c0;
+      allocs = g_allocs.load(std::memory_order_relaxed) - a0;
     });
     for (auto& t : ts) t.join();
     cpu_probe.join();
@@ -570,6 +611,9 @@ int main(int argc, char** argv) {
     out["result"]["cpu_s"] = cpu_s;
     const uint64_t ios = out["result"]["ios"].get<uint64_t>();
     out["result"]["cpu_us_per_io"] = ios ? cpu_s * 1e6 / static_cast<double>(ios) : 0.0;
+    // Heap allocations of the whole process over the same window, per I/O (in-process:
+    // the stack's; attached or NBD: the client's).
+    out["result"]["allocs_per_io"] = ios ? static_cast<double>(allocs) / static_cast<double>(ios) : 0.0;
     rc = out["result"]["errors"].get<uint64_t>() ? 1 : 0;
   }
   targets.clear();
@@ -591,3 +635,16 @@ int main(int argc, char** argv) {
   }
   return rc;
 }
+
+// Counted allocation for allocs_per_io (the aligned forms are left to the library).
+// GCC cannot tell that these replace the global pair.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  g_allocs.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n != 0 ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop

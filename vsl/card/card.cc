@@ -109,9 +109,25 @@ class CountingPipe final : public nand::FlashPipe {
   void OnFenced(Function<void()> f) { on_fenced_ = std::move(f); }
 
  private:
+  // A command's completion as the FTL gave it, held while the command is out: the
+  // wrapper handed down captures only the record, so it fits a Function's inline storage
+  // and counting a command allocates nothing once the free list has grown to the number
+  // of commands in flight. Records live as long as the pipe (callbacks already hold
+  // `this`, so none runs after it).
+  struct Pending {
+    FlashCallback done;
+  };
   FlashCallback Count(FlashCallback done) {
     ++outstanding_;
-    return [this, done = std::move(done)](const Completion& c) mutable {
+    Pending* p;
+    if (free_.empty()) {
+      p = all_.emplace_back(std::make_unique<Pending>()).get();
+    } else {
+      p = free_.back();
+      free_.pop_back();
+    }
+    p->done = std::move(done);
+    return [this, p](const Completion& c) {
       --outstanding_;
       if (c.status == FlashStatus::kFenced && on_fenced_ && !fenced_seen_) {
         fenced_seen_ = true;
@@ -123,7 +139,10 @@ class CountingPipe final : public nand::FlashPipe {
       }
       if (c.status == FlashStatus::kUncorrectable) ++media_.uncorrectable;
       if (c.status == FlashStatus::kDieTimeout) ++media_.die_timeouts;
-      done(c);
+      // The record is free before the callback runs: what the callback submits may reuse it.
+      FlashCallback d = std::move(p->done);
+      free_.push_back(p);
+      d(c);
     };
   }
   void Refuse(FlashCallback done) {
@@ -142,6 +161,8 @@ class CountingPipe final : public nand::FlashPipe {
   bool fenced_seen_ = false;
   Function<void()> on_fenced_;
   uint64_t outstanding_ = 0;
+  std::vector<std::unique_ptr<Pending>> all_;
+  std::vector<Pending*> free_;
 };
 
 // ---- Lun ----
