@@ -1,6 +1,8 @@
 #include "vsl/daemon/exports.h"
 
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -17,27 +19,23 @@ class LunExport : public BlockExport {
  public:
   LunExport(card::Lun* lun, uint64_t sectors, uint32_t sector_bytes)
       : lun_(lun), sectors_(sectors), sb_(sector_bytes) {}
+  // No call is out: a session holds its export until its requests are answered.
+  ~LunExport() override {
+    for (Call* c : free_calls_) delete c;
+  }
   uint64_t size_bytes() const override { return sectors_ * sb_; }
   uint32_t block_bytes() const override { return sb_; }
 
   void Read(uint64_t offset, uint32_t length, uint8_t* out, Done done) override {
-    OnEngine(std::move(done), [offset, length, out, sb = sb_](ftl::Ftl& f, Done d) {
-      f.Read(offset / sb, length / sb, out, std::move(d));
-    });
+    OnEngine(Call::kRead, offset, length, out, false, std::move(done));
   }
   void Write(uint64_t offset, uint32_t length, const uint8_t* data, bool fua, Done done) override {
-    OnEngine(std::move(done), [offset, length, data, fua, sb = sb_](ftl::Ftl& f, Done d) {
-      f.Write(offset / sb, length / sb, data, fua, std::move(d));
-    });
+    OnEngine(Call::kWrite, offset, length, const_cast<uint8_t*>(data), fua, std::move(done));
   }
   void Trim(uint64_t offset, uint64_t length, Done done) override {
-    OnEngine(std::move(done), [offset, length, sb = sb_](ftl::Ftl& f, Done d) {
-      f.Trim(offset / sb, length / sb, std::move(d));
-    });
+    OnEngine(Call::kTrim, offset, length, nullptr, false, std::move(done));
   }
-  void Flush(Done done) override {
-    OnEngine(std::move(done), [](ftl::Ftl& f, Done d) { f.Flush(std::move(d)); });
-  }
+  void Flush(Done done) override { OnEngine(Call::kFlush, 0, 0, nullptr, false, std::move(done)); }
   // From the FTL's map, on the engine (it owns the map).
   void Extents(uint64_t offset, uint64_t length, ExtentsDone done) override {
     auto task = [this, offset, length, done = std::move(done)]() mutable {
@@ -61,22 +59,65 @@ class LunExport : public BlockExport {
   }
 
  private:
-  template <typename Op>
-  void OnEngine(Done done, Op op) {
-    auto task = [this, done = std::move(done), op]() mutable {
-      ftl::Ftl* f = lun_->ftl();
-      if (f == nullptr) return done(Status::IOError(fmt::format("{} is offline", lun_->name())));
-      if (f->sectors() != sectors_ || f->sector_bytes() != sb_) {
-        return done(Status::IOError(fmt::format("{} was reformatted: reconnect", lun_->name())));
+  // A request on its way to the LUN's engine. Records are reused (free list under
+  // calls_mu_: sessions' threads take them, the engine gives them back), so the task
+  // handed to the engine captures one pointer and no request allocates.
+  struct Call {
+    enum Kind : uint8_t { kRead, kWrite, kTrim, kFlush };
+    Kind kind = kRead;
+    bool fua = false;
+    uint64_t offset = 0, length = 0;
+    uint8_t* data = nullptr;
+    Done done;
+  };
+  void OnEngine(Call::Kind kind, uint64_t offset, uint64_t length, uint8_t* data, bool fua, Done done) {
+    Call* c = nullptr;
+    {
+      std::lock_guard<std::mutex> l(calls_mu_);
+      if (!free_calls_.empty()) {
+        c = free_calls_.back();
+        free_calls_.pop_back();
       }
-      op(*f, std::move(done));
-    };
-    lun_->engine().RunHere(std::move(task));
+    }
+    if (c == nullptr) c = new Call();
+    c->kind = kind;
+    c->fua = fua;
+    c->offset = offset;
+    c->length = length;
+    c->data = data;
+    c->done = std::move(done);
+    lun_->engine().RunHere([this, c] { Run(c); });
+  }
+  // On the engine.
+  void Run(Call* c) {
+    const Call x{c->kind, c->fua, c->offset, c->length, c->data, {}};
+    Done done = std::move(c->done);
+    {
+      std::lock_guard<std::mutex> l(calls_mu_);
+      free_calls_.push_back(c);
+    }
+    ftl::Ftl* f = lun_->ftl();
+    if (f == nullptr) return done(Status::IOError(fmt::format("{} is offline", lun_->name())));
+    if (f->sectors() != sectors_ || f->sector_bytes() != sb_) {
+      return done(Status::IOError(fmt::format("{} was reformatted: reconnect", lun_->name())));
+    }
+    switch (x.kind) {
+      case Call::kRead:
+        return f->Read(x.offset / sb_, static_cast<uint32_t>(x.length / sb_), x.data, std::move(done));
+      case Call::kWrite:
+        return f->Write(x.offset / sb_, static_cast<uint32_t>(x.length / sb_), x.data, x.fua, std::move(done));
+      case Call::kTrim:
+        return f->Trim(x.offset / sb_, x.length / sb_, std::move(done));
+      case Call::kFlush:
+        return f->Flush(std::move(done));
+    }
   }
 
   card::Lun* const lun_;
   const uint64_t sectors_;
   const uint32_t sb_;
+  std::mutex calls_mu_;
+  std::vector<Call*> free_calls_;  // (calls_mu_)
 };
 
 class VolumeExport : public BlockExport {

@@ -43,6 +43,7 @@ struct Session::Request {
   uint64_t offset = 0;
   uint32_t length = 0;
   std::unique_ptr<uint8_t[]> buf;  // read data or write payload
+  uint64_t buf_bytes = 0;          // buf's size: kept across reuse (Session::TakeRequest)
   uint64_t charged = 0;            // bytes counted against max_inflight_bytes
   uint32_t error = 0;
   std::string message;
@@ -52,7 +53,52 @@ struct Session::Request {
   uint8_t err[6];
   std::string text;
   std::vector<uint8_t> status;
+
+  // A buffer of at least `n` bytes (one byte at least), reusing the one it has.
+  uint8_t* Buffer(uint64_t n) {
+    n = std::max<uint64_t>(n, 1);
+    if (buf_bytes < n) {
+      buf.reset(new uint8_t[n]);
+      buf_bytes = n;
+    }
+    return buf.get();
+  }
 };
+
+Session::Request* Session::TakeRequest() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!free_requests_.empty()) {
+      Request* r = free_requests_.back();
+      free_requests_.pop_back();
+      return r;
+    }
+  }
+  return new Request();
+}
+
+// mu_ held. Back to a fresh request; a buffer larger than an ordinary request's is freed
+// rather than kept (the list holds at most max_inflight requests).
+void Session::GiveRequest(Request* r) {
+  if (free_requests_.size() >= opts_.max_inflight) {
+    delete r;
+    return;
+  }
+  std::unique_ptr<uint8_t[]> buf = std::move(r->buf);
+  const uint64_t bytes = r->buf_bytes;
+  std::vector<BlockExport::Extent> extents = std::move(r->extents);
+  std::vector<uint8_t> status = std::move(r->status);
+  *r = Request();
+  if (bytes <= kKeptBufferBytes) {
+    r->buf = std::move(buf);
+    r->buf_bytes = bytes;
+  }
+  extents.clear();
+  status.clear();
+  r->extents = std::move(extents);
+  r->status = std::move(status);
+  free_requests_.push_back(r);
+}
 
 Session::Session(std::unique_ptr<Transport> t, ExportCatalog& catalog, SessionOptions opts, std::string peer)
     : t_(std::move(t)), catalog_(catalog), opts_(std::move(opts)), peer_(std::move(peer)) {}
@@ -66,6 +112,7 @@ Session::~Session() {
     }
     writer_.join();
   }
+  for (Request* r : free_requests_) delete r;
 }
 
 void Session::Stop() {
@@ -383,14 +430,15 @@ void Session::Transmission() {
       Log()->info("{}: bad request magic {:#x}: closing", peer_, Get32(h));
       break;
     }
-    auto* r = new Request();
+    Request* r = TakeRequest();
     r->flags = Get16(h + 4);
     r->type = Get16(h + 6);
     r->handle = Get64(h + 8);
     r->offset = Get64(h + 16);
     r->length = Get32(h + 24);
     if (r->type == kCmdDisc) {
-      delete r;
+      std::lock_guard<std::mutex> l(mu_);
+      GiveRequest(r);
       break;
     }
     ++stats_.requests;
@@ -438,7 +486,7 @@ bool Session::Dispatch(Request* r) {
       Log()->info("{}: write payload of {} bytes exceeds {}: closing", peer_, payload, opts_.max_payload);
       return false;
     }
-    r->buf.reset(new uint8_t[std::max<uint64_t>(payload, 1)]);
+    r->Buffer(payload);
     if (payload > 0 && !t_->Read(r->buf.get(), payload)) {
       Fail(r, kEIO, "connection ended in the write payload");
       return false;
@@ -485,7 +533,7 @@ bool Session::Dispatch(Request* r) {
         return true;
       }
       if (range_error("read")) return true;
-      r->buf.reset(new uint8_t[r->length]);
+      r->Buffer(r->length);
       exp_->Read(r->offset, r->length, r->buf.get(), [this, r](Status s) { Complete(r, s); });
       return true;
     }
@@ -606,9 +654,9 @@ bool Session::SendNow(Request* r) {
   ++stats_.replies_direct;
   if (partial) ++stats_.replies_split;
   const uint64_t charged = r->charged;
-  delete r;
   // Under the lock, last: once it is released this thread touches the session no more.
   std::lock_guard<std::mutex> l(mu_);
+  GiveRequest(r);
   if (partial) {
     flush_unsent_ = true;
     if (writer_waiting_) writer_cv_.notify_one();
@@ -661,13 +709,11 @@ void Session::SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov) 
       t_->Write(iov.data(), static_cast<int>(iov.size()));
     }
     uint64_t bytes = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      bytes += batch[i]->charged;
-      delete batch[i];
-    }
-    batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
+    for (std::size_t i = 0; i < n; ++i) bytes += batch[i]->charged;
     {
       std::lock_guard<std::mutex> l(mu_);
+      for (std::size_t i = 0; i < n; ++i) GiveRequest(batch[i]);
+      batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
       inflight_ -= static_cast<uint32_t>(n);
       inflight_bytes_ -= bytes;
       if (reader_waiting_) room_cv_.notify_all();

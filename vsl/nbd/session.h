@@ -98,6 +98,11 @@ class Session {
   void SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov);
   // Appends `r`'s reply (headers built in `r`) to a gather list.
   void AppendReply(Request* r, std::vector<iovec>* iov);
+  // Requests are reused (free_requests_, under mu_) with their buffers up to
+  // kKeptBufferBytes, so a request of an ordinary size allocates nothing.
+  static constexpr uint64_t kKeptBufferBytes = 1 << 20;
+  Request* TakeRequest();
+  void GiveRequest(Request* r);  // mu_ held
 
   std::unique_ptr<Transport> t_;
   ExportCatalog& catalog_;
@@ -117,6 +122,7 @@ class Session {
   bool writer_waiting_ = false;        // notified only when someone waits
   bool reader_waiting_ = false;
   std::deque<Request*> replies_;
+  std::vector<Request*> free_requests_;  // (mu_)
   std::mutex send_mu_;                 // one writer of the socket at a time
   std::vector<uint8_t> unsent_;        // the tail of a reply SendNow sent in part (send_mu_)
   std::vector<iovec> direct_iov_;      // SendNow's gather list (send_mu_)

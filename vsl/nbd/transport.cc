@@ -92,8 +92,32 @@ bool SocketTransport::Write(const iovec* iov, int count) {
     if (r < 0) return failed_ = true, false;
     return true;
   }
+  // Sent from the caller's list while whole; copied only after a partial send (the copy
+  // is advanced past what went out), so a reply costs no allocation.
+  std::size_t total = 0;
+  for (int k = 0; k < count; ++k) total += iov[k].iov_len;
+  if (total == 0) return true;
+  for (;;) {
+    msghdr m{};
+    m.msg_iov = const_cast<iovec*>(iov);
+    m.msg_iovlen = static_cast<std::size_t>(count);
+    const ssize_t r = ::sendmsg(fd_, &m, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return failed_ = true, false;
+    if (static_cast<std::size_t>(r) == total) return true;
+    total = static_cast<std::size_t>(r);  // what went out: skipped below
+    break;
+  }
   std::vector<iovec> v(iov, iov + count);
   std::size_t i = 0;
+  {
+    std::size_t left = total;
+    while (i < v.size() && left >= v[i].iov_len) left -= v[i++].iov_len;
+    if (i < v.size()) {
+      v[i].iov_base = static_cast<uint8_t*>(v[i].iov_base) + left;
+      v[i].iov_len -= left;
+    }
+  }
   while (i < v.size()) {
     msghdr m{};
     m.msg_iov = v.data() + i;
