@@ -130,9 +130,9 @@ void SimPipe::Complete(Op* op, FlashStatus status, uint32_t corrected) {
   if (static_cast<AllHook*>(op)->is_linked()) all_.erase(OpList::s_iterator_to(*op));
   if (!op->counted) {
     switch (status) {
-      case FlashStatus::kUncorrectable: ++stats_.uncorrectable_reads; life_.uncorrectable_reads += 1; break;
-      case FlashStatus::kProgramFail: ++stats_.program_fails; life_.program_fails += 1; break;
-      case FlashStatus::kEraseFail: ++stats_.erase_fails; life_.erase_fails += 1; break;
+      case FlashStatus::kUncorrectable: ++stats_.uncorrectable_reads; LifeCounters::Add(life_.uncorrectable_reads, 1); break;
+      case FlashStatus::kProgramFail: ++stats_.program_fails; LifeCounters::Add(life_.program_fails, 1); break;
+      case FlashStatus::kEraseFail: ++stats_.erase_fails; LifeCounters::Add(life_.erase_fails, 1); break;
       case FlashStatus::kDieTimeout: ++stats_.die_timeouts; break;
       case FlashStatus::kAborted: ++stats_.aborted; break;
       default: break;
@@ -876,7 +876,7 @@ void SimPipe::ReadFinish(Op* op, uint64_t serial) {
   // With no data buffer (a metadata-only read) the codewords stay in the controller.
   const uint64_t host_bytes = (op->data != nullptr ? uint64_t{op->sector_count} * g_.ecc_codeword_bytes : 0) +
                               (op->meta != nullptr ? g_.meta_bytes_per_page() : 0);
-  life_.nand_read_bytes += host_bytes;
+  LifeCounters::Add(life_.nand_read_bytes, host_bytes);
   if (op->internal) {
     // A copy's source: corrected in the controller, never sent to the host.
     const uint32_t die = op->ppa.die;

@@ -57,7 +57,7 @@ FlashStatus SimPipe::ApplyProgram(Op* op) {
   image().set_page_state(idie, p.block, p.page, PageState::kProgrammed);
   NoteProgrammed(rec, p.page, op->parity);
   stats_.bytes_programmed += g_.page_data_bytes;
-  life_.nand_program_bytes += g_.page_data_bytes;
+  LifeCounters::Add(life_.nand_program_bytes, g_.page_data_bytes);
   return FlashStatus::kOk;
 }
 
@@ -68,7 +68,7 @@ FlashStatus SimPipe::ApplyErase(uint32_t die, uint32_t block) {
     return FlashStatus::kEraseFail;
   }
   ++stats_.erases;
-  life_.erases += 1;
+  LifeCounters::Add(life_.erases, 1);
   ++rec.erase_count;
   const bool injected = inject_erase_fail_.erase(Key({die, block, 0})) > 0;
   if (injected || die_rng_[die].Bernoulli(FailProbability(rec.erase_count))) {
