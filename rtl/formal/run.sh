@@ -39,7 +39,9 @@ for t in yosys yosys-abc python3; do
 done
 CONF="$HERE/$MODULE.conf"
 [ -f "$CONF" ] || { echo "run.sh: no $CONF" >&2; exit 2; }
-TOP="" FILES=() PROPS=() COVER_DEPTH=40 PDR_TIMEOUT=120 MUTANT_DEPTH=""
+# PDR_PREP: ABC commands run before pdr (e.g. "scorr; dc2;": merge equivalent registers
+# and simplify, which a large harness needs to converge); bmc3 runs on the model as built.
+TOP="" FILES=() PROPS=() COVER_DEPTH=40 PDR_TIMEOUT=120 MUTANT_DEPTH="" PDR_PREP=""
 # shellcheck source=/dev/null
 source "$CONF"
 # Mutants are checked by bmc3 to this depth (default: the cover depth plus 8): each must
@@ -57,7 +59,7 @@ netlist() {
   shift
   local files=""
   for f in "${FILES[@]}"; do files+=" $dir/$f"; done
-  echo "read_verilog -sv -formal $* $files; prep -flatten -top $TOP; async2sync;
+  echo "read_verilog -sv -formal $* $files; prep -flatten -top $TOP; memory_map; async2sync;
         setundef -undriven -anyseq; setundef -anyseq; techmap; opt -fast; setundef -anyseq; dffunmap; aigmap; opt_clean"
 }
 # aig DIR DEFINES... : the harness as $W/out.aig, its symbol map as $W/out.aim
@@ -80,7 +82,7 @@ replay() {
 check() {
   local mode="$1" cmd
   case "$mode" in
-    prove) cmd="pdr -T $PDR_TIMEOUT" ;;
+    prove) cmd="$PDR_PREP pdr -T $PDR_TIMEOUT" ;;
     bmc:*) cmd="bmc3 -F ${mode#bmc:}" ;;
     *) echo "bad mode $mode" >&2; return 2 ;;
   esac

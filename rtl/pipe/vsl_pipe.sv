@@ -150,6 +150,18 @@ module vsl_pipe #(
     output logic        dq_oe,
     input  logic [7:0]  dq_i,
     input  logic        rb_n
+`ifdef FORMAL
+    ,
+    // The formal harness's view of the bookkeeping (rtl/formal/pipe_props.sv); not in a
+    // synthesized or simulated build.
+    output logic [LUNS*3-1:0] f_slots,     // each slot's state
+    output logic              f_p_valid,   // a fetched descriptor waits for its slot
+    output logic              f_ff_valid,  // a failed fetch waits for its completion
+    output logic              f_fetch,     // this cycle a descriptor is taken off the ring
+    output logic              f_fetch_rd,  // one is being read out of the staging area
+    output logic              f_cpl_ff,    // the completion being written is a failed fetch's
+    output logic              f_idle       // the main state machine is idle
+`endif
 );
   localparam int unsigned AW = $clog2(BUF_WORDS);
   localparam int unsigned LW = (LUNS > 1) ? $clog2(LUNS) : 1;
@@ -1089,6 +1101,16 @@ module vsl_pipe #(
       endcase
     end
   end
+
+`ifdef FORMAL
+  assign f_slots    = s_state;
+  assign f_p_valid  = p_valid;
+  assign f_ff_valid = ff_valid;
+  assign f_fetch    = state == M_FETCH;
+  assign f_fetch_rd = state == M_FETCH_RD;
+  assign f_cpl_ff   = cpl_ff;
+  assign f_idle     = state == M_IDLE;
+`endif
 
   logic unused;
   assign unused = ^{p_w0[63:40], p_w0[15:8], p_w1[31:24], p_w5[31:27], cur_w5[47:27], cur_w5[49:48], cur_w5[2:0],

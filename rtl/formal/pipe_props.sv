@@ -1,0 +1,141 @@
+// Formal properties of vsl_pipe's bookkeeping: descriptors in, completions out
+// (docs/formal.md).
+//
+// Abstraction: under the pipe are not the real channel, DMA and ECC but the abstract
+// blocks of rtl/formal/pipe_abstract.sv (their handshakes as proved of the real ones,
+// everything else free: any delay, any status, any error, any data). The pipe is built
+// with two LUNs and a 16-word page buffer (8 words of page, the 8 staging words) and one
+// accumulator: the bookkeeping does not depend on the sizes, and a descriptor's sizes are
+// free either way (too large ones complete INVALID).
+// Environment: reset low in the first cycle only; the rings at address 0, each of 2 or 4
+// entries, fixed from the first cycle (software changes them only while the pipe is
+// stopped). The host is this harness: it submits a descriptor (SQ_TAIL + 1) at any time
+// while the ring has room for it (one entry stays empty: SQ_TAIL + 1 == SQ_HEAD is full)
+// and consumes a posted completion (CQ_HEAD + 1) at any time; descriptor contents (the
+// DMA's data) are free. run, poll_gap, lun_reset, the ownership pulses (claims, renewals,
+// releases, of any host and generation) and the channel's registers are free in every
+// cycle.
+// One property per run (`PROP):
+//   1 ACCOUNT   every descriptor taken off the ring is in exactly one place until its one
+//               completion: fetched - completed == the slots in use + the descriptor
+//               waiting for its slot + the failed fetch waiting for its completion + the
+//               one being read out of the staging area (so no completion is lost, none is
+//               posted twice and none without a descriptor, a failed fetch's included)
+//   2 CQ_ROOM   the pipe never overwrites a completion the host has not consumed: at
+//               most CQ_SIZE - 1 are unconsumed, and CQ_TAIL moves by one per completion
+//   3 SQ_BOUND  the pipe takes only descriptors the host submitted: never more fetched
+//               than submitted, and SQ_HEAD moves by one per descriptor taken
+`ifndef PROP
+`define PROP 1
+`endif
+module pipe_props (
+    input logic        clk,
+    input logic        run,
+    input logic        sq_big,      // the submission ring has 4 entries (else 2); latched
+    input logic        cq_big,      // the completion ring has 4 entries (else 2); latched
+    input logic        submit,      // the host submits a descriptor this cycle (if there is room)
+    input logic        consume,     // the host consumes a completion this cycle (if one is posted)
+    input logic [31:0] poll_gap,
+    input logic [1:0]  lun_reset,
+    input logic        own_claim,
+    input logic [15:0] own_claim_host,
+    input logic        own_claim_force,
+    input logic        own_renew,
+    input logic        own_release,
+    input logic [15:0] own_arg_gen,
+    input logic [31:0] own_lease,
+    input logic [31:0] timing0,
+    input logic [31:0] timing1,
+    input logic [31:0] timing2,
+    input logic [31:0] rb_timeout
+);
+  logic started = 1'b0;
+  always_ff @(posedge clk) started <= 1'b1;
+  wire rst_n = started;
+
+  // --- the rings' geometry, fixed from the first cycle ---
+  logic sq4 = 1'b0, cq4 = 1'b0;
+  always_ff @(posedge clk) begin
+    if (!started) begin
+      sq4 <= sq_big;
+      cq4 <= cq_big;
+    end
+  end
+  wire [31:0] sq_size = sq4 ? 32'd4 : 32'd2;
+  wire [31:0] cq_size = cq4 ? 32'd4 : 32'd2;
+  wire [3:0]  sq_room = sq4 ? 4'd3 : 4'd1;  // entries the host may have outstanding
+  wire [3:0]  cq_room = cq4 ? 4'd3 : 4'd1;
+
+  // --- the host: counts mod 16 (at most 4 outstanding either way) ---
+  // Posted completions are the pipe's own count (COMPLETIONS), mod 16.
+  logic [31:0] completions;
+  logic [3:0] submitted = 4'd0, fetched = 4'd0, consumed = 4'd0;
+  wire [3:0] posted = completions[3:0];
+  wire [3:0] in_sq = submitted - fetched;   // submitted, not yet taken by the pipe
+  wire [3:0] in_cq = posted - consumed;     // posted, not yet consumed
+  wire do_submit  = started && submit && in_sq < sq_room;
+  wire do_consume = started && consume && in_cq != 4'd0;
+  wire [31:0] sq_tail = {28'd0, submitted} & (sq_size - 32'd1);
+  wire [31:0] cq_head = {28'd0, consumed} & (cq_size - 32'd1);
+
+  logic [31:0] sq_head, cq_tail, fenced, own_lease_left;
+  logic [15:0] own_host, own_gen;
+  logic        own_granted, own_renewed, running, ring_error, dma_error, idle, cq_event, error_event, chan_busy;
+  logic [5:0]  f_slots;
+  logic        f_p_valid, f_ff_valid, f_fetch, f_fetch_rd, f_cpl_ff, f_idle;
+  logic [63:0] m_awaddr, m_wdata, m_araddr;
+  logic [7:0]  m_awlen, m_wstrb, m_arlen, dq_o;
+  logic [2:0]  m_awsize, m_arsize;
+  logic [1:0]  m_awburst, m_arburst;
+  logic        m_awvalid, m_wlast, m_wvalid, m_bready, m_arvalid, m_rready;
+  logic        ce_n, cle, ale, we_n, re_n, wp_n, dq_oe;
+  vsl_pipe #(.LUNS(2), .BUF_WORDS(16), .ACCS(1)) dut (
+      .clk, .rst_n, .run, .sq_base(64'd0), .sq_size, .sq_tail, .cq_base(64'd0), .cq_size, .cq_head, .poll_gap,
+      .lun_reset, .own_claim, .own_claim_host, .own_claim_force, .own_renew, .own_release, .own_arg_gen,
+      .own_lease, .own_host, .own_gen, .own_lease_left, .own_granted, .own_renewed, .fenced, .sq_head, .cq_tail,
+      .completions, .running, .ring_error, .dma_error, .idle, .cq_event, .error_event,
+      .timing0, .timing1, .timing2, .rb_timeout, .chan_busy,
+      .m_awaddr, .m_awlen, .m_awsize, .m_awburst, .m_awvalid, .m_awready(1'b0), .m_wdata, .m_wstrb, .m_wlast,
+      .m_wvalid, .m_wready(1'b0), .m_bresp(2'd0), .m_bvalid(1'b0), .m_bready, .m_araddr, .m_arlen, .m_arsize,
+      .m_arburst, .m_arvalid, .m_arready(1'b0), .m_rdata(64'd0), .m_rresp(2'd0), .m_rlast(1'b0), .m_rvalid(1'b0),
+      .m_rready, .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i(8'd0), .rb_n(1'b1),
+      .f_slots, .f_p_valid, .f_ff_valid, .f_fetch, .f_fetch_rd, .f_cpl_ff, .f_idle);
+
+  // --- monitors ---
+  logic [31:0] completions_q = 32'd0, sq_head_q = 32'd0, cq_tail_q = 32'd0;
+  logic        cpl_ff_q = 1'b0;  // the completion posted last cycle was a failed fetch's
+  wire post = completions != completions_q;
+  always_ff @(posedge clk) begin
+    completions_q <= completions;
+    cpl_ff_q <= f_cpl_ff;
+    sq_head_q <= sq_head;
+    cq_tail_q <= cq_tail;
+    if (do_submit) submitted <= submitted + 4'd1;
+    if (started && f_fetch) fetched <= fetched + 4'd1;
+    if (do_consume) consumed <= consumed + 4'd1;
+  end
+  wire [3:0] occupied = {3'd0, f_slots[2:0] != 3'd0} + {3'd0, f_slots[5:3] != 3'd0} + {3'd0, f_p_valid} +
+                        {3'd0, f_ff_valid} + {3'd0, f_fetch_rd};
+  wire [31:0] sq_mask = sq_size - 32'd1, cq_mask = cq_size - 32'd1;
+
+  logic [3:0] ok;
+  always_comb begin
+    ok = '1;
+    ok[1] = fetched - posted == occupied && (!post || completions == completions_q + 32'd1);
+    ok[2] = in_cq <= cq_room && (cq_tail == cq_tail_q || cq_tail == ((cq_tail_q + 32'd1) & cq_mask)) &&
+            (cq_tail == cq_tail_q) == !post;
+    ok[3] = in_sq <= sq_room && (sq_head == sq_head_q || sq_head == ((sq_head_q + 32'd1) & sq_mask));
+  end
+`ifndef COVER
+  always @* if (started) assert (ok[`PROP]);
+`else
+  logic [3:0] hit;
+  always_comb begin
+    hit = '0;
+    hit[1] = post && cpl_ff_q;                  // a failed fetch's completion goes out
+    hit[2] = post && in_cq == cq_room && cq4;   // the 4-entry completion ring is full
+    hit[3] = f_fetch && in_sq == 4'd2 && sq4;   // a fetch with two more submitted behind it
+  end
+  always @* if (started) assert (!hit[`PROP]);
+`endif
+endmodule
