@@ -98,9 +98,10 @@ class Session {
   void SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov);
   // Appends `r`'s reply (headers built in `r`) to a gather list.
   void AppendReply(Request* r, std::vector<iovec>* iov);
-  // Requests are reused (free_requests_, under mu_) with their buffers up to
-  // kKeptBufferBytes, so a request of an ordinary size allocates nothing.
-  static constexpr uint64_t kKeptBufferBytes = 1 << 20;
+  // Requests are reused (free_requests_, under mu_, at most max_inflight of them) with
+  // their buffers up to kKeptBufferBytes, so a request of an ordinary size allocates
+  // nothing and an idle session keeps at most max_inflight * 128 KiB (32 MiB by default).
+  static constexpr uint64_t kKeptBufferBytes = 128 << 10;
   Request* TakeRequest();
   void GiveRequest(Request* r);  // mu_ held
 
