@@ -164,10 +164,13 @@ int main(int argc, char** argv) {
   // Resets and reformats LUN `l` over and over until told to stop.
   auto churn = [&](card::Lun& l, uint64_t* cycles) {
     return [&l, cycles](std::function<bool()> stopped) {
+      // The step holds itself only weakly: the pending call's callback holds it, so it
+      // is freed once the loop stops (a strong self-reference leaked it).
       auto step = std::make_shared<std::function<void(int)>>();
-      *step = [&l, cycles, stopped, step](int phase) {
+      std::weak_ptr<std::function<void(int)>> weak = step;
+      *step = [&l, cycles, stopped, weak](int phase) {
         if (stopped()) return;
-        auto next = [step, phase](Status) { (*step)((phase + 1) % 4); };
+        auto next = [self = weak.lock(), phase](Status) { (*self)((phase + 1) % 4); };
         switch (phase) {
           case 0: l.Reset(next); break;
           case 1: l.Detach(next); break;

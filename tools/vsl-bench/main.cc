@@ -101,6 +101,7 @@ class Target {
                      DoneFn fn, void* arg) = 0;
   virtual void Poll() = 0;
   virtual uint8_t* Alloc(std::size_t bytes) = 0;
+  virtual void Free(uint8_t* p) = 0;
 };
 
 class SdkTarget : public Target {
@@ -131,6 +132,7 @@ class SdkTarget : public Target {
   }
   void Poll() override { vsl_poll(d_, 1, 0, 10); }
   uint8_t* Alloc(std::size_t bytes) override { return static_cast<uint8_t*>(vsl_buf_alloc(d_, bytes)); }
+  void Free(uint8_t* p) override { vsl_buf_free(d_, p); }
 
  private:
   vsl_dev* d_;
@@ -187,6 +189,7 @@ class NbdTarget : public Target {
   }
   void Poll() override { nbd_poll(h_, 10); }
   uint8_t* Alloc(std::size_t bytes) override { return static_cast<uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)); }
+  void Free(uint8_t* p) override { std::free(p); }
 
  private:
   struct Pending {
@@ -315,6 +318,7 @@ void RunJob(Target& t, const Options& o, uint64_t seed, JobStats& st, Clock::tim
     }
   }
   while (inflight.load() != 0) t.Poll();
+  for (uint8_t* b : bufs) t.Free(b);
 }
 
 // operator new calls of every thread (this binary's replacement counts them).
