@@ -12,6 +12,7 @@
 #include "sdk/src/backend.h"
 #include "vsl/core/clock.h"
 #include "vsl/core/fifo.h"
+#include "vsl/core/free_list.h"
 #include "vsl/vsl.h"
 #include "vsl/core/spin.h"
 
@@ -32,7 +33,7 @@ struct vsl_dev {
     int result;
   };
   vsl::Fifo<Completed> completed;  // guarded by mu
-  std::vector<std::unique_ptr<vsl::sdk::Op>> free_ops;  // guarded by mu: NewOp's free list
+  vsl::FreeList<vsl::sdk::Op> free_ops;  // guarded by mu: NewOp's free list
   std::atomic<uint64_t> completed_count{0};  // completed.size(), readable without mu (spinning)
   std::atomic<uint32_t> inflight{0};  // submitted asynchronously, callback not yet run
   vsl::AdaptiveSpin spin;  // waiters poll for completions a little before they sleep

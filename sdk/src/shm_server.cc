@@ -17,6 +17,7 @@
 
 #include "sdk/src/lun_exec.h"
 #include "sdk/src/shm_format.h"
+#include "vsl/core/free_list.h"
 #include "vsl/core/log.h"
 #include "vsl/core/socket.h"
 #include "vsl/core/spin.h"
@@ -248,10 +249,7 @@ class ShmServer::Session final : public RealClock::Poller {
   // the number of requests in flight; a request refused before it runs frees its op.
   std::unique_ptr<Op> TakeOp() {
     std::lock_guard<std::mutex> l(mu_);
-    if (free_ops_.empty()) return std::make_unique<Op>();
-    auto op = std::move(free_ops_.back());
-    free_ops_.pop_back();
-    return op;
+    return std::unique_ptr<Op>(free_ops_.Take());
   }
 
   void Submit(const Sqe& e) {
@@ -328,8 +326,7 @@ class ShmServer::Session final : public RealClock::Poller {
       if (std::this_thread::get_id() == serve_thread_) ++served_here_;
       Complete(tag, raw->result, raw->next, raw->runs.size());
       std::lock_guard<std::mutex> l(mu_);
-      raw->Recycle();
-      free_ops_.emplace_back(raw);
+      free_ops_.Give(raw);
       if (--inflight_ == 0) idle_.notify_all();
     };
     lun_->engine().RunHere([this, raw] { ExecuteOnLun(*lun_, raw); });
@@ -360,7 +357,7 @@ class ShmServer::Session final : public RealClock::Poller {
   std::mutex mu_;
   std::condition_variable idle_;
   uint64_t inflight_ = 0;  // guarded by mu_
-  std::vector<std::unique_ptr<Op>> free_ops_;  // guarded by mu_
+  FreeList<Op> free_ops_;  // guarded by mu_
 };
 
 Result<std::unique_ptr<ShmServer>> ShmServer::Start(const std::string& path, uint32_t mode, LunResolver resolve) {

@@ -110,9 +110,8 @@ int Submit(vsl_dev* dev, Op* op, vsl_done_fn fn, void* arg) {
   }
   dev->backend->Run(op, [dev, op, fn, arg] {
     const int r = static_cast<int>(op->result);
-    op->Recycle();
     std::lock_guard<std::mutex> l(dev->mu);
-    dev->free_ops.emplace_back(op);
+    dev->free_ops.Give(op);
     dev->completed.push_back({fn, arg, r});
     dev->completed_count.fetch_add(1, std::memory_order_release);
     dev->cv.notify_all();
@@ -123,15 +122,11 @@ int Submit(vsl_dev* dev, Op* op, vsl_done_fn fn, void* arg) {
 // An op for an asynchronous request: from the device's free list, which grows to the
 // number of requests in flight, so a submission allocates nothing once it has.
 Op* NewOp(vsl_dev* dev, Op::Kind k, uint64_t lba, uint64_t count, void* buf, uint32_t flags) {
-  Op* op = nullptr;
+  Op* op;
   {
     std::lock_guard<std::mutex> l(dev->mu);
-    if (!dev->free_ops.empty()) {
-      op = dev->free_ops.back().release();
-      dev->free_ops.pop_back();
-    }
+    op = dev->free_ops.Take();
   }
-  if (op == nullptr) op = new Op();
   op->kind = k;
   op->lba = lba;
   op->count = count;

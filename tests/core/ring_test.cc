@@ -1,4 +1,5 @@
 #include "vsl/core/fifo.h"
+#include "vsl/core/free_list.h"
 #include "vsl/core/random.h"
 #include "vsl/core/ring.h"
 
@@ -128,6 +129,64 @@ TEST(FifoTest, PopReleasesAndSteadyStateDoesNotGrow) {
     for (int i = 0; i < 12; ++i) q.pop_front();
   }
   EXPECT_EQ(q.capacity(), cap);  // a steady depth reuses the ring
+}
+
+// A record with storage of its own: Recycle must reset the fields and may keep capacity.
+struct Rec {
+  static inline int live = 0;
+  int value = 0;
+  std::vector<int> keep;
+  Rec() { ++live; }
+  ~Rec() { --live; }
+  void Recycle() {
+    value = 0;
+    keep.clear();
+  }
+};
+
+TEST(FreeListTest, ReusesGivenBackRecordsRecycledAndDeletesBeyondKeep) {
+  {
+    FreeList<Rec> fl(2);
+    Rec* a = fl.Take();
+    a->value = 7;
+    a->keep.assign(100, 1);
+    const std::size_t cap = a->keep.capacity();
+    fl.Give(a);
+    EXPECT_EQ(fl.kept(), 1u);
+    Rec* b = fl.Take();
+    EXPECT_EQ(b, a);  // the record given back is the one handed out next
+    EXPECT_EQ(b->value, 0);
+    EXPECT_TRUE(b->keep.empty());
+    EXPECT_EQ(b->keep.capacity(), cap);  // storage kept across reuse
+    Rec* c = fl.Take();
+    Rec* d = fl.Take();
+    EXPECT_EQ(Rec::live, 3);
+    fl.Give(b);
+    fl.Give(c);
+    fl.Give(d);  // beyond keep: deleted
+    EXPECT_EQ(fl.kept(), 2u);
+    EXPECT_EQ(Rec::live, 2);
+    Rec* out = fl.Take();  // still out when the list goes: the holder's to free
+    EXPECT_EQ(Rec::live, 2);
+    delete out;
+  }
+  EXPECT_EQ(Rec::live, 0);
+}
+
+TEST(RecordPoolTest, FreesEveryRecordItMadeOutOrNot) {
+  {
+    RecordPool<Rec> pool;
+    Rec* a = pool.Take();
+    Rec* b = pool.Take();
+    pool.Give(a);
+    EXPECT_EQ(pool.Take(), a);
+    pool.Give(b);
+    EXPECT_EQ(pool.made(), 2u);
+    EXPECT_EQ(pool.kept(), 1u);
+    EXPECT_EQ(Rec::live, 2);
+    // `a` is still out: the pool frees it too.
+  }
+  EXPECT_EQ(Rec::live, 0);
 }
 
 }  // namespace

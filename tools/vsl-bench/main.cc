@@ -38,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/latency_summary.h"
+#include "vsl/core/free_list.h"
 #include "vsl/core/random.h"
 #include "vsl/vsl.h"
 #include "vsl/vsl_kv.h"
@@ -162,19 +163,13 @@ class NbdTarget : public Target {
   int Submit(bool read, uint64_t lba, uint32_t count, uint8_t* buf, uint32_t, DoneFn fn, void* arg) override {
     // libnbd's callback has one user pointer: the submission's (fn, arg) ride in a record
     // of this connection's free list (a connection is one job's, one thread's).
-    Pending* p;
-    if (free_.empty()) {
-      p = all_.emplace_back(std::make_unique<Pending>()).get();
-    } else {
-      p = free_.back();
-      free_.pop_back();
-    }
+    Pending* p = pending_.Take();
     *p = {this, fn, arg};
     nbd_completion_callback c{
         [](void* a, int* err) {
           auto* q = static_cast<Pending*>(a);
           const Pending v = *q;
-          v.self->free_.push_back(q);
+          v.self->pending_.Give(q);
           v.fn(v.arg, *err == 0 ? 0 : -*err);
           return 1;
         },
@@ -182,7 +177,7 @@ class NbdTarget : public Target {
     const uint64_t off = lba * sb_, len = uint64_t{count} * sb_;
     const int64_t r = read ? nbd_aio_pread(h_, buf, len, off, c, 0) : nbd_aio_pwrite(h_, buf, len, off, c, 0);
     if (r < 0) {
-      free_.push_back(p);
+      pending_.Give(p);
       return -EIO;
     }
     return 0;
@@ -198,8 +193,7 @@ class NbdTarget : public Target {
     void* arg;
   };
   nbd_handle* h_ = nullptr;
-  std::vector<std::unique_ptr<Pending>> all_;
-  std::vector<Pending*> free_;
+  vsl::RecordPool<Pending> pending_;
   uint64_t size_ = 0;
   uint32_t sb_ = 4096;
 };

@@ -11,6 +11,7 @@
 
 #include "vsl/card/joined_pipe.h"
 #include "vsl/card/sim_backend.h"
+#include "vsl/core/free_list.h"
 #include "vsl/core/log.h"
 
 namespace vsl::card {
@@ -119,13 +120,7 @@ class CountingPipe final : public nand::FlashPipe {
   };
   FlashCallback Count(FlashCallback done) {
     ++outstanding_;
-    Pending* p;
-    if (free_.empty()) {
-      p = all_.emplace_back(std::make_unique<Pending>()).get();
-    } else {
-      p = free_.back();
-      free_.pop_back();
-    }
+    Pending* p = pending_.Take();
     p->done = std::move(done);
     return [this, p](const Completion& c) {
       --outstanding_;
@@ -141,7 +136,7 @@ class CountingPipe final : public nand::FlashPipe {
       if (c.status == FlashStatus::kDieTimeout) ++media_.die_timeouts;
       // The record is free before the callback runs: what the callback submits may reuse it.
       FlashCallback d = std::move(p->done);
-      free_.push_back(p);
+      pending_.Give(p);
       d(c);
     };
   }
@@ -161,8 +156,7 @@ class CountingPipe final : public nand::FlashPipe {
   bool fenced_seen_ = false;
   Function<void()> on_fenced_;
   uint64_t outstanding_ = 0;
-  std::vector<std::unique_ptr<Pending>> all_;
-  std::vector<Pending*> free_;
+  RecordPool<Pending> pending_;
 };
 
 // ---- Lun ----

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "vsl/card/volume.h"
+#include "vsl/core/free_list.h"
 
 namespace vsl::daemon {
 namespace {
@@ -19,10 +20,8 @@ class LunExport : public BlockExport {
  public:
   LunExport(card::Lun* lun, uint64_t sectors, uint32_t sector_bytes)
       : lun_(lun), sectors_(sectors), sb_(sector_bytes) {}
-  // No call is out: a session holds its export until its requests are answered.
-  ~LunExport() override {
-    for (Call* c : free_calls_) delete c;
-  }
+  // No call is out when it goes: a session holds its export until its requests are
+  // answered.
   uint64_t size_bytes() const override { return sectors_ * sb_; }
   uint32_t block_bytes() const override { return sb_; }
 
@@ -69,17 +68,14 @@ class LunExport : public BlockExport {
     uint64_t offset = 0, length = 0;
     uint8_t* data = nullptr;
     Done done;
+    void Recycle() { done.Reset(); }  // FreeList
   };
   void OnEngine(Call::Kind kind, uint64_t offset, uint64_t length, uint8_t* data, bool fua, Done done) {
-    Call* c = nullptr;
+    Call* c;
     {
       std::lock_guard<std::mutex> l(calls_mu_);
-      if (!free_calls_.empty()) {
-        c = free_calls_.back();
-        free_calls_.pop_back();
-      }
+      c = free_calls_.Take();
     }
-    if (c == nullptr) c = new Call();
     c->kind = kind;
     c->fua = fua;
     c->offset = offset;
@@ -94,7 +90,7 @@ class LunExport : public BlockExport {
     Done done = std::move(c->done);
     {
       std::lock_guard<std::mutex> l(calls_mu_);
-      free_calls_.push_back(c);
+      free_calls_.Give(c);
     }
     ftl::Ftl* f = lun_->ftl();
     if (f == nullptr) return done(Status::IOError(fmt::format("{} is offline", lun_->name())));
@@ -117,7 +113,7 @@ class LunExport : public BlockExport {
   const uint64_t sectors_;
   const uint32_t sb_;
   std::mutex calls_mu_;
-  std::vector<Call*> free_calls_;  // (calls_mu_)
+  FreeList<Call> free_calls_;  // (calls_mu_)
 };
 
 class VolumeExport : public BlockExport {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "vsl/core/fifo.h"
+#include "vsl/core/free_list.h"
 
 namespace vsl::ftl {
 
@@ -59,35 +60,6 @@ class PooledStore {
 
  private:
   std::vector<std::unique_ptr<T>> live_, free_;
-};
-
-// Objects handed out by raw pointer (whoever holds the pointer owns the object while it
-// is out) and given back for reuse, up to kKeep of them: a per-I/O context costs no heap
-// allocation once the pool has grown to the queue depth. T provides `void Recycle()`
-// (back to its defaults, keeping whatever storage it chooses to). Objects still out when
-// the list goes away are their holders' to free (as they were with new/delete).
-template <typename T>
-class FreeList {
- public:
-  static constexpr std::size_t kKeep = 1024;
-  T* Take() {
-    if (free_.empty()) return new T();
-    T* t = free_.back().release();
-    free_.pop_back();
-    return t;
-  }
-  void Give(T* t) {
-    if (free_.size() >= kKeep) {
-      delete t;
-      return;
-    }
-    t->Recycle();
-    free_.emplace_back(t);
-  }
-  std::size_t kept() const { return free_.size(); }
-
- private:
-  std::vector<std::unique_ptr<T>> free_;
 };
 
 // Sequence numbers of the pages submitted and not yet done, oldest first. Pages are

@@ -63,45 +63,37 @@ struct Session::Request {
     }
     return buf.get();
   }
+  // Back to a fresh request for the session's free list, keeping the vectors' storage and
+  // a buffer of an ordinary request's size (a larger one is freed: an idle session keeps
+  // at most max_inflight * kKeptBufferBytes).
+  void Recycle() {
+    std::unique_ptr<uint8_t[]> b = std::move(buf);
+    const uint64_t bytes = buf_bytes;
+    std::vector<BlockExport::Extent> ex = std::move(extents);
+    std::vector<uint8_t> st = std::move(status);
+    *this = Request();
+    if (bytes <= kKeptBufferBytes) {
+      buf = std::move(b);
+      buf_bytes = bytes;
+    }
+    ex.clear();
+    st.clear();
+    extents = std::move(ex);
+    status = std::move(st);
+  }
 };
 
 Session::Request* Session::TakeRequest() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!free_requests_.empty()) {
-      Request* r = free_requests_.back();
-      free_requests_.pop_back();
-      return r;
-    }
-  }
-  return new Request();
-}
-
-// mu_ held. Back to a fresh request; a buffer larger than an ordinary request's is freed
-// rather than kept (the list holds at most max_inflight requests).
-void Session::GiveRequest(Request* r) {
-  if (free_requests_.size() >= opts_.max_inflight) {
-    delete r;
-    return;
-  }
-  std::unique_ptr<uint8_t[]> buf = std::move(r->buf);
-  const uint64_t bytes = r->buf_bytes;
-  std::vector<BlockExport::Extent> extents = std::move(r->extents);
-  std::vector<uint8_t> status = std::move(r->status);
-  *r = Request();
-  if (bytes <= kKeptBufferBytes) {
-    r->buf = std::move(buf);
-    r->buf_bytes = bytes;
-  }
-  extents.clear();
-  status.clear();
-  r->extents = std::move(extents);
-  r->status = std::move(status);
-  free_requests_.push_back(r);
+  std::lock_guard<std::mutex> l(mu_);
+  return free_requests_.Take();
 }
 
 Session::Session(std::unique_ptr<Transport> t, ExportCatalog& catalog, SessionOptions opts, std::string peer)
-    : t_(std::move(t)), catalog_(catalog), opts_(std::move(opts)), peer_(std::move(peer)) {}
+    : t_(std::move(t)),
+      catalog_(catalog),
+      opts_(std::move(opts)),
+      peer_(std::move(peer)),
+      free_requests_(opts_.max_inflight) {}
 
 Session::~Session() {
   if (writer_.joinable()) {
@@ -112,7 +104,6 @@ Session::~Session() {
     }
     writer_.join();
   }
-  for (Request* r : free_requests_) delete r;
 }
 
 void Session::Stop() {
@@ -438,7 +429,7 @@ void Session::Transmission() {
     r->length = Get32(h + 24);
     if (r->type == kCmdDisc) {
       std::lock_guard<std::mutex> l(mu_);
-      GiveRequest(r);
+      free_requests_.Give(r);
       break;
     }
     ++stats_.requests;
@@ -656,7 +647,7 @@ bool Session::SendNow(Request* r) {
   const uint64_t charged = r->charged;
   // Under the lock, last: once it is released this thread touches the session no more.
   std::lock_guard<std::mutex> l(mu_);
-  GiveRequest(r);
+  free_requests_.Give(r);
   if (partial) {
     flush_unsent_ = true;
     if (writer_waiting_) writer_cv_.notify_one();
@@ -712,7 +703,7 @@ void Session::SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov) 
     for (std::size_t i = 0; i < n; ++i) bytes += batch[i]->charged;
     {
       std::lock_guard<std::mutex> l(mu_);
-      for (std::size_t i = 0; i < n; ++i) GiveRequest(batch[i]);
+      for (std::size_t i = 0; i < n; ++i) free_requests_.Give(batch[i]);
       batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
       inflight_ -= static_cast<uint32_t>(n);
       inflight_bytes_ -= bytes;

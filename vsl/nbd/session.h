@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "vsl/core/free_list.h"
 #include "vsl/core/spin.h"
 #include "vsl/nbd/export.h"
 #include "vsl/nbd/transport.h"
@@ -101,9 +102,9 @@ class Session {
   // Requests are reused (free_requests_, under mu_, at most max_inflight of them) with
   // their buffers up to kKeptBufferBytes, so a request of an ordinary size allocates
   // nothing and an idle session keeps at most max_inflight * 128 KiB (32 MiB by default).
+  // Given back with free_requests_.Give, mu_ held.
   static constexpr uint64_t kKeptBufferBytes = 128 << 10;
   Request* TakeRequest();
-  void GiveRequest(Request* r);  // mu_ held
 
   std::unique_ptr<Transport> t_;
   ExportCatalog& catalog_;
@@ -123,7 +124,7 @@ class Session {
   bool writer_waiting_ = false;        // notified only when someone waits
   bool reader_waiting_ = false;
   std::deque<Request*> replies_;
-  std::vector<Request*> free_requests_;  // (mu_)
+  FreeList<Request> free_requests_;  // (mu_)
   std::mutex send_mu_;                 // one writer of the socket at a time
   std::vector<uint8_t> unsent_;        // the tail of a reply SendNow sent in part (send_mu_)
   std::vector<iovec> direct_iov_;      // SendNow's gather list (send_mu_)
