@@ -149,7 +149,10 @@ TEST_F(GroomPacingTest, TheHostTakesAReserveLebWhenTheVictimFitsTheGroomersOpenL
   ASSERT_GT(taking.copied, 0u) << "the groomer must have been at work";
   ASSERT_GT(strict.room_waits, 0u) << "the strict reserve never stopped the host: the test shows nothing";
   EXPECT_LT(taking.room_waits * 2, strict.room_waits);
-  EXPECT_LT(taking.max_latency, strict.max_latency);
+  // Since victims overlap (relocation.h) a stop at the reserve lasts less than the slowest
+  // write the fill already had (measured: 783 stops and 9.4 ms strict before, 226 stops
+  // now, 6.9 ms both ways, the same write): taking the reserve may not make it worse.
+  EXPECT_LE(taking.max_latency, strict.max_latency);
 }
 
 // A power cut while the host writes into a LEB it took from the reserve (the victim not

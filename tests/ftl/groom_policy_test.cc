@@ -283,5 +283,34 @@ TEST(GroomPacerTest, TheRoomBelowItsTargetSlowsTheHostAndAboveSpeedsIt) {
   EXPECT_LT(p.feedback() * GroomPacer::kMinFeedback, 1.0);
 }
 
+TEST(GroomPacerTest, AHostBacklogAboveItsAverageSpeedsTheHostAndBelowSlowsIt) {
+  GroomPacer p;
+  p.Start(50, 100, 1000);  // average 1
+  p.SetSlack(0);
+  // The first sample is the average: no change.
+  p.SetBacklog(60);
+  EXPECT_DOUBLE_EQ(p.backlog_factor(), 1.0);
+  EXPECT_DOUBLE_EQ(p.rate(), 1.0);
+  // A queue twice the average (and a little: the average moves by 1/4096 a sample).
+  p.SetBacklog(124);
+  EXPECT_NEAR(p.backlog_factor(), 128.0 / (60 + 64.0 / 4096 + 4), 1e-9);
+  EXPECT_NEAR(p.rate(), p.backlog_factor(), 1e-12);
+  // Bounded both ways.
+  p.SetBacklog(10000);
+  EXPECT_DOUBLE_EQ(p.backlog_factor(), GroomPacer::kMaxBacklogFactor);
+  p.SetBacklog(0);
+  EXPECT_DOUBLE_EQ(p.backlog_factor(), GroomPacer::kMinBacklogFactor);
+  EXPECT_DOUBLE_EQ(p.rate(), GroomPacer::kMinBacklogFactor);
+  // Below the room's target a long queue gets no more than the room allows.
+  p.SetSlack(-1);
+  p.SetBacklog(10000);
+  EXPECT_DOUBLE_EQ(p.backlog_factor(), 1.0);
+  EXPECT_DOUBLE_EQ(p.rate(), 1.0 - GroomPacer::kGainBelow);
+  // The average follows a lasting backlog: after many samples a steady queue is average.
+  p.SetSlack(0);
+  for (int i = 0; i < 100000; ++i) p.SetBacklog(200);
+  EXPECT_NEAR(p.backlog_factor(), 1.0, 1e-6);
+}
+
 }  // namespace
 }  // namespace vsl::ftl

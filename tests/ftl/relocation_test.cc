@@ -121,36 +121,84 @@ TEST_F(RelocationTest, ReleaseWaitsForReadsRefsAndPinsThenFreesOrKeeps) {
   SetValid(0, 0, 0);
   reloc_.Start(&v_);
   ASSERT_TRUE(reloc_.NextRead(4));
-  EXPECT_EQ(reloc_.Release(0, false), Relocation::Verdict::kReading);
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kReading);
   reloc_.ReadDone();
   EXPECT_FALSE(reloc_.NextRead(4).has_value());
   // The sector was appended elsewhere: one reference until that page is durable.
-  reloc_.AddRef();
+  Relocation::AddRef(v_);
   v_.valid = 0;
-  EXPECT_EQ(reloc_.Release(0, false), Relocation::Verdict::kRefs);
-  reloc_.DropRef();
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kRefs);
+  Relocation::DropRef(v_);
   // A newer copy of one of its sectors is not durable yet.
   v_.pins = 1;
-  EXPECT_EQ(reloc_.Release(0, false), Relocation::Verdict::kPins);
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kPins);
   // Unless the device is gone: nothing more lands, nothing to wait for.
-  EXPECT_EQ(reloc_.Release(0, true), Relocation::Verdict::kFree);
+  EXPECT_EQ(reloc_.Release(v_, 0, true), Relocation::Verdict::kFree);
   // A pin held by a rewrite job waiting for room holds the victim instead.
-  EXPECT_EQ(reloc_.Release(1, false), Relocation::Verdict::kKeep);
-  EXPECT_TRUE(reloc_.held());
+  EXPECT_EQ(reloc_.Release(v_, 1, false), Relocation::Verdict::kKeep);
+  EXPECT_TRUE(v_.reloc_held);
   reloc_.Start(&v_);
-  EXPECT_FALSE(reloc_.held());
-  EXPECT_EQ(reloc_.Release(0, false), Relocation::Verdict::kReading);
+  EXPECT_FALSE(v_.reloc_held);
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kReading);
   ReadAll();
   v_.pins = 0;
-  EXPECT_EQ(reloc_.Release(0, false), Relocation::Verdict::kFree);
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kFree);
   // Something it could not move keeps it.
   v_.valid = 1;
-  EXPECT_EQ(reloc_.Release(0, false), Relocation::Verdict::kKeep);
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kKeep);
   v_.valid = 0;
   reloc_.Hold();
-  EXPECT_EQ(reloc_.Release(0, false), Relocation::Verdict::kKeep);
-  reloc_.End();
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kKeep);
+  reloc_.End(&v_);
   EXPECT_EQ(reloc_.victim(), nullptr);
+  EXPECT_FALSE(reloc_.busy());
+}
+
+TEST_F(RelocationTest, AReadThroughVictimDrainsBesideTheNextAndEachIsReleasedOnItsOwnRefs) {
+  Leb w;
+  w.index = 6;
+  w.good.assign(kDies, 1);
+  w.valid_bits.assign((addr_.slots_per_leb() + 63) / 64, 0);
+  SetValid(1, 0, 0);
+  reloc_.Start(&v_);
+  EXPECT_FALSE(reloc_.CanDrain());  // positions left to read
+  ASSERT_TRUE(reloc_.NextRead(4));
+  EXPECT_FALSE(reloc_.CanDrain());  // a read in flight
+  reloc_.ReadDone();
+  EXPECT_FALSE(reloc_.NextRead(4).has_value());
+  Relocation::AddRef(v_);  // its sector's new page is not durable yet
+  v_.valid = 0;
+  ASSERT_TRUE(reloc_.CanDrain());
+  reloc_.Drain();
+  EXPECT_EQ(reloc_.victim(), nullptr);
+  EXPECT_TRUE(reloc_.busy());
+  EXPECT_TRUE(reloc_.IsVictim(&v_));
+  // The next victim starts while the first drains; the first's references are its own.
+  reloc_.Start(&w);
+  EXPECT_EQ(reloc_.victim(), &w);
+  EXPECT_EQ(reloc_.refs(), 0u);
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kRefs);
+  EXPECT_EQ(reloc_.Release(w, 0, false), Relocation::Verdict::kReading);
+  Relocation::DropRef(v_);
+  EXPECT_EQ(reloc_.Release(v_, 0, false), Relocation::Verdict::kFree);
+  reloc_.End(&v_);
+  EXPECT_FALSE(reloc_.IsVictim(&v_));
+  EXPECT_TRUE(reloc_.IsVictim(&w));
+  EXPECT_TRUE(reloc_.draining().empty());
+  // At most kMaxDraining set aside: then the current one waits where it is.
+  Leb x[Relocation::kMaxDraining];
+  for (Leb& l : x) {
+    l.valid_bits.assign((addr_.slots_per_leb() + 63) / 64, 0);
+    reloc_.End(reloc_.victim());
+    reloc_.Start(&l);
+    ASSERT_TRUE(reloc_.NextRead(4) == std::nullopt);  // nothing valid: read through at once
+    ASSERT_TRUE(reloc_.CanDrain());
+    reloc_.Drain();
+  }
+  reloc_.Start(&w);
+  ReadAll();
+  EXPECT_FALSE(reloc_.CanDrain());
+  EXPECT_EQ(reloc_.draining().size(), Relocation::kMaxDraining);
 }
 
 TEST_F(RelocationTest, ReadBuffersAreReusedAndThePoolIsBounded) {

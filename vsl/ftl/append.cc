@@ -207,6 +207,11 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
                         Leb* src_victim, Psa prev, Psa copy_from, std::optional<uint32_t> crc) {
   const bool copy = src == nullptr;
   if (ap.open != nullptr && (ap.open->type != f::PageType::kData || ap.open->copy != copy)) SubmitOpen(ap);
+  // A page holds one victim's relocated sectors at most: its durability releases that
+  // victim (PageBuf::victim), and victims overlap (Relocation::Drain).
+  if (ap.open != nullptr && src_victim != nullptr && ap.open->victim != nullptr && ap.open->victim != src_victim) {
+    SubmitOpen(ap);
+  }
   // A gathered copy has at most kMaxCopySegments runs: a sector that would start one more
   // (small sectors on a large page) goes to the next page.
   if (copy && ap.open != nullptr && ap.open->used != 0 && ap.open->copy_runs >= nand::kMaxCopySegments &&
@@ -264,7 +269,7 @@ Ftl::PageBuf* Ftl::Impl::AppendSector(AppendPoint& ap, uint64_t lba, const uint8
   }
   if (src_victim != nullptr && b->victim == nullptr) {
     b->victim = src_victim;
-    gc.reloc.AddRef();
+    Relocation::AddRef(*src_victim);
   }
   if (b->prev.size() != S()) b->prev.assign(S(), kKeepMapping);
   Psa before = prev == kUnmapped - 2 ? f.map_.Get(lba) : prev;

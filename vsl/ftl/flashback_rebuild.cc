@@ -149,7 +149,7 @@ void Ftl::Impl::ReprotectPages(Function<void()> done) {
     });
     RunPending();
     MaybeGroom();
-    if (gc.reloc.victim() == nullptr) RunBacklogWaiters();  // no room will appear: do not wait
+    if (!gc.reloc.busy()) RunBacklogWaiters();  // no room will appear: do not wait
   };
   for (const auto& [leb, die, row] : rw.TakeReprotect()) {
     if (dies.failed(die)) continue;  // nothing to read: not recoverable (no parity)

@@ -87,7 +87,7 @@ bool Ftl::Quiescent() const { return impl_->scheduled == 0; }
 void Ftl::Abandon() { impl_->Abandon(); }
 
 bool Ftl::idle() const {
-  return impl_->pages.empty() && impl_->gc.reloc.victim() == nullptr && impl_->pending.empty();
+  return impl_->pages.empty() && !impl_->gc.reloc.busy() && impl_->pending.empty();
 }
 
 uint64_t Ftl::leb_data_sectors() const {
@@ -252,6 +252,9 @@ std::string Ftl::TEST_DebugState() const {
   if (const Leb* vic = im.gc.reloc.victim(); vic != nullptr) {
     v = fmt::format("leb {} valid {} pins {} atomic_pins {} cursor {} reads {} refs {}", vic->index, vic->valid,
                     vic->pins, vic->atomic_pins, im.gc.reloc.cursor(), im.gc.reloc.reads(), im.gc.reloc.refs());
+  }
+  for (const Leb* d : im.gc.reloc.draining()) {
+    v += fmt::format("; draining leb {} valid {} pins {} refs {}", d->index, d->valid, d->pins, d->reloc_refs);
   }
   std::string pg;
   for (const auto& b : im.pages.live()) {

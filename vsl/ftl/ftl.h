@@ -223,6 +223,12 @@ struct FtlStats {
   // Reads the groomer issued to learn what to copy: a victim page's metadata, or a page
   // of the victim's summary (format 1.6, which names every page's sectors and CRCs).
   uint64_t gc_meta_reads = 0;
+  // Victims' summaries read ahead (while the victim before them was groomed) and used,
+  // and read ahead for a LEB that was then not the next victim.
+  uint64_t summary_prefetch_hits = 0, summary_prefetch_misses = 0;
+  // Victims read through and set aside to drain (their last pages landing) beside the
+  // next one (Relocation::Drain).
+  uint64_t victims_overlapped = 0;
   // The most relocated pages ever queued ahead of the controller's buffer, with the
   // groomer's reads in flight (GroomStep's bound, MaxQueuedRelocation).
   uint32_t gc_queued_max = 0;

@@ -44,6 +44,14 @@ void GroomPacer::Start(uint32_t valid, uint32_t capacity, double cap) {
   credits_ = std::min(credits_, cap);
 }
 
+void GroomPacer::SetBacklog(double sectors) {
+  backlog_avg_ = backlog_avg_ < 0 ? sectors : backlog_avg_ + (sectors - backlog_avg_) * kBacklogAlpha;
+  backlog_factor_ = std::clamp((sectors + kBacklogFloor) / (backlog_avg_ + kBacklogFloor), kMinBacklogFactor,
+                               kMaxBacklogFactor);
+  // Below the room's target the host gets no more than its share: the room comes first.
+  if (feedback_ < 1.0) backlog_factor_ = std::min(backlog_factor_, 1.0);
+}
+
 void GroomPacer::SetSlack(double lebs) {
   feedback_ = std::clamp(1.0 + (lebs < 0 ? kGainBelow : kGain) * lebs, kMinFeedback, kMaxFeedback);
 }
@@ -56,6 +64,10 @@ bool GroomPolicy::Gains(const Leb& c, uint32_t sectors_per_page) const {
   // with all its dies has stale room elsewhere.
   const uint64_t refills = c.valid + (any_failed ? uint64_t{c.trim_pages.size()} * sectors_per_page : 0);
   return refills < stripe_.LebDataSectors(g);
+}
+
+Leb* GroomPolicy::PeekSpaceVictim(const Inputs& in) const {
+  return lebs_.PickVictim(in.victim_policy, in.now_seq, [&](const Leb& c) { return Gains(c, in.sectors_per_page); });
 }
 
 GroomPolicy::Choice GroomPolicy::Choose(const Inputs& in, const std::function<void()>& drained) {

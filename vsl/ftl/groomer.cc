@@ -10,7 +10,9 @@ namespace vsl::ftl {
 void Ftl::Impl::MaybeGroom() {
   if (gc.reloc.victim() != nullptr || shutting_down || device_lost || CheckpointWanted()) return;
   GroomPolicy::Inputs in;
-  in.need = f.lebs_.free_count() <= f.opts_.gc_start_free_lebs;
+  // A draining victim's LEB is as good as free (its data has moved; it waits for its
+  // last pages to land).
+  in.need = f.lebs_.free_count() + gc.reloc.draining().size() <= f.opts_.gc_start_free_lebs;
   in.waiting = !gc.waiters.empty();
   in.room = policy.rebuild().empty() ? 0 : GroomerRoom();
   in.now_seq = f.next_seq_;
@@ -35,6 +37,7 @@ void Ftl::Impl::MaybeGroom() {
   f.lebs_.SetState(*v, LebState::kVictim);
   ++f.stats_.victims;
   LoadVictimSummary(*v);
+  if (ch.kind == GroomPolicy::Kind::kSpace) MaybePrefetchSummary();
   GroomStep();
 }
 
@@ -52,7 +55,7 @@ void Ftl::Impl::FailBacklog(const char* why) {
       Ack(w);
     }
     if (job.victim != nullptr) {
-      gc.reloc.DropRef();
+      Relocation::DropRef(*job.victim);
       MaybeFinishVictim();
     }
   }
@@ -60,12 +63,12 @@ void Ftl::Impl::FailBacklog(const char* why) {
 }
 
 void Ftl::Impl::FailStuckWrites() {
-  if (gc.reloc.victim() != nullptr || (pending.empty() && rw.empty()) || device_lost ||
+  if (gc.reloc.busy() || (pending.empty() && rw.empty()) || device_lost ||
       CheckpointWanted()) {
     return;
   }
   RunPending();
-  if (gc.reloc.victim() != nullptr || (pending.empty() && rw.empty()) ||
+  if (gc.reloc.busy() || (pending.empty() && rw.empty()) ||
       f.lebs_.free_count() > f.opts_.gc_reserve_lebs) {
     return;
   }
@@ -114,9 +117,10 @@ void Ftl::Impl::UpdatePacingSlack() {
     // victim's term it would fall by a LEB over each victim and jump back at its release,
     // and the feedback would swing the host's rate with it.
     const Leb* v = gc.reloc.victim();
-    const uint64_t room = uint64_t{f.lebs_.free_count()} * leb +
-                          uint64_t{host.pos.DataPositionsLeft(stripe) + gcap.pos.DataPositionsLeft(stripe)} * S() +
-                          (v != nullptr ? v->capacity - std::min(v->capacity, v->valid) : 0);
+    uint64_t room = uint64_t{f.lebs_.free_count()} * leb +
+                    uint64_t{host.pos.DataPositionsLeft(stripe) + gcap.pos.DataPositionsLeft(stripe)} * S() +
+                    (v != nullptr ? v->capacity - std::min(v->capacity, v->valid) : 0);
+    for (const Leb* d : gc.reloc.draining()) room += d->capacity - std::min(d->capacity, d->valid);
     const double target = f.opts_.gc_reserve_lebs + kPacingTargetAboveReserve;
     gc.pacer.SetSlack(static_cast<double>(room) / static_cast<double>(leb) - target);
   }
@@ -242,14 +246,33 @@ void Ftl::Impl::ReadPage(Leb* v, uint32_t die, uint32_t page, bool is_trim) {
 
 void Ftl::Impl::LoadVictimSummary(Leb& v) {
   auto& vs = gc.vsum;
+  auto& nx = gc.vnext;
   vs.leb = nullptr;
   vs.loading = vs.ready = false;
+  if (vs.left != 0) return;  // (never: a victim is read through before the next starts)
+  if (nx.leb == &v && nx.open_seq == v.open_seq && (nx.loading || nx.ready)) {
+    // Read ahead: its reads (if still in flight) are not the victim's, and GroomStep
+    // hands out nothing until it is loaded, so the victim cannot finish meanwhile.
+    std::swap(vs, nx);
+    ++f.stats_.summary_prefetch_hits;
+    return;
+  }
+  if (nx.leb == &v) return;  // a stale read ahead of it still in flight: page by page
+  if (nx.leb != nullptr && nx.left == 0) {
+    ++f.stats_.summary_prefetch_misses;
+    nx.leb = nullptr;
+    nx.loading = nx.ready = false;
+  }
+  ReadSummaryInto(vs, v, true);
+}
+
+bool Ftl::Impl::ReadSummaryInto(GroomerState::VictimSummary& vs, Leb& v, bool counted) {
   const uint32_t k = stripe.summary_pages();
-  if (!use_copy || !stripe.summary_crcs() || !v.summary_ok || v.summary_at.size() != k || k == 0) return;
+  if (!use_copy || !stripe.summary_crcs() || !v.summary_ok || v.summary_at.size() != k || k == 0) return false;
   // A summary page on a die that stopped answering could only time out: the victim is
   // groomed page by page instead.
   for (const uint32_t at : v.summary_at) {
-    if (dies.silent(at % D())) return;
+    if (dies.silent(at % D())) return false;
   }
   const uint32_t pb = f.geo_.page_data_bytes, mb = f.geo_.meta_bytes_per_page();
   vs.raw.resize(uint64_t{k} * pb);  // (kept from victim to victim: no allocation once grown)
@@ -257,18 +280,40 @@ void Ftl::Impl::LoadVictimSummary(Leb& v) {
   vs.left = k;
   vs.bad = false;
   vs.leb = &v;
+  vs.open_seq = v.open_seq;
+  vs.counted = counted;
   vs.loading = true;
+  vs.ready = false;
   for (uint32_t j = 0; j < k; ++j) {
     const uint32_t die = v.summary_at[j] % D(), row = v.summary_at[j] / D();
-    gc.reloc.ExtraRead();
+    if (counted) gc.reloc.ExtraRead();
     ++f.stats_.gc_meta_reads;
     f.pipe_.Read({{die, v.index, row}, 0, 0, vs.raw.data() + uint64_t{j} * pb, vs.raw_meta.data() + uint64_t{j} * mb},
                  [this, j, die, vp = &v](const Completion& c) { VictimSummaryPageRead(vp, j, die, c); });
   }
+  return true;
+}
+
+void Ftl::Impl::MaybePrefetchSummary() {
+  auto& nx = gc.vnext;
+  if (nx.leb != nullptr || nx.left != 0 || device_lost || shutting_down || !use_copy || !stripe.summary_crcs() ||
+      !policy.rebuild().empty() || dies.alive() != D()) {
+    return;
+  }
+  GroomPolicy::Inputs in;
+  in.need = true;
+  in.now_seq = f.next_seq_;
+  in.victim_policy = f.opts_.victim_policy;
+  in.first_data_leb = f.meta_lebs_;
+  in.sectors_per_page = S();
+  Leb* next = policy.PeekSpaceVictim(in);
+  if (next != nullptr) ReadSummaryInto(nx, *next, false);
 }
 
 void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, const Completion& c) {
-  auto& vs = gc.vsum;
+  // The summary this read fills: the victim's, or the one read ahead (a swap may have
+  // moved it; its buffers moved with it).
+  auto& vs = gc.vsum.leb == v && gc.vsum.left != 0 ? gc.vsum : gc.vnext;
   const uint32_t k = stripe.summary_pages(), pb = f.geo_.page_data_bytes, mb = f.geo_.meta_bytes_per_page();
   if (c.status == FlashStatus::kDieTimeout) OnDieTimeout(die);
   if (c.status == FlashStatus::kUncorrectable) NoteDieError(die, v->index);
@@ -282,7 +327,7 @@ void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, co
       h->epoch != f.epoch_ || e[0].lba != (j | (uint64_t{k} << 32)) || e[0].crc != Crc32c(data, pb)) {
     vs.bad = true;
   }
-  gc.reloc.ReadDone();
+  if (vs.counted) gc.reloc.ReadDone();
   if (--vs.left != 0 || vs.leb != v || !vs.loading) return;
   vs.loading = false;
   const std::size_t grid_n = uint64_t{D()} * P() * (1 + S()), crc_n = uint64_t{D()} * P() * S();
@@ -290,7 +335,7 @@ void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, co
   std::memcpy(&sh, vs.raw.data(), sizeof(sh));
   if (vs.bad || vs.raw.size() < f::SummaryBytes(D(), P(), S(), true) || sh.magic != f::kSummaryMagic ||
       sh.leb != v->index || sh.dies != D() || sh.pages != P() || sh.spp != S()) {
-    if (!device_lost) {
+    if (!device_lost && &vs == &gc.vsum) {
       Logger("ftl")->warn("summary of victim leb={} unusable: its pages' metadata is read instead", v->index);
     }
   } else {
@@ -300,7 +345,7 @@ void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, co
     std::memcpy(vs.crc.data(), vs.raw.data() + sizeof(f::SummaryHeader) + grid_n * 8, crc_n * 4);
     vs.ready = true;
   }
-  GroomStep();
+  if (&vs == &gc.vsum) GroomStep();
 }
 
 bool Ftl::Impl::CopyFromSummary(Leb& v, uint32_t die, uint32_t page) {
@@ -344,6 +389,7 @@ void Ftl::Impl::CopyRelocate(Leb& v, uint32_t die, uint32_t page, const f::Secto
     }
     ++f.stats_.gc_write_sectors;
     ++f.stats_.gc_copy_sectors;
+    gc.pacer.SetBacklog(static_cast<double>(pending.size()));
     gc.pacer.Earn();
     if (!pending.empty() && gc.pacer.CanSpend()) {
       Post([this] { RunPending(); });
@@ -453,6 +499,7 @@ void Ftl::Impl::Relocate(Leb& v, uint32_t die, uint32_t page, const Completion& 
       return;
     }
     ++f.stats_.gc_write_sectors;
+    gc.pacer.SetBacklog(static_cast<double>(pending.size()));
     gc.pacer.Earn();
     if (!pending.empty() && gc.pacer.CanSpend()) {
       Post([this] { RunPending(); });
@@ -491,15 +538,33 @@ void Ftl::Impl::WriteCarriedTrims(Leb& v) {
     b->trims.assign(carry.begin(), carry.begin() + static_cast<std::ptrdiff_t>(n));
     carry.erase(carry.begin(), carry.begin() + static_cast<std::ptrdiff_t>(n));
     b->victim = &v;
-    gc.reloc.AddRef();
+    Relocation::AddRef(v);
     Submit(b);
   }
 }
 
 void Ftl::Impl::MaybeFinishVictim() {
+  // Draining victims go as their last relocated pages land (End takes one out of the list).
+  for (std::size_t i = 0; i < gc.reloc.draining().size();) {
+    if (!TryReleaseVictim(*gc.reloc.draining()[i])) ++i;
+  }
   Leb* v = gc.reloc.victim();
   if (v == nullptr || gc.reloc.Reading()) return;
   if (!gc.reloc.carried().empty()) WriteCarriedTrims(*v);
+  if (TryReleaseVictim(*v)) return;
+  // Read through; it only waits for its pages to land. The next victim may start beside
+  // it (relocation.h): the groomer keeps earning the host credits meanwhile.
+  if (gc.reloc.CanDrain() && !device_lost && !shutting_down) {
+    gc.reloc.Drain();
+    ++f.stats_.victims_overlapped;
+    gc.vsum.leb = nullptr;
+    gc.vsum.loading = gc.vsum.ready = false;
+    Post([this] { MaybeGroom(); });
+  }
+}
+
+bool Ftl::Impl::TryReleaseVictim(Leb& vr) {
+  Leb* v = &vr;
   // Relocated data must be durable before the victim may be erased, and so must every
   // newer copy of sectors it held (a write over them still on its way): if that copy
   // fails, the sector goes back here. A rewrite job waiting for room also pins the LEB
@@ -507,11 +572,12 @@ void Ftl::Impl::MaybeFinishVictim() {
   // is this victim's), so the victim is kept (closed, not erased) and the job can still
   // go back to it.
   const uint32_t job_pins = rw.PinsOn(v->index);
-  const Relocation::Verdict verdict = gc.reloc.Release(job_pins, device_lost);
+  const Relocation::Verdict verdict = gc.reloc.Release(*v, job_pins, device_lost);
+  if (verdict == Relocation::Verdict::kReading) return false;
   if (verdict == Relocation::Verdict::kRefs) {
     if (gcap.open != nullptr && gcap.open->victim == v) SubmitOpen(gcap);
     ScheduleStage();  // rows of relocated data went unstaged while the groomer read
-    return;
+    return false;
   }
   if (verdict == Relocation::Verdict::kPins) {
     for (AppendPoint* a : {&host, &gcap}) {
@@ -521,7 +587,7 @@ void Ftl::Impl::MaybeFinishVictim() {
       }
     }
     ScheduleStage();
-    return;
+    return false;
   }
   if (verdict == Relocation::Verdict::kKeep) {
     // Sectors that could not be read stay where they are; try again later.
@@ -547,21 +613,24 @@ void Ftl::Impl::MaybeFinishVictim() {
     // Space appeared: LEBs held back for lack of room may be tried again.
     for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
   }
-  gc.reloc.End();
-  gc.vsum.leb = nullptr;
-  gc.vsum.loading = gc.vsum.ready = false;
-  if (gcap.open == nullptr || !gcap.open->copy) DropCopyReservation();
+  if (gc.reloc.victim() == v) {
+    gc.vsum.leb = nullptr;
+    gc.vsum.loading = gc.vsum.ready = false;
+  }
+  gc.reloc.End(v);
+  if (gc.reloc.victim() == nullptr && (gcap.open == nullptr || !gcap.open->copy)) DropCopyReservation();
   Post([this] {
     RunPending();
     MaybeGroom();
-    if (gc.reloc.victim() == nullptr) RunBacklogWaiters();  // the groomer is done: no more room
-    if (gc.reloc.victim() == nullptr && !gc.waiters.empty()) {
+    if (!gc.reloc.busy()) RunBacklogWaiters();  // the groomer is done: no more room
+    if (!gc.reloc.busy() && !gc.waiters.empty()) {
       for (auto& w : gc.waiters) w(Status::Ok());
       gc.waiters.clear();
     }
     if (shutting_down) CheckShutdown();
     CheckCheckpoint();
   });
+  return true;
 }
 
 }  // namespace vsl::ftl

@@ -61,6 +61,10 @@ struct Leb : boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost:
   bool unprotected = false;
   bool gc_skip = false;  // grooming could not empty it (unreadable sectors, no room to
                          // carry trim records): not a victim until some LEB frees up
+  // While a groomer victim (Relocation): pages holding data relocated out of it (or its
+  // carried trim records) not yet durable, and whether something must stay in it.
+  uint32_t reloc_refs = 0;
+  bool reloc_held = false;
   std::vector<uint8_t> good;     // per die: 1 if this LEB's block on that die is usable
   std::vector<uint64_t> valid_bits;  // per physical sector slot of the LEB
   std::vector<uint32_t> trim_pages;  // page slots (row * dies + die) holding trim records

@@ -42,7 +42,7 @@ void Ftl::Impl::Abandon() {
 
 void Ftl::Impl::CheckCheckpoint() {
   if (!CheckpointWanted() || ckpt.writing || device_lost || shutting_down) return;
-  if (gc.reloc.victim() != nullptr) return;  // finishing; MaybeGroom picks none while one is wanted
+  if (gc.reloc.busy()) return;  // finishing; MaybeGroom picks none while one is wanted
   if (!ckpt.quiesce) {
     // A batch never spans a checkpoint: its members and commit are in the same scan.
     if (atomic_inflight != 0) return;
@@ -108,7 +108,7 @@ void Ftl::Impl::DropCheckpoint() {
 
 void Ftl::Impl::CheckShutdown() {
   if (!shutting_down || !shutdown_done) return;
-  if (gc.reloc.victim() != nullptr || !pending.empty() || ckpt.writing) return;
+  if (gc.reloc.busy() || !pending.empty() || ckpt.writing) return;
   if (!rw.empty()) {
     if (DrainRewrites()) return CheckShutdown();
     // No room and nothing being groomed (an uncovered page reads as it is).

@@ -64,7 +64,7 @@ void Ftl::Impl::MarkDurable(PageBuf* b) {
   inflight_seqs.Erase(b->seq);
   rw.SettleFailedTrims(!inflight_seqs.empty(), inflight_seqs.empty() ? 0 : inflight_seqs.oldest());
   if (b->victim != nullptr) {
-    gc.reloc.DropRef();
+    Relocation::DropRef(*b->victim);
     b->victim = nullptr;
     MaybeFinishVictim();
   }
@@ -222,7 +222,7 @@ void Ftl::Impl::Rewrite(PageBuf* b) {
       Logger("ftl")->warn("no room to rewrite lba={} after a program failure; it waits for space", lba);
       RewriteJob job{lba, addr.Make(b->leb, b->die, b->page, s),
                      std::vector<uint8_t>(src, src + f.sector_bytes_), {}, b->victim, before};
-      if (job.victim != nullptr) gc.reloc.AddRef();
+      if (job.victim != nullptr) Relocation::AddRef(*job.victim);
       for (WriteCtx* w : waiters) {
         ++w->remaining;
         job.waiters.push_back(w);
@@ -325,7 +325,7 @@ bool Ftl::Impl::DrainRewrites() {
     rw.Release(done);  // the new page pins `prev` itself now
     for (WriteCtx* w : done.waiters) Ack(w);
     if (done.victim != nullptr) {
-      gc.reloc.DropRef();
+      Relocation::DropRef(*done.victim);
       MaybeFinishVictim();
     }
   }

@@ -11,11 +11,29 @@ namespace f = format;
 
 void Relocation::Start(Leb* v) {
   victim_ = v;
-  held_ = false;
+  v->reloc_refs = 0;
+  v->reloc_held = false;
   carry_.clear();
   cursor_ = 0;
   reads_ = 0;
-  refs_ = 0;
+}
+
+void Relocation::End(Leb* v) {
+  if (v == victim_) {
+    victim_ = nullptr;
+    return;
+  }
+  draining_.erase(std::remove(draining_.begin(), draining_.end(), v), draining_.end());
+}
+
+void Relocation::Drain() {
+  draining_.push_back(victim_);
+  victim_ = nullptr;
+  carry_.clear();
+}
+
+bool Relocation::IsVictim(const Leb* v) const {
+  return v != nullptr && (v == victim_ || std::find(draining_.begin(), draining_.end(), v) != draining_.end());
 }
 
 std::optional<Relocation::Read> Relocation::NextRead(uint32_t max_reads) {
@@ -55,12 +73,12 @@ bool Relocation::CarryTrims(const uint8_t* meta, const std::vector<uint8_t>& dat
   return true;
 }
 
-Relocation::Verdict Relocation::Release(uint32_t job_pins, bool device_lost) {
-  if (Reading()) return Verdict::kReading;
-  if (refs_ > 0) return Verdict::kRefs;
-  if (victim_->pins > job_pins && !device_lost) return Verdict::kPins;
-  if (job_pins > 0) held_ = true;
-  return victim_->valid != 0 || held_ ? Verdict::kKeep : Verdict::kFree;
+Relocation::Verdict Relocation::Release(Leb& v, uint32_t job_pins, bool device_lost) {
+  if (&v == victim_ && Reading()) return Verdict::kReading;
+  if (v.reloc_refs > 0) return Verdict::kRefs;
+  if (v.pins > job_pins && !device_lost) return Verdict::kPins;
+  if (job_pins > 0) v.reloc_held = true;
+  return v.valid != 0 || v.reloc_held ? Verdict::kKeep : Verdict::kFree;
 }
 
 Relocation::Buffer Relocation::TakeBuffer(uint32_t data_bytes, uint32_t meta_bytes) {
