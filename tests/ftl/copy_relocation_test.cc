@@ -246,7 +246,9 @@ TEST_F(CopyRelocationTest, CopiesFromTheSummaryQueueNoMoreThanTheirShareOfTheDie
   ASSERT_GT(s.gc_copy_sectors - s0.gc_copy_sectors, n_) << "the groomer copied little";
   EXPECT_LT((s.gc_meta_reads - s0.gc_meta_reads) * 10, (s.copy_pages - s0.copy_pages))
       << "the groomer read its victims' pages instead of their summaries";
-  EXPECT_LE(s.gc_queued_max, dies) << "copies queued ahead of the controller";
+  // (Plus the next victim's summary read, one page here: victims overlap, so it may be
+  // in flight beside the copies of the one draining. Two per die would be 8.)
+  EXPECT_LE(s.gc_queued_max, dies + 1) << "copies queued ahead of the controller";
   EXPECT_FALSE(Check("after the random writes").empty());
 }
 

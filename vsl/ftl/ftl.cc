@@ -87,7 +87,7 @@ bool Ftl::Quiescent() const { return impl_->scheduled == 0; }
 void Ftl::Abandon() { impl_->Abandon(); }
 
 bool Ftl::idle() const {
-  return impl_->pages.empty() && !impl_->gc.reloc.busy() && impl_->pending.empty();
+  return impl_->pages.empty() && !impl_->gc.reloc.busy() && impl_->gc.vnext.left == 0 && impl_->pending.empty();
 }
 
 uint64_t Ftl::leb_data_sectors() const {

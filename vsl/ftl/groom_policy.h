@@ -85,9 +85,10 @@ class GroomPacer {
   // holds its writes longest (the override runs' p99 of 4.2-4.6 ms, four times their
   // mean). Paying a long queue more of the dies' time, and a short one less, out of the
   // slack the room feedback already keeps, makes each pipe's rate lean against its own
-  // backlog. Measured (card_perf_bench --steady --power-override 55, stock, rounds 2-3):
-  // p99 4.67/4.61 ms -> 3.23/3.35 ms, the first round's slowest write 20.8 -> 6.4 ms, the
-  // same throughput within 1%.
+  // backlog. Measured (card_perf_bench --steady --power-override 55, stock, rounds 2-3,
+  // victims overlapping either way): p99 4.67/4.61 ms -> 3.23/3.35 ms, the first round's
+  // slowest write 20.8 -> 6.4 ms, the same throughput within 1% (and within 5% more once
+  // the room target came down, ftl_impl.h).
   void SetBacklog(double sectors);
   double backlog_factor() const { return backlog_factor_; }
   bool CanSpend() const { return credits_ >= 1; }

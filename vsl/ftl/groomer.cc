@@ -328,7 +328,11 @@ void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, co
     vs.bad = true;
   }
   if (vs.counted) gc.reloc.ReadDone();
-  if (--vs.left != 0 || vs.leb != v || !vs.loading) return;
+  if (--vs.left != 0) return;
+  if (vs.leb != v || !vs.loading) {
+    if (&vs != &gc.vsum && shutting_down) CheckShutdown();
+    return;
+  }
   vs.loading = false;
   const std::size_t grid_n = uint64_t{D()} * P() * (1 + S()), crc_n = uint64_t{D()} * P() * S();
   f::SummaryHeader sh{};
@@ -345,7 +349,11 @@ void Ftl::Impl::VictimSummaryPageRead(const Leb* v, uint32_t j, uint32_t die, co
     std::memcpy(vs.crc.data(), vs.raw.data() + sizeof(f::SummaryHeader) + grid_n * 8, crc_n * 4);
     vs.ready = true;
   }
-  if (&vs == &gc.vsum) GroomStep();
+  if (&vs == &gc.vsum) {
+    GroomStep();
+  } else if (shutting_down) {
+    CheckShutdown();  // it waited for this read ahead
+  }
 }
 
 bool Ftl::Impl::CopyFromSummary(Leb& v, uint32_t die, uint32_t page) {

@@ -108,7 +108,8 @@ void Ftl::Impl::DropCheckpoint() {
 
 void Ftl::Impl::CheckShutdown() {
   if (!shutting_down || !shutdown_done) return;
-  if (gc.reloc.busy() || !pending.empty() || ckpt.writing) return;
+  // (A summary read ahead still in flight would complete into a gone FTL.)
+  if (gc.reloc.busy() || gc.vnext.left != 0 || !pending.empty() || ckpt.writing) return;
   if (!rw.empty()) {
     if (DrainRewrites()) return CheckShutdown();
     // No room and nothing being groomed (an uncovered page reads as it is).
