@@ -767,6 +767,12 @@ struct Ftl::Impl {
   // While grooming for space, reads ahead the summary of the LEB the policy would pick
   // next (GroomPolicy::PeekSpaceVictim) into gc.vnext.
   void MaybePrefetchSummary();
+  // The current victim is done with its summary (drained or released): copies no longer
+  // come from it. (Its reads have all landed: they count as the victim's.)
+  void ForgetVictimSummary() {
+    gc.vsum.leb = nullptr;
+    gc.vsum.loading = gc.vsum.ready = false;
+  }
   // Copies victim page (`die`, `page`) from gc.vsum: false (nothing done) unless every
   // live slot of it is named there and mapped to it, so its metadata must be read. The
   // caller (GroomStep) never asks for a page on a failed die.

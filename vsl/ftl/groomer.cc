@@ -565,8 +565,7 @@ void Ftl::Impl::MaybeFinishVictim() {
   if (gc.reloc.CanDrain() && !device_lost && !shutting_down) {
     gc.reloc.Drain();
     ++f.stats_.victims_overlapped;
-    gc.vsum.leb = nullptr;
-    gc.vsum.loading = gc.vsum.ready = false;
+    ForgetVictimSummary();
     Post([this] { MaybeGroom(); });
   }
 }
@@ -621,10 +620,7 @@ bool Ftl::Impl::TryReleaseVictim(Leb& vr) {
     // Space appeared: LEBs held back for lack of room may be tried again.
     for (uint32_t i = f.meta_lebs_; i < f.lebs_.size(); ++i) f.lebs_.leb(i).gc_skip = false;
   }
-  if (gc.reloc.victim() == v) {
-    gc.vsum.leb = nullptr;
-    gc.vsum.loading = gc.vsum.ready = false;
-  }
+  if (gc.reloc.victim() == v) ForgetVictimSummary();
   gc.reloc.End(v);
   if (gc.reloc.victim() == nullptr && (gcap.open == nullptr || !gcap.open->copy)) DropCopyReservation();
   Post([this] {
