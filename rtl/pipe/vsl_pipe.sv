@@ -160,7 +160,13 @@ module vsl_pipe #(
     output logic              f_fetch,     // this cycle a descriptor is taken off the ring
     output logic              f_fetch_rd,  // one is being read out of the staging area
     output logic              f_cpl_ff,    // the completion being written is a failed fetch's
-    output logic              f_idle       // the main state machine is idle
+    output logic              f_idle,      // the main state machine is idle
+    output logic [((LUNS > 1) ? $clog2(LUNS) : 1)-1:0] f_cur,  // the LUN the channel request is for
+    output logic              f_rq_take,   // the channel takes a request (f_rq_op) this cycle
+    output logic [3:0]        f_rq_op,
+    output logic              f_rs_valid,  // the channel answers: timed out, or its status byte
+    output logic              f_rs_timeout,
+    output logic              f_rs_rdy     // says the LUN is ready (bit 6)
 `endif
 );
   localparam int unsigned AW = $clog2(BUF_WORDS);
@@ -383,7 +389,9 @@ module vsl_pipe #(
 
   // Target-level commands (READ ID, READ PARAMETER PAGE, GET/SET FEATURES) address the
   // whole target and poll it with READ STATUS (70h), which ONFI forbids while a multiple-
-  // LUN operation runs: such a command starts only when no LUN of the target has an array
+  // LUN operation runs; a target RESET (FFh) aborts every LUN's array operation, whose
+  // slot would then read ready and complete OK with its page unwritten. Such a command
+  // starts only when no LUN of the target has an array
   // operation under way (no slot BUSY), and while one waits no new array operation
   // (READ, PROGRAM, ERASE) starts, so the busy LUNs drain and it cannot starve. A LUN that
   // timed out is no longer BUSY: a stuck die does not hold these commands back for ever.
@@ -393,7 +401,7 @@ module vsl_pipe #(
     t_busy = 1'b0; t_wait = 1'b0;
     for (int l = 0; l < LUNS; l++) begin
       s_tl[l]  = s_op[8*l +: 8] == OPC_READ_ID || s_op[8*l +: 8] == OPC_READ_PARAM ||
-                 s_op[8*l +: 8] == OPC_GET_FEAT || s_op[8*l +: 8] == OPC_SET_FEAT;
+                 s_op[8*l +: 8] == OPC_GET_FEAT || s_op[8*l +: 8] == OPC_SET_FEAT || s_op[8*l +: 8] == OPC_RESET;
       s_arr[l] = s_op[8*l +: 8] == OPC_READ || s_op[8*l +: 8] == OPC_PROGRAM || s_op[8*l +: 8] == OPC_ERASE;
       if (s_state[3*l +: 3] == SL_BUSY) t_busy = 1'b1;
       if (s_state[3*l +: 3] == SL_NEW && s_tl[l]) t_wait = 1'b1;
@@ -1038,11 +1046,15 @@ module vsl_pipe #(
         end
         M_MISC_DONE: begin
           s_nand[8*(cur) +: 8] <= r_status;
+          // A target RESET answers for every LUN of the target: timed out, each may still
+          // be resetting (a status poll before its next command); done, each is ready.
           if (r_timeout) begin
             s_result[8*(cur) +: 8] <= ST_TIMEOUT; s_state[3*(cur) +: 3] <= SL_CPL; error_event <= 1'b1; state <= M_IDLE;
-            s_dead[cur] <= 1'b1;
+            if (s_op[8*(cur) +: 8] == OPC_RESET) s_dead <= '1;
+            else s_dead[cur] <= 1'b1;
           end else begin
-            s_dead[cur] <= 1'b0;
+            if (s_op[8*(cur) +: 8] == OPC_RESET) s_dead <= '0;
+            else s_dead[cur] <= 1'b0;
             s_result[8*(cur) +: 8] <= (s_op[8*(cur) +: 8] == OPC_STATUS || s_op[8*(cur) +: 8] == OPC_RESET_LUN) && r_status[0] ? ST_FAIL : ST_OK;
             if (s_op[8*(cur) +: 8] == OPC_READ_ID || s_op[8*(cur) +: 8] == OPC_READ_PARAM || s_op[8*(cur) +: 8] == OPC_GET_FEAT) begin
               c_dwrite <= 1'b1;
@@ -1069,6 +1081,9 @@ module vsl_pipe #(
         end
 
         M_ABORTED: begin
+          // A RESET LUN that timed out left the LUN in an unknown state: like any timeout,
+          // its next command is preceded by a status poll (it may still be busy).
+          if (r_timeout) s_dead[cur] <= 1'b1;
           s_nand[8*(cur) +: 8]   <= r_status;
           s_result[8*(cur) +: 8] <= ST_ABORTED;
           s_state[3*(cur) +: 3]  <= SL_CPL;
@@ -1110,6 +1125,12 @@ module vsl_pipe #(
   assign f_fetch_rd = state == M_FETCH_RD;
   assign f_cpl_ff   = cpl_ff;
   assign f_idle     = state == M_IDLE;
+  assign f_cur        = cur;
+  assign f_rq_take    = rq_valid && rq_ready;
+  assign f_rq_op      = rq_op;
+  assign f_rs_valid   = rs_valid;
+  assign f_rs_timeout = rs_timeout;
+  assign f_rs_rdy     = rs_status[6];
 `endif
 
   logic unused;

@@ -306,6 +306,77 @@ TEST_F(CosimTest, ReadIdBehindAStuckDieWaitsForItsTimeoutOnly) {
   ExpectCheckerSilent();
 }
 
+// An abort (LUN_RESET) whose RESET LUN times out leaves the LUN in an unknown state: its
+// next command is preceded by a status poll, which finds it still busy, so the command
+// completes DIE_TIMEOUT and never reaches the die. Before the fix the pipe marked the LUN
+// dead only when a RESET LUN descriptor timed out, not its own abort's: the erase went
+// out to a busy LUN (found by the pipe's formal NO_BUSY_CMD property, docs/formal.md).
+TEST_F(CosimTest, AnAbortWhoseLunResetTimesOutPollsTheLunBeforeItsNextCommand) {
+  Build();
+  const uint32_t db = data_bytes();
+  auto& pipe = *pipes_[0];
+  ASSERT_TRUE(card_->Write32(hw::regs::chan::At(0, hw::regs::chan::kRbTimeout), 500000));  // 2.5 ms
+  ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(3, 3, std::move(cb)); }).ok());
+  auto data = Pattern(3, 3, 0, db);
+  ASSERT_TRUE(ProgramPage(pipe, 3, 3, 0, data).ok());
+  card_->StickLunOnNextRead(0, 3);
+  std::vector<uint8_t> rd(db);
+  std::optional<nand::Completion> stuck;
+  pipe.Read(nand::ReadRequest{{3, 3, 0}, 0, db / 512, rd.data(), nullptr},
+            [&](const nand::Completion& x) { stuck = x; });
+  clock_.RunFor(100 * kUs);
+  ASSERT_FALSE(stuck.has_value());
+  // The abort alone, with no RESET LUN descriptor behind it (ControllerPipe::Reset sends
+  // one, whose own timeout marks the LUN): the pipe's RESET LUN finds the LUN stuck.
+  ASSERT_TRUE(card_->Write32(pr::At(0, pr::kLunReset), 1u << 3));
+  clock_.RunUntilTrue([&] { return stuck.has_value(); }, kMaxEvents);
+  ASSERT_TRUE(stuck.has_value());
+  EXPECT_EQ(stuck->status, nand::FlashStatus::kAborted);
+  const nand::Completion e = Wait([&](auto cb) { pipe.Erase(3, 4, std::move(cb)); });
+  EXPECT_EQ(e.status, nand::FlashStatus::kDieTimeout) << "the erase went to a LUN its reset left busy";
+  ExpectCheckerSilent();
+}
+
+// A target RESET (FFh) aborts every LUN's array operation: an erase under way on LUN 1
+// would then read ready after tRST and complete OK with its block not erased. The pipe
+// holds a RESET, as it does the other target-level commands, until no LUN of the target
+// is busy, so the erase completes first. Before the fix (found by the pipe's formal
+// TARGET_IDLE property, docs/formal.md) the RESET went out at once and completed first.
+// The host library never sends a target RESET while LUNs work; raw descriptors on pipe 1.
+TEST_F(CosimTest, ATargetResetWaitsForTheLunsArrayOperations) {
+  Build();
+  pipes_[1].reset();  // pipe 1 driven by hand
+  const uint64_t sq = card_->region_base(1), cq = sq + 64 * 64;
+  uint32_t tail = 0, cq_tail = 0, done = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kSqTail), &tail));
+  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCqTail), &cq_tail));
+  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCompletions), &done));
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 1));
+  std::vector<hw::Descriptor> ops;
+  ops.push_back(hw::Descriptor::Make(hw::opc::kErase, 0x301, 1).Row(1u << 7));
+  ops.push_back(hw::Descriptor::Make(hw::opc::kReset, 0x302, 0));
+  for (auto& d : ops) {  // the RESET once the erase is under way
+    card_->WriteMem(sq + uint64_t{tail} * 64, &d, sizeof(d));
+    tail = (tail + 1) % 64;
+    ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), tail));
+    clock_.RunFor(100 * kUs);
+    card_->Advance(clock_.Now());
+  }
+  clock_.RunFor(4000 * kUs);  // tBERS 1.5 ms, tRST
+  card_->Advance(clock_.Now());
+  std::vector<hw::CompletionEntry> got;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    hw::CompletionEntry e;
+    card_->ReadMem(cq + uint64_t{(cq_tail + i) % 64} * 16, &e, sizeof(e));
+    ASSERT_EQ(e.phase(), ((done + i) / 64) % 2 == 0) << "completion " << i << " not posted";
+    got.push_back(e);
+  }
+  EXPECT_EQ(got[0].tag(), 0x301) << "the RESET went out while LUN 1 erased";
+  EXPECT_EQ(got[1].tag(), 0x302);
+  for (const auto& e : got) EXPECT_EQ(e.status(), hw::cst::kOk) << "tag " << std::hex << e.tag();
+  ExpectCheckerSilent();
+}
+
 // A descriptor whose own fetch gets an AXI error is not dropped: it completes DMA_ERROR
 // (LUN 0xFF, tag 0xFFFF, its SQ index in place of the corrected bits), the host maps the
 // index back to its command (kAborted), and the pipe goes on once memory answers again
