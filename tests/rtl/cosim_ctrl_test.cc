@@ -60,6 +60,18 @@ class CosimTest : public ::testing::Test {
   }
   uint32_t data_bytes() const { return pipes_[0]->parameter_page().data_bytes_per_page; }
   uint32_t meta_bytes() const { return pipes_[0]->parameter_page().spare_bytes_per_page - 13 * (data_bytes() / 512); }
+  // Pipe 1 driven by hand, through its rings, without the host library: its ControllerPipe
+  // goes (the registers keep the rings it set up) and the pipe runs. Gives the rings'
+  // addresses and the indices and completion count as the library left them.
+  void TakeOverPipe1(uint64_t* sq, uint64_t* cq, uint32_t* tail, uint32_t* cq_tail, uint32_t* done) {
+    pipes_[1].reset();
+    *sq = card_->region_base(1);
+    *cq = *sq + 64 * 64;
+    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kSqTail), tail));
+    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCqTail), cq_tail));
+    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCompletions), done));
+    ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 1));
+  }
   void ExpectCheckerSilent() {
     std::string all;
     for (const auto& [k, v] : card_->violations()) all += k + " x" + std::to_string(v) + "; ";
@@ -345,13 +357,9 @@ TEST_F(CosimTest, AnAbortWhoseLunResetTimesOutPollsTheLunBeforeItsNextCommand) {
 // The host library never sends a target RESET while LUNs work; raw descriptors on pipe 1.
 TEST_F(CosimTest, ATargetResetWaitsForTheLunsArrayOperations) {
   Build();
-  pipes_[1].reset();  // pipe 1 driven by hand
-  const uint64_t sq = card_->region_base(1), cq = sq + 64 * 64;
+  uint64_t sq = 0, cq = 0;
   uint32_t tail = 0, cq_tail = 0, done = 0;
-  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kSqTail), &tail));
-  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCqTail), &cq_tail));
-  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCompletions), &done));
-  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 1));
+  ASSERT_NO_FATAL_FAILURE(TakeOverPipe1(&sq, &cq, &tail, &cq_tail, &done));
   std::vector<hw::Descriptor> ops;
   ops.push_back(hw::Descriptor::Make(hw::opc::kErase, 0x301, 1).Row(1u << 7));
   ops.push_back(hw::Descriptor::Make(hw::opc::kReset, 0x302, 0));
@@ -489,13 +497,9 @@ TEST_F(CosimTest, ErrorPathsAndResetMidOperation) {
 // ENHANCED, RESET LUN, RESET, READ PARAMETER PAGE.
 TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   Build();
-  pipes_[1].reset();  // pipe 1 disabled; its registers keep the rings
-  const uint64_t sq = card_->region_base(1), cq = sq + 64 * 64;
+  uint64_t sq = 0, cq = 0;
   uint32_t tail = 0, cq_tail = 0, done = 0;
-  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kSqTail), &tail));
-  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCqTail), &cq_tail));
-  ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCompletions), &done));
-  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 1));
+  ASSERT_NO_FATAL_FAILURE(TakeOverPipe1(&sq, &cq, &tail, &cq_tail, &done));
   const uint64_t reads_before = card_->array_reads(1);
   std::vector<hw::Descriptor> bad;
   bad.push_back(hw::Descriptor::Make(0x77, 0x101, 0));                                   // unknown opcode
