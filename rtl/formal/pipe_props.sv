@@ -25,6 +25,19 @@
 //               most CQ_SIZE - 1 are unconsumed, and CQ_TAIL moves by one per completion
 //   3 SQ_BOUND  the pipe takes only descriptors the host submitted: never more fetched
 //               than submitted, and SQ_HEAD moves by one per descriptor taken
+// Scheduling (4-6) against a model of the target kept from the channel's requests and
+// answers: a LUN is busy from the request that starts its array operation (READ_START,
+// PROGRAM_START, ERASE_START) until a status poll (POLL_ONCE, STATUS) answers ready, or a
+// RESET LUN of it (or a target RESET) is done; a LUN whose poll, RESET LUN or target RESET
+// timed out is stuck (its state unknown) until one of those answers ready. For these
+// the pipe's own R/B# limit is off (rb_timeout 0): the channel's timeouts stand for it.
+//   4 NO_BUSY_CMD  no array or data-out request (READ_START, PROGRAM_START, ERASE_START,
+//                  READ_OUT) to a LUN that is busy or stuck
+//   5 TARGET_IDLE  no target-level request (READ ID, READ PARAMETER PAGE, GET/SET
+//                  FEATURES, target RESET) while a LUN is busy (a stuck LUN does not hold
+//                  them back: the pipe's documented choice, so a dead die cannot)
+//   6 POLL_FAIR    two status polls of busy LUNs in a row never go to the same LUN while
+//                  the other has been busy since before the first of them
 `ifndef PROP
 `define PROP 1
 `endif
@@ -83,6 +96,8 @@ module pipe_props (
   logic        own_granted, own_renewed, running, ring_error, dma_error, idle, cq_event, error_event, chan_busy;
   logic [5:0]  f_slots;
   logic        f_p_valid, f_ff_valid, f_fetch, f_fetch_rd, f_cpl_ff, f_idle;
+  logic        f_cur, f_rq_take, f_rs_valid, f_rs_timeout, f_rs_rdy;
+  logic [3:0]  f_rq_op;
   logic [63:0] m_awaddr, m_wdata, m_araddr;
   logic [7:0]  m_awlen, m_wstrb, m_arlen, dq_o;
   logic [2:0]  m_awsize, m_arsize;
@@ -99,7 +114,8 @@ module pipe_props (
       .m_wvalid, .m_wready(1'b0), .m_bresp(2'd0), .m_bvalid(1'b0), .m_bready, .m_araddr, .m_arlen, .m_arsize,
       .m_arburst, .m_arvalid, .m_arready(1'b0), .m_rdata(64'd0), .m_rresp(2'd0), .m_rlast(1'b0), .m_rvalid(1'b0),
       .m_rready, .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i(8'd0), .rb_n(1'b1),
-      .f_slots, .f_p_valid, .f_ff_valid, .f_fetch, .f_fetch_rd, .f_cpl_ff, .f_idle);
+      .f_slots, .f_p_valid, .f_ff_valid, .f_fetch, .f_fetch_rd, .f_cpl_ff, .f_idle,
+      .f_cur, .f_rq_take, .f_rq_op, .f_rs_valid, .f_rs_timeout, .f_rs_rdy);
 
   // --- monitors ---
   logic [31:0] completions_q = 32'd0, sq_head_q = 32'd0, cq_tail_q = 32'd0;
@@ -118,9 +134,52 @@ module pipe_props (
                         {3'd0, f_ff_valid} + {3'd0, f_fetch_rd};
   wire [31:0] sq_mask = sq_size - 32'd1, cq_mask = cq_size - 32'd1;
 
-  logic [3:0] ok;
+  // --- the target model (properties 4-6) ---
+  localparam logic [3:0] RQ_RESET = 4'd0, RQ_READ_ID = 4'd1, RQ_READ_PARAM = 4'd2, RQ_STATUS = 4'd6,
+                         RQ_SET_FEAT = 4'd7, RQ_GET_FEAT = 4'd8, RQ_READ_START = 4'd9,
+                         RQ_PROGRAM_START = 4'd10, RQ_ERASE_START = 4'd11, RQ_POLL_ONCE = 4'd12,
+                         RQ_READ_OUT = 4'd13, RQ_RESET_LUN = 4'd14;
+  logic [1:0] busy = 2'b00, stuck = 2'b00;
+  logic       q_lun = 1'b0;          // the open request's LUN and op
+  logic [3:0] q_op = 4'd0;
+  logic       lastp_valid = 1'b0, lastp = 1'b0, other_waits = 1'b0;  // the last busy poll
+  wire take_start  = f_rq_take && (f_rq_op == RQ_READ_START || f_rq_op == RQ_PROGRAM_START ||
+                                   f_rq_op == RQ_ERASE_START);
+  wire take_lunlvl = take_start || (f_rq_take && f_rq_op == RQ_READ_OUT);
+  wire take_target = f_rq_take && (f_rq_op == RQ_READ_ID || f_rq_op == RQ_READ_PARAM || f_rq_op == RQ_GET_FEAT ||
+                                   f_rq_op == RQ_SET_FEAT || f_rq_op == RQ_RESET);
+  wire busy_poll   = f_rq_take && f_rq_op == RQ_POLL_ONCE && busy[f_cur];
+  wire ans_ready   = f_rs_valid && !f_rs_timeout && f_rs_rdy;
+  wire ans_poll    = f_rs_valid && (q_op == RQ_POLL_ONCE || q_op == RQ_STATUS);
+  logic [1:0] busy_n, stuck_n;
+  always_comb begin
+    busy_n = busy; stuck_n = stuck;
+    if (take_start) begin busy_n[f_cur] = 1'b1; stuck_n[f_cur] = 1'b0; end
+    if (ans_poll && ans_ready) begin busy_n[q_lun] = 1'b0; stuck_n[q_lun] = 1'b0; end
+    if (ans_poll && f_rs_timeout && (busy[q_lun] || stuck[q_lun])) begin busy_n[q_lun] = 1'b0; stuck_n[q_lun] = 1'b1; end
+    if (f_rs_valid && q_op == RQ_RESET_LUN) begin busy_n[q_lun] = 1'b0; stuck_n[q_lun] = f_rs_timeout; end
+    if (f_rs_valid && q_op == RQ_RESET) begin busy_n = 2'b00; stuck_n = f_rs_timeout ? 2'b11 : 2'b00; end
+  end
+  always_ff @(posedge clk) begin
+    if (started) begin
+      busy <= busy_n;
+      stuck <= stuck_n;
+      if (f_rq_take) begin q_lun <= f_cur; q_op <= f_rq_op; end
+      if (busy_poll) begin
+        lastp_valid <= 1'b1; lastp <= f_cur; other_waits <= busy[!f_cur];
+      end else if (!busy_n[!lastp]) begin
+        other_waits <= 1'b0;
+      end
+    end
+  end
+  always @* if (started && `PROP >= 4) assume (rb_timeout == 32'd0);
+
+  logic [6:0] ok;
   always_comb begin
     ok = '1;
+    ok[4] = !(take_lunlvl && (busy[f_cur] || stuck[f_cur]));
+    ok[5] = !(take_target && busy != 2'b00);
+    ok[6] = !(busy_poll && lastp_valid && lastp == f_cur && other_waits);
     ok[1] = fetched - posted == occupied && (!post || completions == completions_q + 32'd1);
     ok[2] = in_cq <= cq_room && (cq_tail == cq_tail_q || cq_tail == ((cq_tail_q + 32'd1) & cq_mask)) &&
             (cq_tail == cq_tail_q) == !post;
@@ -129,9 +188,14 @@ module pipe_props (
 `ifndef COVER
   always @* if (started) assert (ok[`PROP]);
 `else
-  logic [3:0] hit;
+  logic [6:0] hit;
+  logic       was_busy = 1'b0;  // some LUN has been busy (for the covers)
+  always_ff @(posedge clk) if (started && busy != 2'b00) was_busy <= 1'b1;
   always_comb begin
     hit = '0;
+    hit[4] = take_lunlvl && was_busy && busy == 2'b00;          // a command after a busy spell ended
+    hit[5] = take_target && was_busy;                           // a target-level one after it
+    hit[6] = busy_poll && lastp_valid && lastp != f_cur && busy[lastp];  // polls alternate
     hit[1] = post && cpl_ff_q;                  // a failed fetch's completion goes out
     hit[2] = post && in_cq == cq_room && cq4;   // the 4-entry completion ring is full
     hit[3] = f_fetch && in_sq == 4'd2 && sq4;   // a fetch with two more submitted behind it
