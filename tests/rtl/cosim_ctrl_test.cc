@@ -61,16 +61,30 @@ class CosimTest : public ::testing::Test {
   uint32_t data_bytes() const { return pipes_[0]->parameter_page().data_bytes_per_page; }
   uint32_t meta_bytes() const { return pipes_[0]->parameter_page().spare_bytes_per_page - 13 * (data_bytes() / 512); }
   // Pipe 1 driven by hand, through its rings, without the host library: its ControllerPipe
-  // goes (the registers keep the rings it set up) and the pipe runs. Gives the rings'
+  // goes (the registers keep the rings it set up) and the pipe runs. `r` gets the rings'
   // addresses and the indices and completion count as the library left them.
-  void TakeOverPipe1(uint64_t* sq, uint64_t* cq, uint32_t* tail, uint32_t* cq_tail, uint32_t* done) {
+  struct RawRings {
+    uint64_t sq = 0, cq = 0;
+    uint32_t tail = 0, cq_tail = 0, done = 0;
+  };
+  void TakeOverPipe1(RawRings* r) {
     pipes_[1].reset();
-    *sq = card_->region_base(1);
-    *cq = *sq + 64 * 64;
-    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kSqTail), tail));
-    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCqTail), cq_tail));
-    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCompletions), done));
+    r->sq = card_->region_base(1);
+    r->cq = r->sq + 64 * 64;
+    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kSqTail), &r->tail));
+    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCqTail), &r->cq_tail));
+    ASSERT_TRUE(card_->Read32(pr::At(1, pr::kCompletions), &r->done));
     ASSERT_TRUE(card_->Write32(pr::At(1, pr::kPipeCtrl), 1));
+  }
+  // Puts `d` in pipe 1's submission ring; the doorbell (SQ_TAIL) is the caller's.
+  void Put(RawRings& r, const hw::Descriptor& d) {
+    card_->WriteMem(r.sq + uint64_t{r.tail} * 64, &d, sizeof(d));
+    r.tail = (r.tail + 1) % 64;
+  }
+  // The i-th completion after r.cq_tail, which must be posted (its phase says so).
+  void CompletionAt(const RawRings& r, size_t i, hw::CompletionEntry* e) {
+    card_->ReadMem(r.cq + uint64_t{(r.cq_tail + i) % 64} * 16, e, sizeof(*e));
+    ASSERT_EQ(e->phase(), ((r.done + i) / 64) % 2 == 0) << "completion " << i << " not posted";
   }
   void ExpectCheckerSilent() {
     std::string all;
@@ -357,28 +371,21 @@ TEST_F(CosimTest, AnAbortWhoseLunResetTimesOutPollsTheLunBeforeItsNextCommand) {
 // The host library never sends a target RESET while LUNs work; raw descriptors on pipe 1.
 TEST_F(CosimTest, ATargetResetWaitsForTheLunsArrayOperations) {
   Build();
-  uint64_t sq = 0, cq = 0;
-  uint32_t tail = 0, cq_tail = 0, done = 0;
-  ASSERT_NO_FATAL_FAILURE(TakeOverPipe1(&sq, &cq, &tail, &cq_tail, &done));
+  RawRings r;
+  ASSERT_NO_FATAL_FAILURE(TakeOverPipe1(&r));
   std::vector<hw::Descriptor> ops;
   ops.push_back(hw::Descriptor::Make(hw::opc::kErase, 0x301, 1).Row(1u << 7));
   ops.push_back(hw::Descriptor::Make(hw::opc::kReset, 0x302, 0));
   for (auto& d : ops) {  // the RESET once the erase is under way
-    card_->WriteMem(sq + uint64_t{tail} * 64, &d, sizeof(d));
-    tail = (tail + 1) % 64;
-    ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), tail));
+    Put(r, d);
+    ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), r.tail));
     clock_.RunFor(100 * kUs);
     card_->Advance(clock_.Now());
   }
   clock_.RunFor(4000 * kUs);  // tBERS 1.5 ms, tRST
   card_->Advance(clock_.Now());
-  std::vector<hw::CompletionEntry> got;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    hw::CompletionEntry e;
-    card_->ReadMem(cq + uint64_t{(cq_tail + i) % 64} * 16, &e, sizeof(e));
-    ASSERT_EQ(e.phase(), ((done + i) / 64) % 2 == 0) << "completion " << i << " not posted";
-    got.push_back(e);
-  }
+  std::vector<hw::CompletionEntry> got(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) ASSERT_NO_FATAL_FAILURE(CompletionAt(r, i, &got[i]));
   EXPECT_EQ(got[0].tag(), 0x301) << "the RESET went out while LUN 1 erased";
   EXPECT_EQ(got[1].tag(), 0x302);
   for (const auto& e : got) EXPECT_EQ(e.status(), hw::cst::kOk) << "tag " << std::hex << e.tag();
@@ -497,9 +504,8 @@ TEST_F(CosimTest, ErrorPathsAndResetMidOperation) {
 // ENHANCED, RESET LUN, RESET, READ PARAMETER PAGE.
 TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   Build();
-  uint64_t sq = 0, cq = 0;
-  uint32_t tail = 0, cq_tail = 0, done = 0;
-  ASSERT_NO_FATAL_FAILURE(TakeOverPipe1(&sq, &cq, &tail, &cq_tail, &done));
+  RawRings r;
+  ASSERT_NO_FATAL_FAILURE(TakeOverPipe1(&r));
   const uint64_t reads_before = card_->array_reads(1);
   std::vector<hw::Descriptor> bad;
   bad.push_back(hw::Descriptor::Make(0x77, 0x101, 0));                                   // unknown opcode
@@ -517,19 +523,14 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   bad.push_back(hw::Descriptor::Make(hw::opc::kAccClear, 0x10C, 2).Acc(16, hw::acc_code::kNone));
   bad.push_back(hw::Descriptor::Make(hw::opc::kReadId, 0x106, 0).Row(0, 0x20, 4));       // a good one after them
   bad.back().Buffers(card_->region_base(1) + 8192, 0);
-  for (auto& d : bad) {
-    card_->WriteMem(sq + uint64_t{tail} * 64, &d, sizeof(d));
-    tail = (tail + 1) % 64;
-  }
-  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), tail));
+  for (auto& d : bad) Put(r, d);
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), r.tail));
   clock_.RunFor(200 * kUs);
   card_->Advance(clock_.Now());
-  const bool phase = (done / 64) % 2 == 0;
   std::map<uint16_t, uint8_t> status;
   for (size_t i = 0; i < bad.size(); ++i) {
     hw::CompletionEntry e;
-    card_->ReadMem(cq + uint64_t{(cq_tail + i) % 64} * 16, &e, sizeof(e));
-    ASSERT_EQ(e.phase(), phase ^ ((cq_tail + i) % 64 < cq_tail)) << "completion " << i << " not posted";
+    ASSERT_NO_FATAL_FAILURE(CompletionAt(r, i, &e));
     status[e.tag()] = e.status();
   }
   for (uint16_t t = 0x101; t <= 0x10C; ++t) {
@@ -541,8 +542,8 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   card_->ReadMem(card_->region_base(1) + 8192, onfi, 4);
   EXPECT_EQ(std::string(reinterpret_cast<char*>(onfi), 4), "ONFI");
   EXPECT_EQ(card_->array_reads(1), reads_before);  // nothing reached the dies
-  cq_tail = (cq_tail + static_cast<uint32_t>(bad.size())) % 64;
-  done += static_cast<uint32_t>(bad.size());
+  r.cq_tail = (r.cq_tail + static_cast<uint32_t>(bad.size())) % 64;
+  r.done += static_cast<uint32_t>(bad.size());
 
   // The operations the host library does not issue, through the ring: SET FEATURES
   // (timing mode 5 at address 01h, from memory), GET FEATURES (back into memory), READ
@@ -557,19 +558,15 @@ TEST_F(CosimTest, MalformedDescriptorsAndRings) {
   ops.push_back(hw::Descriptor::Make(hw::opc::kResetLun, 0x204, 3).Row(3u << 7));
   ops.push_back(hw::Descriptor::Make(hw::opc::kReset, 0x205, 0));
   ops.push_back(hw::Descriptor::Make(hw::opc::kReadParam, 0x206, 1).Row(0, 0, 768).Buffers(buf + 128, 0));
-  for (auto& d : ops) {
-    card_->WriteMem(sq + uint64_t{tail} * 64, &d, sizeof(d));
-    tail = (tail + 1) % 64;
-  }
-  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), tail));
+  for (auto& d : ops) Put(r, d);
+  ASSERT_TRUE(card_->Write32(pr::At(1, pr::kSqTail), r.tail));
   clock_.RunFor(500 * kUs);
   card_->Advance(clock_.Now());
   // Commands on different LUNs complete in the order they finish, not as submitted.
   std::map<uint16_t, hw::CompletionEntry> got;
   for (size_t i = 0; i < ops.size(); ++i) {
     hw::CompletionEntry e;
-    card_->ReadMem(cq + uint64_t{(cq_tail + i) % 64} * 16, &e, sizeof(e));
-    ASSERT_EQ(e.phase(), ((done + i) / 64) % 2 == 0) << "completion " << i << " not posted";
+    ASSERT_NO_FATAL_FAILURE(CompletionAt(r, i, &e));
     got[e.tag()] = e;
   }
   for (uint16_t t = 0x201; t <= 0x206; ++t) {
