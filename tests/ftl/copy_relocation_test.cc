@@ -46,6 +46,10 @@ class CopyRelocationTest : public FtlFixture {
     n_ = ftl_->sectors();
     version_.clear();
   }
+  // Random writes after a fill until victims overlap and summaries are read ahead: both in
+  // more than half the victims; every sector checked after a clean restart and after a
+  // power cut mid-grooming.
+  void OverlapAndReadAhead(uint32_t sector_bytes);
   // Fills the LUN, then overwrites even LBAs `rounds` times (odd ones stay where the
   // fill put them, so every victim has live sectors to move), trims a few.
   void Churn(uint32_t rounds) {
@@ -255,8 +259,17 @@ TEST_F(CopyRelocationTest, CopiesFromTheSummaryQueueNoMoreThanTheirShareOfTheDie
 // Victims overlap: once a victim is read through and only waits for its copies to land,
 // the next starts beside it, with its summary already read ahead while the one before
 // was groomed (the pacing stalls between victims, docs/ftl.md). Nothing is lost.
-TEST_F(CopyRelocationTest, VictimsOverlapAndTheNextSummaryIsReadAhead) {
-  Fresh(true);
+TEST_F(CopyRelocationTest, VictimsOverlapAndTheNextSummaryIsReadAhead) { OverlapAndReadAhead(4096); }
+
+// The same with 512-byte sectors (the reference card's format: 16 sectors a page, FlashBack's
+// metadata for all of them in the spare): a page's sectors come from many more LBAs, and a
+// summary names eight times as many.
+TEST_F(CopyRelocationTest, VictimsOverlapAndTheNextSummaryIsReadAheadWith512ByteSectors) {
+  OverlapAndReadAhead(512);
+}
+
+void CopyRelocationTest::OverlapAndReadAhead(uint32_t sector_bytes) {
+  Fresh(true, true, sector_bytes);
   for (uint64_t lba = 0; lba < n_; ++lba) Put(lba, 1);
   clock_.RunUntilIdle();
   const ftl::FtlStats s0 = ftl_->stats();
