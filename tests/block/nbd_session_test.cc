@@ -1,6 +1,7 @@
 // The NBD session and server against exports held in memory: the handshake and every reply
-// byte for byte (MemoryTransport), and the threaded server under libnbd with many
-// connections, deep queues and completions that come back out of order.
+// byte for byte (MemoryTransport), the threaded server under libnbd with many
+// connections, deep queues and completions that come back out of order, and sessions
+// read by their export's engine (polled) over socket pairs.
 #include <libnbd.h>
 #include <sys/socket.h>
 
@@ -10,12 +11,14 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "tests/testutil/temp_dir.h"
+#include "vsl/core/engine.h"
 #include "vsl/nbd/proto.h"
 #include "vsl/nbd/server.h"
 
@@ -566,6 +569,317 @@ TEST(SessionSocketTest, RepliesTheSocketTakesInPartArriveWholeAndInOrderOfBytes)
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(kReads));
   EXPECT_GT(direct, 0u) << "no reply went out on the completing thread: the test proves nothing";
   EXPECT_GT(split, 0u) << "no reply was taken in part: the test proves nothing";
+}
+
+// ---- Polled sessions: the export's engine reads the connection ----
+
+// A memory export whose requests run on a real engine thread, as a LUN's do, each
+// completing after a pseudo-random 0-150 us timer so replies leave out of request order.
+// engine() names that engine, so a session lets it read the connection.
+class EngineExport : public BlockExport {
+ public:
+  EngineExport(uint64_t size, uint32_t block) : mem_(size, block), et_("nbd-test") {}
+  uint64_t size_bytes() const override { return mem_.size_bytes(); }
+  uint32_t block_bytes() const override { return mem_.block_bytes(); }
+  Engine* engine() override { return &et_.engine(); }
+  void Read(uint64_t o, uint32_t n, uint8_t* out, Done d) override {
+    OnEngine([this, o, n, out, d = std::move(d)]() mutable { mem_.Read(o, n, out, std::move(d)); });
+  }
+  void Write(uint64_t o, uint32_t n, const uint8_t* in, bool fua, Done d) override {
+    OnEngine([this, o, n, in, fua, d = std::move(d)]() mutable { mem_.Write(o, n, in, fua, std::move(d)); });
+  }
+  void Trim(uint64_t o, uint64_t n, Done d) override {
+    OnEngine([this, o, n, d = std::move(d)]() mutable { mem_.Trim(o, n, std::move(d)); });
+  }
+  void Flush(Done d) override {
+    OnEngine([d = std::move(d)]() mutable { d(Status::Ok()); });
+  }
+  // Calls made on another thread than the engine's (a threaded session's reader).
+  uint64_t off_engine() const { return off_engine_; }
+  uint64_t calls() const { return calls_; }
+  // Once no request is out.
+  const MemoryExport& mem() const { return mem_; }
+  void Fill(uint64_t offset, const std::vector<uint8_t>& d) {
+    mem_.Write(offset, static_cast<uint32_t>(d.size()), d.data(), false, [](Status) {});
+  }
+
+ private:
+  void OnEngine(Function<void()> f) {
+    ++calls_;
+    if (!et_.engine().OnEngineThread()) ++off_engine_;
+    et_.engine().RunHere([this, f = std::move(f)]() mutable {
+      rng_ = rng_ * 6364136223846793005ull + 1442695040888963407ull;
+      et_.engine().After(static_cast<DurNs>((rng_ >> 60) % 4) * 50'000, std::move(f));
+    });
+  }
+  MemoryExport mem_;
+  uint64_t rng_ = 1;  // the engine's
+  std::atomic<uint64_t> calls_{0}, off_engine_{0};
+  EngineThread et_;  // last: stopped before the memory goes
+};
+
+// Four connections over socket pairs, libnbd on the client side, 128 requests in flight
+// on each against an admission of 16: the engine reads all four, stops reading a
+// connection while its admission is full and takes it up again as replies leave. Every
+// block written is read back. With polled off the same load is read by the sessions'
+// threads (the contrast that shows the first run was polled).
+void RunFourConnections(bool polled, uint64_t* off_engine, uint64_t* calls, uint64_t* batches, uint64_t* pauses) {
+  auto exp = std::make_shared<EngineExport>(32 << 20, 4096);
+  StaticCatalog cat;
+  cat.Add({"eng", ""}, exp);
+  SessionOptions o;
+  o.max_inflight = 16;
+  o.polled = polled;
+  constexpr int kConns = 4, kDepth = 128, kBlocks = 2048;
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<std::thread> servers, clients;
+  std::atomic<int> failures{0};
+  std::vector<int> client_fds;
+  for (int c = 0; c < kConns; ++c) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    sessions.push_back(std::make_unique<Session>(std::make_unique<SocketTransport>(sv[0]), cat, o, "pair"));
+    client_fds.push_back(sv[1]);
+  }
+  for (auto& s : sessions) servers.emplace_back([&s] { s->Run(); });
+  for (int c = 0; c < kConns; ++c) {
+    clients.emplace_back([&, c] {
+      nbd_handle* h = nbd_create();
+      if (h == nullptr || nbd_set_export_name(h, "eng") != 0 || nbd_connect_socket(h, client_fds[c]) != 0) {
+        ADD_FAILURE() << nbd_get_error();
+        ++failures;
+        return;
+      }
+      std::vector<std::vector<uint8_t>> bufs(kBlocks / kConns, std::vector<uint8_t>(4096));
+      for (int pass = 0; pass < 2; ++pass) {
+        int next = 0;
+        while (next < kBlocks / kConns || nbd_aio_in_flight(h) > 0) {
+          while (next < kBlocks / kConns && nbd_aio_in_flight(h) < kDepth) {
+            const uint64_t block = static_cast<uint64_t>(next) * kConns + c;
+            auto& b = bufs[next];
+            int64_t r;
+            if (pass == 0) {
+              std::fill(b.begin(), b.end(), static_cast<uint8_t>(block * 7 + 1));
+              r = nbd_aio_pwrite(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
+            } else {
+              r = nbd_aio_pread(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
+            }
+            if (r < 0) ++failures;
+            ++next;
+          }
+          if (nbd_poll(h, -1) < 0) {
+            ++failures;
+            break;
+          }
+          int64_t cookie;
+          while ((cookie = nbd_aio_peek_command_completed(h)) > 0) {
+            if (nbd_aio_command_completed(h, static_cast<uint64_t>(cookie)) != 1) ++failures;
+          }
+        }
+        if (pass == 0 && nbd_flush(h, 0) != 0) ++failures;
+      }
+      for (int i = 0; i < kBlocks / kConns; ++i) {
+        const uint64_t block = static_cast<uint64_t>(i) * kConns + c;
+        if (bufs[i] != std::vector<uint8_t>(4096, static_cast<uint8_t>(block * 7 + 1))) ++failures;
+      }
+      nbd_shutdown(h, 0);
+      nbd_close(h);
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (auto& t : servers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  *off_engine = exp->off_engine();
+  *calls = exp->calls();
+  *batches = *pauses = 0;
+  for (auto& s : sessions) {
+    EXPECT_TRUE(s->finished());
+    *batches += s->stats().polled_batches;
+    *pauses += s->stats().polled_pauses;
+  }
+}
+
+TEST(PolledSessionTest, FourConnectionsOnOneEngineThroughAdmissionPauses) {
+  uint64_t off = 0, calls = 0, batches = 0, pauses = 0;
+  RunFourConnections(true, &off, &calls, &batches, &pauses);
+  EXPECT_GE(calls, 2u * 2048);
+  EXPECT_EQ(off, 0u) << "a request reached the export off the engine's thread: not polled";
+  EXPECT_GT(batches, 0u);
+  EXPECT_GT(pauses, 0u) << "admission never filled: the test proves nothing of the pauses";
+  RunFourConnections(false, &off, &calls, &batches, &pauses);
+  EXPECT_EQ(off, calls) << "threaded sessions' requests came from their reader threads";
+  EXPECT_EQ(batches, 0u);
+}
+
+// What a client sends, in pieces of 1 to 13 bytes with pauses between some: the engine
+// meets headers and payloads read in part and takes them up on later turns.
+void SendDribbled(int fd, const std::vector<uint8_t>& b) {
+  std::size_t off = 0;
+  for (uint32_t k = 0; off < b.size(); ++k) {
+    const std::size_t n = std::min<std::size_t>(1 + k * 7 % 13, b.size() - off);
+    if (::send(fd, b.data() + off, n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) return;
+    off += n;
+    if (k % 64 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+}
+
+// Reads everything the server sends until it closes.
+Reader ReadAll(int fd) {
+  Reader r;
+  uint8_t buf[65536];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    r.b.insert(r.b.end(), buf, buf + n);
+  }
+  return r;
+}
+
+// Past the greeting and GO's replies.
+void SkipHandshake(Reader& r) {
+  EXPECT_EQ(r.u64(), kNbdMagic);
+  EXPECT_EQ(r.u64(), kOptMagic);
+  r.u16();
+  auto e = r.rep();
+  while (e.type != kRepAck) e = r.rep();
+}
+
+// Large reads and writes dribbled in a few bytes at a time while the client does not
+// read: a batch the socket takes in part leaves its tail to the writer thread, ahead of
+// every later reply. Every reply arrives whole and once, and the writes land whole.
+TEST(PolledSessionTest, DribbledRequestsAndBatchesTheSocketTakesInPart) {
+  constexpr uint32_t kWrites = 40, kLen = 64 << 10, kReads = 32;
+  constexpr uint64_t kSize = 4 << 20;
+  auto exp = std::make_shared<EngineExport>(kSize, 4096);
+  std::vector<uint8_t> pattern(kSize);
+  for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  exp->Fill(0, pattern);
+  StaticCatalog cat;
+  cat.Add({"eng", ""}, exp);
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  const int small = 16 << 10;
+  ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+  uint64_t batches = 0, split = 0;
+  std::thread server([&] {
+    Session s(std::make_unique<SocketTransport>(sv[0]), cat, SessionOptions{}, "pair");
+    s.Run();
+    batches = s.stats().polled_batches;
+    split = s.stats().replies_split;
+  });
+  // The reads first (the first reply meets an empty socket that takes part of it), then
+  // block 1000 - 64 + i written with byte 0xA0 + i (outside what the reads read).
+  Wire w;
+  w.u32(kClientFixedNewstyle | kClientNoZeroes).go("eng");
+  for (uint32_t i = 0; i < kReads; ++i) w.req(kCmdRead, 1000 + i, uint64_t{i} * 69632 % (kSize / 2) / 4096 * 4096, kLen);
+  for (uint32_t i = 0; i < kWrites; ++i) {
+    w.req(kCmdWrite, 1 + i, (1000ull - 64 + i) * 4096, 4096).bytes(4096, static_cast<uint8_t>(0xA0 + i));
+  }
+  w.req(kCmdDisc, 1, 0, 0);
+  std::thread client_writer([&] { SendDribbled(sv[1], w.b); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // not reading: replies meet a full socket
+  Reader r = ReadAll(sv[1]);
+  client_writer.join();
+  server.join();
+  ::close(sv[1]);
+  SkipHandshake(r);
+  std::vector<int> seen(kWrites + kReads, 0);
+  for (uint32_t k = 0; k < kWrites + kReads; ++k) {
+    ASSERT_EQ(r.u32(), kSimpleReplyMagic) << "reply " << k << " at byte " << r.p;
+    EXPECT_EQ(r.u32(), 0u);
+    const uint64_t h = r.u64();
+    if (h >= 1000) {
+      ASSERT_LT(h, 1000u + kReads);
+      const uint32_t i = static_cast<uint32_t>(h - 1000);
+      ++seen[kWrites + i];
+      const uint64_t off = uint64_t{i} * 69632 % (kSize / 2) / 4096 * 4096;
+      ASSERT_LE(r.p + kLen, r.b.size());
+      EXPECT_TRUE(std::equal(pattern.begin() + static_cast<std::ptrdiff_t>(off),
+                             pattern.begin() + static_cast<std::ptrdiff_t>(off + kLen),
+                             r.b.begin() + static_cast<std::ptrdiff_t>(r.p)))
+          << "reply for handle " << h;
+      r.p += kLen;
+    } else {
+      ASSERT_GE(h, 1u);
+      ASSERT_LE(h, kWrites);
+      ++seen[h - 1];
+    }
+  }
+  EXPECT_FALSE(r.more());
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(kWrites + kReads));
+  // The writes landed whole (block 1000 - 64 + i holds byte 0xA0 + i).
+  for (uint32_t i = 0; i < kWrites; ++i) {
+    const auto at = exp->mem().data().begin() + static_cast<std::ptrdiff_t>((1000ull - 64 + i) * 4096);
+    EXPECT_EQ(std::count(at, at + 4096, static_cast<uint8_t>(0xA0 + i)), 4096) << "block " << i;
+  }
+  EXPECT_GT(batches, 0u) << "no reply went out in an engine's batch: not polled";
+  EXPECT_GT(split, 0u) << "no batch was taken in part: the test proves nothing";
+}
+
+// The ways a polled connection ends: every request accepted before the end is answered,
+// and Run returns.
+TEST(PolledSessionTest, EndsAnswerWhatWasAcceptedAndReturn) {
+  auto exp = std::make_shared<EngineExport>(1 << 20, 4096);
+  StaticCatalog cat;
+  cat.Add({"eng", ""}, exp);
+  struct Case {
+    const char* name;
+    std::function<void(Wire&)> tail;  // after four writes (handles 1-4)
+    uint32_t error_for_5;             // a fifth reply's error, 0 for none
+  };
+  const Case cases[] = {
+      {"bad magic", [](Wire& w) { w.u32(0xdeadbeef).bytes(24, 0); }, 0},
+      {"oversize write", [](Wire& w) { w.req(kCmdWrite, 5, 0, 64u << 20); }, kEINVAL},
+      {"end in a payload", [](Wire& w) { w.req(kCmdWrite, 5, 0, 4096).bytes(100, 1); }, kEIO},
+      {"end in a header", [](Wire& w) { w.u32(kRequestMagic).u16(0); }, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    SessionOptions o;
+    o.max_payload = 1 << 20;
+    std::thread server([&] {
+      Session s(std::make_unique<SocketTransport>(sv[0]), cat, o, "pair");
+      s.Run();
+    });
+    Wire w;
+    w.u32(kClientFixedNewstyle | kClientNoZeroes).go("eng");
+    for (uint64_t h = 1; h <= 4; ++h) w.req(kCmdWrite, h, h * 4096, 4096).bytes(4096, 7);
+    c.tail(w);
+    ASSERT_EQ(::send(sv[1], w.b.data(), w.b.size(), MSG_NOSIGNAL), static_cast<ssize_t>(w.b.size()));
+    ::shutdown(sv[1], SHUT_WR);  // the end of the stream after the tail
+    Reader r = ReadAll(sv[1]);
+    server.join();
+    ::close(sv[1]);
+    SkipHandshake(r);
+    std::vector<uint64_t> handles;
+    while (r.more()) {
+      ASSERT_EQ(r.u32(), kSimpleReplyMagic);
+      const uint32_t err = r.u32();
+      const uint64_t h = r.u64();
+      EXPECT_EQ(err, h == 5 ? c.error_for_5 : 0u) << h;
+      handles.push_back(h);
+    }
+    std::sort(handles.begin(), handles.end());
+    std::vector<uint64_t> want = {1, 2, 3, 4};
+    if (c.error_for_5 != 0) want.push_back(5);
+    EXPECT_EQ(handles, want);
+  }
+  // Stop from another thread while the connection idles: Run returns.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  Session s(std::make_unique<SocketTransport>(sv[0]), cat, SessionOptions{}, "pair");
+  std::thread server([&] { s.Run(); });
+  Wire w;
+  w.u32(kClientFixedNewstyle | kClientNoZeroes).go("eng").req(kCmdWrite, 1, 0, 4096).bytes(4096, 9);
+  ASSERT_EQ(::send(sv[1], w.b.data(), w.b.size(), MSG_NOSIGNAL), static_cast<ssize_t>(w.b.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  s.Stop();
+  server.join();
+  EXPECT_TRUE(s.finished());
+  ::close(sv[1]);
+  EXPECT_EQ(exp->off_engine(), 0u);
 }
 
 TEST(ServerTest, ASecondServerOnALiveSocketIsRefusedAndLeavesItAlone) {

@@ -55,12 +55,14 @@ int main(int argc, char** argv) {
                  "operations complete as soon as their data has moved)");
   app.add_option("--sim-ecc", sim_ecc, "simulated cards' ECC: statistical (default) or bit-exact (the BCH codec on every read)");
   std::string nbd_socket, nbd_socket_mode, nbd_tcp, tls_mode, tls_cert, tls_key, tls_ca, tls_psk;
-  bool nbd_read_only = false, nbd_write_through = false;
+  bool nbd_read_only = false, nbd_write_through = false, nbd_threaded = false;
   app.add_option("--nbd-socket", nbd_socket, "NBD Unix socket (default: <control socket>-nbd.sock; 'none' for none)");
   app.add_option("--nbd-socket-mode", nbd_socket_mode, "its permissions, octal (default 0600)");
   app.add_option("--nbd-tcp", nbd_tcp, "also serve NBD on TCP: PORT (loopback), HOST:PORT or [V6]:PORT");
   app.add_flag("--nbd-read-only", nbd_read_only, "every export read-only");
   app.add_flag("--nbd-write-through", nbd_write_through, "acknowledge writes only once on flash (every write FUA)");
+  app.add_flag("--nbd-threaded", nbd_threaded,
+               "read each NBD connection on a thread of its own, not on its LUN's engine (for comparison)");
   std::string sdk_socket, sdk_socket_mode;
   app.add_option("--sdk-socket", sdk_socket,
                  "SDK attach socket (default: <control socket>-sdk.sock; 'none' for none)");
@@ -215,6 +217,7 @@ int main(int argc, char** argv) {
   }
   if (nbd_read_only) cfg.nbd.read_only = true;
   if (nbd_write_through) cfg.nbd.write_through = true;
+  if (nbd_threaded) cfg.nbd.polled = false;
   if (!tls_mode.empty()) {
     auto m = vsl::nbd::ParseTlsMode(tls_mode);
     if (!m.ok()) {
@@ -319,6 +322,7 @@ int main(int argc, char** argv) {
     sc.session.tls = *tls;
     sc.session.read_only = cfg.nbd.read_only;
     sc.session.write_through = cfg.nbd.write_through;
+    sc.session.polled = cfg.nbd.polled;
     auto ns = vsl::nbd::Server::Start(catalog, sc);
     if (!ns.ok()) {
       std::fprintf(stderr, "vsld: NBD: %s\n", ns.status().ToString().c_str());
@@ -354,6 +358,7 @@ int main(int argc, char** argv) {
                                                                              : "on"},
                   {"read_only", cfg.nbd.read_only},
                   {"write_through", cfg.nbd.write_through},
+                  {"polled", cfg.nbd.polled},
                   {"connections", nbd->connections()}};
     }
     return j;

@@ -1,6 +1,12 @@
 #include "vsl/core/clock.h"
 
+#include <poll.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
 
 #include <thread>
 
@@ -127,6 +133,10 @@ constexpr uint32_t kKickLimit = 8, kProbe = 32;
 RealClock::RealClock(std::size_t inbox_capacity)
     : epoch_ns_(SteadyNs()), q_(0x5EED), inbox_(inbox_capacity) {}
 
+RealClock::~RealClock() {
+  if (efd_ >= 0) ::close(efd_);
+}
+
 TimeNs RealClock::Now() const { return static_cast<TimeNs>(SteadyNs() - epoch_ns_); }
 
 bool RealClock::Submit(Task&& task) {
@@ -143,7 +153,12 @@ bool RealClock::Submit(Task&& task) {
 void RealClock::WakeOwner() {
   std::lock_guard<std::mutex> lock(mu_);
   wake_ = true;
-  cv_.notify_one();
+  if (fd_sleeping_) {
+    const uint64_t one = 1;
+    (void)!::write(efd_, &one, sizeof one);
+  } else {
+    cv_.notify_one();
+  }
 }
 
 void RealClock::Stop() {
@@ -272,7 +287,9 @@ void RealClock::WaitUntil(TimeNs deadline, uint64_t kicks_seen) {
   // borrower's kick in kicks_.
   if (submitted_.load(std::memory_order_seq_cst) == drained_.load(std::memory_order_seq_cst) &&
       kicks_.load(std::memory_order_seq_cst) == kicks_seen && !stop_.load() && !wake_) {
-    if (deadline == kTimeNever) {
+    if (n_fd_sources_.load(std::memory_order_acquire) != 0) {
+      SleepOnFds(deadline, lock);
+    } else if (deadline == kTimeNever) {
       cv_.wait(lock, [&] { return wake_; });
     } else {
       const TimeNs now = Now();
@@ -283,6 +300,99 @@ void RealClock::WaitUntil(TimeNs deadline, uint64_t kicks_seen) {
   }
   wake_ = false;
   sleeping_.store(false, std::memory_order_seq_cst);
+}
+
+void RealClock::SleepOnFds(TimeNs deadline, std::unique_lock<std::mutex>& lock) {
+  fd_sleeping_ = true;
+  lock.unlock();
+  bool held_input = false;
+  {
+    std::lock_guard<std::mutex> l(fd_mu_);
+    held_input = !GatherFds(nullptr);
+  }
+  // pfds_[0] is the eventfd: a wake after fd_sleeping_ was set writes it, so nothing
+  // between the unlock and ppoll is missed. A source removed meanwhile (its descriptor
+  // closed or reused) at worst wakes this thread once for nothing.
+  pfds_.insert(pfds_.begin(), pollfd{efd_, POLLIN, 0});
+  if (!held_input) {
+    timespec ts{};
+    const timespec* tp = nullptr;
+    if (deadline != kTimeNever) {
+      const TimeNs left = std::max<TimeNs>(deadline - Now(), 0);
+      ts.tv_sec = static_cast<time_t>(left / 1000000000);
+      ts.tv_nsec = static_cast<long>(left % 1000000000);
+      tp = &ts;
+    }
+    ::ppoll(pfds_.data(), pfds_.size(), tp, nullptr);
+  }
+  if ((pfds_[0].revents & POLLIN) != 0) {
+    uint64_t v;
+    (void)!::read(efd_, &v, sizeof v);
+  }
+  lock.lock();
+  fd_sleeping_ = false;
+}
+
+bool RealClock::GatherFds(std::vector<FdSource*>* srcs) {
+  pfds_.clear();
+  if (srcs != nullptr) srcs->clear();
+  bool none_held = true;
+  for (FdSource* s : fd_sources_) {
+    if (!s->Wanted()) continue;
+    if (s->Buffered()) none_held = false;
+    pfds_.push_back(pollfd{s->fd(), POLLIN, 0});
+    if (srcs != nullptr) srcs->push_back(s);
+  }
+  return none_held;
+}
+
+bool RealClock::AddFdSource(FdSource* s) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (efd_ < 0) efd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd_ < 0) return false;
+  }
+  std::lock_guard<std::mutex> l(fd_mu_);
+  fd_sources_.push_back(s);
+  n_fd_sources_.store(static_cast<uint32_t>(fd_sources_.size()), std::memory_order_release);
+  WakeOwner();  // an owner asleep on the condition variable sleeps on the sources from now
+  return true;
+}
+
+void RealClock::RemoveFdSource(FdSource* s) {
+  std::lock_guard<std::mutex> l(fd_mu_);
+  fd_sources_.erase(std::remove(fd_sources_.begin(), fd_sources_.end(), s), fd_sources_.end());
+  n_fd_sources_.store(static_cast<uint32_t>(fd_sources_.size()), std::memory_order_release);
+}
+
+bool RealClock::TakeFromFdSources() {
+  if (n_fd_sources_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> l(fd_mu_);
+  GatherFds(&fd_ready_);
+  if (fd_ready_.empty()) return false;
+  int n;
+  do {
+    n = ::poll(pfds_.data(), pfds_.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  bool any = false;
+  for (std::size_t i = 0; i < fd_ready_.size(); ++i) {
+    if (pfds_[i].revents != 0 || fd_ready_[i]->Buffered()) any |= fd_ready_[i]->Take();
+  }
+  return any;
+}
+
+void RealClock::FlushFdSources() {
+  if (n_fd_sources_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> l(fd_mu_);
+  for (FdSource* s : fd_sources_) s->Flush();
+}
+
+bool RealClock::FdSourcesReady() {
+  if (n_fd_sources_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> l(fd_mu_);
+  if (!GatherFds(nullptr)) return true;
+  if (pfds_.empty()) return false;
+  return ::poll(pfds_.data(), pfds_.size(), 0) > 0;
 }
 
 void RealClock::AddPoller(Poller* p) {
@@ -342,6 +452,7 @@ void RealClock::RunUntil(TimeNs deadline) {
   // the idle engine (a zero-time card's requests complete inline, on threads of their
   // own, rather than queueing behind this one).
   bool armed = true;  // as pollers start
+  owner_thread_.store(static_cast<unsigned long>(pthread_self()), std::memory_order_relaxed);
   while (!stop_.load(std::memory_order_acquire)) {
     // A borrower holds the token only for one request's run: wait it out.
     while (!TryAcquire()) std::this_thread::yield();
@@ -357,7 +468,9 @@ void RealClock::RunUntil(TimeNs deadline) {
       armed = !poll;
     }
     if (poll) TakeFromPollers(true);
+    TakeFromFdSources();
     PollBudget(UINT64_MAX);
+    FlushFdSources();
     const TimeNs now = Now();
     const bool ready = q_.HasReady();
     const TimeNs next = std::min(q_.NextTime(), deadline);
@@ -386,7 +499,7 @@ void RealClock::RunUntil(TimeNs deadline) {
     if (idle_spin_.Spin(
             [this, armed] {
               return submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire) ||
-                     stop_.load(std::memory_order_relaxed) || (!armed && PollersReady());
+                     stop_.load(std::memory_order_relaxed) || (!armed && PollersReady()) || FdSourcesReady();
             },
             next == kTimeNever ? UINT64_MAX : static_cast<uint64_t>(next - now - kSpinNs))) {
       continue;
@@ -399,13 +512,15 @@ void RealClock::RunUntil(TimeNs deadline) {
     }
     const TimeNs slept_from = Now();
     WaitUntil(next, kicks_seen);
-    // Only a submission's wait teaches the spin (a timer's end, or a borrower's kick,
-    // says nothing of when requests come).
+    // Only a submission's (or a socket's) wait teaches the spin (a timer's end, or a
+    // borrower's kick, says nothing of when requests come).
     const bool submitted =
-        submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire);
+        submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire) ||
+        FdSourcesReady();
     idle_spin_.NoteBlocked(submitted ? static_cast<int64_t>(Now() - slept_from) : -1);
   }
   if (!armed) ArmPollers();  // no one polls now
+  owner_thread_.store(0, std::memory_order_relaxed);
   stop_.store(false, std::memory_order_release);  // a Stop() ends one Run
 }
 

@@ -14,6 +14,9 @@
 // Now() may be called anywhere; RealClock::Submit and Stop may be called from any thread.
 #pragma once
 
+#include <poll.h>
+#include <pthread.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -137,6 +140,9 @@ class VirtualClock final : public Clock {
 class RealClock final : public Clock {
  public:
   explicit RealClock(std::size_t inbox_capacity = 1 << 14);
+  ~RealClock() override;
+  RealClock(const RealClock&) = delete;
+  RealClock& operator=(const RealClock&) = delete;
 
   TimeNs Now() const override;
   bool is_virtual() const override { return false; }
@@ -208,6 +214,40 @@ class RealClock final : public Clock {
   void AddPoller(Poller* p);
   void RemovePoller(Poller* p);
 
+  // A descriptor the owning thread reads itself: an NBD connection's socket, served by
+  // its LUN's engine with no thread of its own between the socket and the engine (SPDK's
+  // model: one thread polls the network and runs the FTL). The owner takes from a source
+  // whenever its descriptor is readable (or it holds input already read), on every turn
+  // of its loop, in its idle spin and in its sleep (ppoll on the sources and the clock's
+  // own eventfd), and after every run of ready tasks lets each source send what the run
+  // completed (Flush: one gather write per connection per run, not one send per reply).
+  // Every call is on the owning thread, with the run token held and fd_mu_ held (so
+  // RemoveFdSource waits out a call in progress).
+  class FdSource {
+   public:
+    virtual ~FdSource() = default;
+    virtual int fd() const = 0;
+    // False while the source takes nothing (its admission full, its stream ended): its
+    // descriptor is then not polled, and whoever makes it wanted again wakes the owner
+    // (any Submit, or WakeFdSources).
+    virtual bool Wanted() const = 0;
+    // Input already read from the descriptor and not yet taken (a poll does not show it).
+    virtual bool Buffered() const = 0;
+    // Reads what the descriptor has without blocking and posts the requests it makes to
+    // this clock; true when it took any. Must not block, nor wait for a lock a thread
+    // holds while it waits for this clock.
+    virtual bool Take() = 0;
+    virtual void Flush() = 0;
+  };
+  // Any thread. False when this clock cannot serve it (nothing is lost: the caller reads
+  // its descriptor itself). After RemoveFdSource returns, the owner never calls `s` again.
+  bool AddFdSource(FdSource* s);
+  void RemoveFdSource(FdSource* s);
+  // Any thread: a source may be wanted again; the owner looks at once.
+  void WakeFdSources() { WakeOwner(); }
+  // True on the thread that runs this clock's loop (Run / RunUntil) now.
+  bool OnOwnerThread() const { return owner_thread_.load(std::memory_order_relaxed) == pthread_self(); }
+
  private:
   bool DrainInbox();
   void WakeOwner();
@@ -227,6 +267,16 @@ class RealClock final : public Clock {
   // Arms every poller; true when one had work already.
   bool ArmPollers();
   void DisarmPollers();
+  // Owner, token held: Take from every wanted source whose descriptor is readable or that
+  // holds input; true when any took. FlushFdSources: Flush every source.
+  bool TakeFromFdSources();
+  void FlushFdSources();
+  // Owner: a source has work without waiting (readable, or input held). One poll(2).
+  bool FdSourcesReady();
+  // Owner: sleeps in ppoll on the wanted sources and the eventfd until `deadline`.
+  void SleepOnFds(TimeNs deadline, std::unique_lock<std::mutex>& lock);
+  // The wanted sources' descriptors (owner only, fd_mu_ held); false when one holds input.
+  bool GatherFds(std::vector<FdSource*>* srcs);
 
   int64_t epoch_ns_;
   TimerQueue q_;
@@ -254,6 +304,14 @@ class RealClock final : public Clock {
   std::vector<Poller*> pollers_;     // guarded by pollers_mu_
   bool added_poller_ = false;        // guarded by pollers_mu_: one is still armed
   std::atomic<uint32_t> n_pollers_{0};  // a look without the lock: none, nothing to do
+  std::mutex fd_mu_;                   // held by the owner while it calls sources
+  std::vector<FdSource*> fd_sources_;  // guarded by fd_mu_
+  std::atomic<uint32_t> n_fd_sources_{0};
+  std::vector<FdSource*> fd_ready_;    // owner only: scratch
+  std::vector<struct pollfd> pfds_;    // owner only: scratch (the eventfd first when asleep)
+  int efd_ = -1;                       // wakes an owner asleep in ppoll (SleepOnFds)
+  bool fd_sleeping_ = false;           // guarded by mu_: the owner sleeps in ppoll, not on cv_
+  std::atomic<unsigned long> owner_thread_{0};  // pthread id of the thread in RunUntil
 };
 
 }  // namespace vsl

@@ -159,6 +159,7 @@ Result<DaemonConfig> DaemonConfig::FromFile(const std::string& path) {
           else if (nk == "tcp") c.nbd.tcp = nv.get<std::string>();
           else if (nk == "read_only") c.nbd.read_only = nv.get<bool>();
           else if (nk == "write_through") c.nbd.write_through = nv.get<bool>();
+          else if (nk == "polled") c.nbd.polled = nv.get<bool>();
           else if (nk == "tls_mode") {
             auto m = nbd::ParseTlsMode(nv.get<std::string>());
             if (!m.ok()) throw std::invalid_argument(std::string(m.status().message()));

@@ -34,7 +34,7 @@ inline constexpr int kProtocolVersion = 1;
 inline constexpr std::size_t kMaxRequestBytes = 64 * 1024;
 
 // The NBD front end (docs/nbd.md). Config file: "nbd": {"socket": "...", "socket_mode":
-// "0600", "tcp": "127.0.0.1:10809", "read_only": false, "write_through": false,
+// "0600", "tcp": "127.0.0.1:10809", "read_only": false, "write_through": false, "polled": true,
 // "tls_mode": "off|on|require", "tls_cert": "...", "tls_key": "...", "tls_ca": "...",
 // "tls_psk": "..."}.
 struct NbdConfig {
@@ -45,6 +45,7 @@ struct NbdConfig {
   std::string tcp;              // "" for none; "PORT" binds loopback
   bool read_only = false;
   bool write_through = false;   // acknowledge writes only once on flash (every write FUA)
+  bool polled = true;           // a LUN's connections read by its engine (nbd::SessionOptions)
   nbd::TlsConfig tls;
 };
 

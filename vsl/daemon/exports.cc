@@ -35,6 +35,7 @@ class LunExport : public BlockExport {
     OnEngine(Call::kTrim, offset, length, nullptr, false, std::move(done));
   }
   void Flush(Done done) override { OnEngine(Call::kFlush, 0, 0, nullptr, false, std::move(done)); }
+  Engine* engine() override { return &lun_->engine(); }
   // From the FTL's map, on the engine (it owns the map).
   void Extents(uint64_t offset, uint64_t length, ExtentsDone done) override {
     auto task = [this, offset, length, done = std::move(done)]() mutable {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "vsl/core/engine.h"
 #include "vsl/core/function.h"
 #include "vsl/core/status.h"
 
@@ -30,6 +31,10 @@ class BlockExport {
   virtual void Write(uint64_t offset, uint32_t length, const uint8_t* data, bool fua, Done done) = 0;
   virtual void Trim(uint64_t offset, uint64_t length, Done done) = 0;
   virtual void Flush(Done done) = 0;
+  // The one engine every request of this export runs on, if there is one (a LUN's): a
+  // session may then let that engine's thread read its connection (RealClock::FdSource).
+  // Calls made on that engine's thread are posted to it, not run inside the call.
+  virtual Engine* engine() { return nullptr; }
 
   // Allocation of [offset, offset + length) as extents in order: (bytes, mapped). An
   // unmapped extent reads as zeroes. May describe less than asked (at least one block).

@@ -1,5 +1,6 @@
 // The NBD server: listens on a Unix socket and/or TCP, runs one Session per connection
-// (a reader thread and a writer thread each), and stops them all on destruction.
+// (a thread that reads it or, polled, waits for its end, and a writer thread each), and
+// stops them all on destruction.
 #pragma once
 
 #include <atomic>

@@ -109,6 +109,8 @@ Session::~Session() {
 void Session::Stop() {
   stopping_ = true;
   t_->Shutdown();
+  std::lock_guard<std::mutex> l(mu_);
+  room_cv_.notify_all();  // a polled session's thread waits for the end there
 }
 
 void Session::Run() {
@@ -404,7 +406,7 @@ bool Session::HandleInfo(uint32_t opt, const std::vector<uint8_t>& data) {
 void Session::Transmission() {
   reader_id_ = std::this_thread::get_id();
   writer_ = std::thread([this] { WriterLoop(); });
-  for (;;) {
+  for (bool threaded = !TransmissionPolled(); threaded;) {
     uint8_t h[kRequestBytes];
     // Sleeps in the read only when the spin saw nothing (or is spent).
     // Only while the reader serves its requests itself (inline on an idle engine): when
@@ -448,18 +450,216 @@ void Session::Transmission() {
   writer_.join();
 }
 
+// ---------------------------------------------------------------- polled transmission
+
+class Session::Source final : public RealClock::FdSource {
+ public:
+  explicit Source(Session* s) : s_(s) {}
+  int fd() const override { return s_->t_->PollFd(); }
+  bool Wanted() const override {
+    return !s_->poll_ended_.load(std::memory_order_relaxed) && !s_->poll_paused_.load(std::memory_order_relaxed);
+  }
+  // A request whose header is read and that waits for room is input in hand too.
+  bool Buffered() const override {
+    return s_->t_->Buffered() || (s_->poll_cur_ != nullptr && !s_->poll_cur_admitted_);
+  }
+  bool Take() override { return s_->TakePolled(); }
+  void Flush() override { s_->FlushPolled(); }
+
+ private:
+  Session* const s_;
+};
+
+bool Session::TransmissionPolled() {
+  Engine* e = exp_->engine();
+  if (!opts_.polled || e == nullptr || e->clock().is_virtual() || t_->PollFd() < 0) return false;
+  poll_clock_ = &static_cast<RealClock&>(e->clock());
+  source_ = std::make_unique<Source>(this);
+  if (!poll_clock_->AddFdSource(source_.get())) {
+    poll_clock_ = nullptr;
+    return false;
+  }
+  Log()->debug("{}: read by {}'s engine", peer_, e->name());
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    room_cv_.wait(l, [this] { return poll_end_seen_ || stopping_.load(); });
+  }
+  poll_clock_->RemoveFdSource(source_.get());
+  // The engine's thread reads the connection and sends batches no more: what it left is
+  // this thread's. A write whose payload was coming fails as in a threaded session.
+  if (Request* r = poll_cur_; r != nullptr) {
+    poll_cur_ = nullptr;
+    if (poll_cur_admitted_) {
+      Fail(r, kEIO, "connection ended in the write payload");
+    } else {
+      std::lock_guard<std::mutex> l(mu_);
+      free_requests_.Give(r);
+    }
+  }
+  std::deque<Request*> left;
+  {
+    std::lock_guard<std::mutex> l(poll_mu_);
+    poll_detached_ = true;
+    left.swap(poll_replies_);
+  }
+  SendReplies(left, local_iov_);
+  SendReplies(local_replies_, local_iov_);
+  return true;
+}
+
+bool Session::TakePolled() {
+  bool any = false;
+  while (!poll_ended_.load(std::memory_order_relaxed)) {
+    if (poll_cur_ == nullptr) {
+      while (poll_head_got_ < kRequestBytes) {
+        const ssize_t n = t_->TryRead(poll_head_ + poll_head_got_, kRequestBytes - poll_head_got_);
+        if (n == 0) return any;
+        if (n < 0) {
+          EndPolled();
+          return any;
+        }
+        poll_head_got_ += static_cast<std::size_t>(n);
+      }
+      poll_head_got_ = 0;
+      const uint8_t* h = poll_head_;
+      if (Get32(h) != kRequestMagic) {
+        Log()->info("{}: bad request magic {:#x}: closing", peer_, Get32(h));
+        EndPolled();
+        return any;
+      }
+      Request* r = TakeRequest();
+      r->flags = Get16(h + 4);
+      r->type = Get16(h + 6);
+      r->handle = Get64(h + 8);
+      r->offset = Get64(h + 16);
+      r->length = Get32(h + 24);
+      if (r->type == kCmdDisc) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          free_requests_.Give(r);
+        }
+        EndPolled();
+        return any;
+      }
+      ++stats_.requests;
+      Charge(r);
+      poll_cur_ = r;
+      poll_cur_admitted_ = false;
+      poll_payload_got_ = 0;
+    }
+    Request* r = poll_cur_;
+    if (!poll_cur_admitted_) {
+      // As the threaded reader's wait, without waiting: the engine reads this connection
+      // no more until a reply makes room (ReleaseLocked wakes it).
+      std::lock_guard<std::mutex> l(mu_);
+      if (inflight_ != 0 && (inflight_ >= opts_.max_inflight ||
+                             inflight_bytes_ + r->charged > opts_.max_inflight_bytes)) {
+        poll_paused_.store(true, std::memory_order_relaxed);
+        ++stats_.polled_pauses;
+        return any;
+      }
+      ++inflight_;
+      inflight_bytes_ += r->charged;
+      poll_cur_admitted_ = true;
+    }
+    any = true;
+    if (r->type == kCmdWrite) {
+      if (poll_payload_got_ == 0 && FailOversizeWrite(r)) {
+        poll_cur_ = nullptr;
+        EndPolled();
+        return any;
+      }
+      r->Buffer(r->length);
+      while (poll_payload_got_ < r->length) {
+        const ssize_t n = t_->TryRead(r->buf.get() + poll_payload_got_, r->length - poll_payload_got_);
+        if (n == 0) return any;
+        if (n < 0) {
+          poll_cur_ = nullptr;
+          Fail(r, kEIO, "connection ended in the write payload");
+          EndPolled();
+          return any;
+        }
+        poll_payload_got_ += static_cast<uint64_t>(n);
+      }
+    }
+    poll_cur_ = nullptr;
+    if (!Execute(r)) {
+      EndPolled();
+      return any;
+    }
+  }
+  return any;
+}
+
+void Session::FlushPolled() {
+  {
+    std::lock_guard<std::mutex> l(poll_mu_);
+    if (poll_replies_.empty()) return;
+    poll_batch_.swap(poll_replies_);
+  }
+  // Every reply of the run in one gather write (IOV_MAX apart), without waiting: what the
+  // socket does not take goes to the writer thread, behind the tail kept in unsent_.
+  std::size_t done = 0;
+  bool partial = false;
+  {
+    std::unique_lock<std::mutex> s(send_mu_, std::try_to_lock);
+    while (s.owns_lock() && unsent_.empty() && done < poll_batch_.size()) {
+      poll_iov_.clear();
+      std::size_t n = done;
+      while (n < poll_batch_.size() && poll_iov_.size() + 3 <= 1024) AppendReply(poll_batch_[n++], &poll_iov_);
+      const ssize_t sent = t_->TryWrite(poll_iov_.data(), static_cast<int>(poll_iov_.size()));
+      if (sent <= 0) break;
+      ++stats_.polled_batches;
+      KeepUnsent(poll_iov_, static_cast<std::size_t>(sent));
+      partial = !unsent_.empty();
+      if (partial) ++stats_.replies_split;
+      done = n;
+    }
+  }
+  uint64_t bytes = 0;
+  for (std::size_t i = 0; i < done; ++i) bytes += poll_batch_[i]->charged;
+  RealClock* wake = nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (std::size_t i = 0; i < done; ++i) free_requests_.Give(poll_batch_[i]);
+    for (std::size_t i = done; i < poll_batch_.size(); ++i) replies_.push_back(poll_batch_[i]);
+    if (partial) flush_unsent_ = true;
+    if ((partial || done < poll_batch_.size()) && writer_waiting_) writer_cv_.notify_one();
+    if (done != 0 && ReleaseLocked(static_cast<uint32_t>(done), bytes)) wake = poll_clock_;
+  }
+  poll_batch_.clear();
+  if (wake != nullptr) wake->WakeFdSources();
+}
+
+void Session::EndPolled() {
+  poll_ended_.store(true, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> l(mu_);
+  poll_end_seen_ = true;
+  room_cv_.notify_all();
+}
+
 void Session::Fail(Request* r, uint32_t error, std::string msg) {
   r->error = error;
   r->message = std::move(msg);
   Complete(r, Status::Ok());
 }
 
-bool Session::Dispatch(Request* r) {
-  const uint64_t payload = r->type == kCmdWrite ? r->length : 0;
+void Session::Charge(Request* r) const {
   const uint64_t buffer = (r->type == kCmdWrite || r->type == kCmdRead) ? r->length : 0;
-  const bool oversize = buffer > opts_.max_payload;
-  // Admission: wait until this request fits (an oversize one is not buffered).
-  r->charged = oversize ? 0 : buffer;
+  r->charged = buffer > opts_.max_payload ? 0 : buffer;  // an oversize one is not buffered
+}
+
+bool Session::FailOversizeWrite(Request* r) {
+  if (r->type != kCmdWrite || r->length <= opts_.max_payload) return false;
+  Fail(r, structured_ ? kEOVERFLOW : kEINVAL,
+       fmt::format("write of {} bytes: the maximum is {}", r->length, opts_.max_payload));
+  Log()->info("{}: write payload of {} bytes exceeds {}: closing", peer_, r->length, opts_.max_payload);
+  return true;
+}
+
+bool Session::Dispatch(Request* r) {
+  // Admission: wait until this request fits.
+  Charge(r);
   {
     std::unique_lock<std::mutex> l(mu_);
     reader_waiting_ = true;
@@ -471,18 +671,17 @@ bool Session::Dispatch(Request* r) {
     inflight_bytes_ += r->charged;
   }
   if (r->type == kCmdWrite) {
-    if (oversize) {
-      Fail(r, structured_ ? kEOVERFLOW : kEINVAL,
-           fmt::format("write of {} bytes: the maximum is {}", payload, opts_.max_payload));
-      Log()->info("{}: write payload of {} bytes exceeds {}: closing", peer_, payload, opts_.max_payload);
-      return false;
-    }
-    r->Buffer(payload);
-    if (payload > 0 && !t_->Read(r->buf.get(), payload)) {
+    if (FailOversizeWrite(r)) return false;
+    r->Buffer(r->length);
+    if (r->length > 0 && !t_->Read(r->buf.get(), r->length)) {
       Fail(r, kEIO, "connection ended in the write payload");
       return false;
     }
   }
+  return Execute(r);
+}
+
+bool Session::Execute(Request* r) {
   const uint64_t size = exp_->size_bytes();
   const uint32_t block = exp_->block_bytes();
   const bool in_range = r->offset <= size && r->length <= size - r->offset;
@@ -514,7 +713,7 @@ bool Session::Dispatch(Request* r) {
   const bool fua = (r->flags & kCmdFlagFua) != 0 || opts_.write_through;
   switch (r->type) {
     case kCmdRead: {
-      if (oversize) {
+      if (r->length > opts_.max_payload) {
         Fail(r, structured_ ? kEOVERFLOW : kEINVAL,
              fmt::format("read of {} bytes: the maximum is {}", r->length, opts_.max_payload));
         return true;
@@ -613,6 +812,13 @@ void Session::Complete(Request* r, Status s) {
   } else if (r->type == kCmdWrite) {
     stats_.bytes_written += r->length;
   }
+  if (poll_clock_ != nullptr && poll_clock_->OnOwnerThread()) {
+    std::lock_guard<std::mutex> l(poll_mu_);
+    if (!poll_detached_) {
+      poll_replies_.push_back(r);  // sent with the rest of the engine's run (FlushPolled)
+      return;
+    }
+  }
   if (std::this_thread::get_id() == reader_id_) {
     local_replies_.push_back(r);  // sent by the reader once the export call returns
     return;
@@ -633,28 +839,42 @@ bool Session::SendNow(Request* r) {
   const ssize_t sent = t_->TryWrite(direct_iov_.data(), static_cast<int>(direct_iov_.size()));
   if (sent <= 0) return false;  // nothing left: the writer sends it (or meets the error)
   // What the socket did not take waits in unsent_, ahead of every later reply.
-  auto left = static_cast<std::size_t>(sent);
-  for (const iovec& v : direct_iov_) {
-    const auto* p = static_cast<const uint8_t*>(v.iov_base);
-    const std::size_t skip = std::min(left, v.iov_len);
-    left -= skip;
-    unsent_.insert(unsent_.end(), p + skip, p + v.iov_len);
-  }
+  KeepUnsent(direct_iov_, static_cast<std::size_t>(sent));
   const bool partial = !unsent_.empty();
   s.unlock();
   ++stats_.replies_direct;
   if (partial) ++stats_.replies_split;
   const uint64_t charged = r->charged;
   // Under the lock, last: once it is released this thread touches the session no more.
-  std::lock_guard<std::mutex> l(mu_);
-  free_requests_.Give(r);
-  if (partial) {
-    flush_unsent_ = true;
-    if (writer_waiting_) writer_cv_.notify_one();
+  RealClock* wake = nullptr;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    free_requests_.Give(r);
+    if (partial) {
+      flush_unsent_ = true;
+      if (writer_waiting_) writer_cv_.notify_one();
+    }
+    if (ReleaseLocked(1, charged)) wake = poll_clock_;
   }
-  --inflight_;
-  inflight_bytes_ -= charged;
+  if (wake != nullptr) wake->WakeFdSources();  // the clock outlives every session
+  return true;
+}
+
+void Session::KeepUnsent(const std::vector<iovec>& iov, std::size_t sent) {
+  for (const iovec& v : iov) {
+    const auto* p = static_cast<const uint8_t*>(v.iov_base);
+    const std::size_t skip = std::min(sent, v.iov_len);
+    sent -= skip;
+    unsent_.insert(unsent_.end(), p + skip, p + v.iov_len);
+  }
+}
+
+bool Session::ReleaseLocked(uint32_t n, uint64_t bytes) {
+  inflight_ -= n;
+  inflight_bytes_ -= bytes;
   if (reader_waiting_) room_cv_.notify_all();
+  if (!poll_paused_.load(std::memory_order_relaxed)) return false;
+  poll_paused_.store(false, std::memory_order_relaxed);
   return true;
 }
 
@@ -701,14 +921,14 @@ void Session::SendReplies(std::deque<Request*>& batch, std::vector<iovec>& iov) 
     }
     uint64_t bytes = 0;
     for (std::size_t i = 0; i < n; ++i) bytes += batch[i]->charged;
+    RealClock* wake = nullptr;
     {
       std::lock_guard<std::mutex> l(mu_);
       for (std::size_t i = 0; i < n; ++i) free_requests_.Give(batch[i]);
       batch.erase(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n));
-      inflight_ -= static_cast<uint32_t>(n);
-      inflight_bytes_ -= bytes;
-      if (reader_waiting_) room_cv_.notify_all();
+      if (ReleaseLocked(static_cast<uint32_t>(n), bytes)) wake = poll_clock_;
     }
+    if (wake != nullptr) wake->WakeFdSources();
   }
 }
 

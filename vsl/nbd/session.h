@@ -1,6 +1,16 @@
 // One NBD connection: the fixed-newstyle handshake, then transmission.
 //
-// Transmission runs on two threads: the caller of Run reads requests, checks them and
+// Transmission, polled (the default where it can be: a plain socket, an export with one
+// engine on a real clock, BlockExport::engine): the export's engine's own thread reads
+// the connection (RealClock::FdSource), runs its requests and sends the replies its run
+// completed in one gather write, so a request meets no thread but the engine's and a
+// burst of replies costs the client one wake-up. The engine never blocks on the socket:
+// a request read in part waits for the rest on the next turn, and replies the socket
+// does not take go to the writer thread (below). The caller of Run only waits for the
+// end. With several connections to one LUN, one thread serves them all, the way the
+// LUN's one engine serves everything else.
+//
+// Transmission, threaded (TLS, volumes, memory transports, or polled off): the caller of Run reads requests, checks them and
 // hands them to the export (which runs them on its LUN's engine); a completion sends its
 // reply itself when the socket takes it at once, else queues it for the connection's
 // writer thread, so replies go out in completion order, not request order, and an
@@ -29,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "vsl/core/clock.h"
 #include "vsl/core/free_list.h"
 #include "vsl/core/spin.h"
 #include "vsl/nbd/export.h"
@@ -45,6 +56,7 @@ struct SessionOptions {
   uint64_t max_inflight_bytes = 128ull << 20;
   int handshake_timeout_s = 10;
   uint32_t max_options = 1024;      // options before GO; more ends the connection
+  bool polled = true;               // let the export's engine read the connection (above)
 };
 
 struct SessionStats {
@@ -53,7 +65,9 @@ struct SessionStats {
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> bytes_written{0};
   std::atomic<uint64_t> replies_direct{0};  // sent by the completing thread (SendNow)
-  std::atomic<uint64_t> replies_split{0};   // of those, left in part for the writer
+  std::atomic<uint64_t> replies_split{0};   // replies the socket took in part (the rest: the writer)
+  std::atomic<uint64_t> polled_batches{0};  // gather writes of replies by a polling engine
+  std::atomic<uint64_t> polled_pauses{0};   // times the engine stopped reading: admission full
 };
 
 class Session {
@@ -81,6 +95,28 @@ class Session {
   void Transmission();
   // Checks and dispatches one request; false ends the connection.
   bool Dispatch(Request* r);
+  // The checks and the export call, for a request admitted with its payload in; false
+  // ends the connection.
+  bool Execute(Request* r);
+  // What the admission charges for `r` (its buffer; nothing for an oversize one).
+  void Charge(Request* r) const;
+  // Fails an admitted write whose payload exceeds the maximum (true: the connection ends).
+  bool FailOversizeWrite(Request* r);
+
+  // Polled transmission (RealClock::FdSource; every call on the engine's thread but the
+  // session thread's own, which waits for the end, then takes what is left).
+  class Source;
+  // True when the connection was served polled (false: the engine could not take it).
+  bool TransmissionPolled();
+  // The engine's: reads and dispatches what the socket has; true when any was taken.
+  bool TakePolled();
+  // The engine's, after its run: sends the replies the run completed.
+  void FlushPolled();
+  // The connection ends (any reason): the engine stops reading it.
+  void EndPolled();
+  // Releases `n` admissions of `bytes` (mu_ held); true when the engine must be woken
+  // (the polled reader was waiting for room).
+  bool ReleaseLocked(uint32_t n, uint64_t bytes);
   void Complete(Request* r, Status s);
   // An engine's completion sends its reply itself when it can without waiting: nothing
   // queued for the writer's socket lock, the socket taking bytes now. Saves the writer's
@@ -90,6 +126,8 @@ class Session {
   // (whole, or in part with the rest in unsent_) and its admission is released: the
   // session is not touched after. False: nothing was sent; queue it for the writer.
   bool SendNow(Request* r);
+  // Keeps in unsent_ what of `iov` lies past its first `sent` bytes. send_mu_ held.
+  void KeepUnsent(const std::vector<iovec>& iov, std::size_t sent);
   // Sends unsent_ (blocking). send_mu_ held.
   void FlushUnsent();
   void Fail(Request* r, uint32_t error, std::string msg);
@@ -141,6 +179,26 @@ class Session {
   uint64_t inflight_bytes_ = 0;
   bool writer_stop_ = false;
   std::thread writer_;
+  // Polled transmission's state. The engine's thread alone (until the session thread has
+  // removed the source): the request being read, and how much of it.
+  RealClock* poll_clock_ = nullptr;
+  std::unique_ptr<Source> source_;
+  uint8_t poll_head_[28];
+  std::size_t poll_head_got_ = 0;
+  Request* poll_cur_ = nullptr;     // header read; admission, payload or both to come
+  bool poll_cur_admitted_ = false;
+  uint64_t poll_payload_got_ = 0;
+  std::atomic<bool> poll_ended_{false};
+  bool poll_end_seen_ = false;        // (mu_) for the session thread's wait
+  std::atomic<bool> poll_paused_{false};  // admission full (set and cleared under mu_)
+  // Replies completed on the engine's thread, sent by its FlushPolled. Once the source is
+  // removed (poll_detached_), the session thread sends what is left and later replies go
+  // the threaded way.
+  std::mutex poll_mu_;
+  std::deque<Request*> poll_replies_;   // (poll_mu_)
+  bool poll_detached_ = false;          // (poll_mu_)
+  std::deque<Request*> poll_batch_;     // the engine's: the batch being sent
+  std::vector<iovec> poll_iov_;
   std::atomic<bool> finished_{false};
   std::atomic<bool> stopping_{false};
   SessionStats stats_;

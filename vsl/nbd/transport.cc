@@ -70,6 +70,36 @@ bool SocketTransport::Read(void* buf, std::size_t n) {
   return true;
 }
 
+ssize_t SocketTransport::TryRead(void* buf, std::size_t n) {
+  if (session_ != nullptr) return -1;
+  if (rpos_ < rlen_) {
+    const std::size_t take = std::min(n, rlen_ - rpos_);
+    std::memcpy(buf, rbuf_.get() + rpos_, take);
+    rpos_ += take;
+    return static_cast<ssize_t>(take);
+  }
+  if (failed_.load(std::memory_order_relaxed)) return -1;
+  // As Read: large reads straight to their buffer, small ones through the buffer.
+  const bool direct = n >= kReadBuffer;
+  if (!direct && !rbuf_) rbuf_.reset(new uint8_t[kReadBuffer]);
+  ssize_t r;
+  do {
+    r = ::recv(fd_, direct ? buf : rbuf_.get(), direct ? n : kReadBuffer, MSG_DONTWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+  if (r <= 0) {
+    failed_ = true;
+    return -1;
+  }
+  if (direct) return r;
+  rpos_ = 0;
+  rlen_ = static_cast<std::size_t>(r);
+  const std::size_t take = std::min(n, rlen_);
+  std::memcpy(buf, rbuf_.get(), take);
+  rpos_ = take;
+  return static_cast<ssize_t>(take);
+}
+
 bool SocketTransport::Write(const iovec* iov, int count) {
   if (session_ != nullptr) {
     auto s = static_cast<gnutls_session_t>(session_);

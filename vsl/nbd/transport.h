@@ -42,6 +42,20 @@ class Transport {
     (void)count;
     return -1;
   }
+  // A descriptor that polls readable when Read would find bytes, for a reader that waits
+  // on it with others (an engine serving several connections, RealClock::FdSource);
+  // -1 when there is none (TLS, memory): such a stream is read by a thread of its own.
+  virtual int PollFd() const { return -1; }
+  // Never blocks (one reader at a time, like Read): reads up to `n` bytes of what the
+  // stream has now. Bytes read (> 0), 0 when there are none yet, -1 at the end of the
+  // stream or on an error (then every later call is -1). Only where PollFd() >= 0.
+  virtual ssize_t TryRead(void* buf, std::size_t n) {
+    (void)buf;
+    (void)n;
+    return -1;
+  }
+  // Bytes read from the descriptor and not yet consumed (a poll of it does not show them).
+  virtual bool Buffered() const { return false; }
   // Server side of a TLS handshake on the stream.
   virtual Status StartTls(const TlsContext& ctx) = 0;
   virtual bool tls() const = 0;
@@ -59,6 +73,9 @@ class SocketTransport : public Transport {
   bool Ready() override;
   bool Write(const iovec* iov, int count) override;
   ssize_t TryWrite(const iovec* iov, int count) override;
+  int PollFd() const override { return session_ == nullptr ? fd_ : -1; }
+  ssize_t TryRead(void* buf, std::size_t n) override;
+  bool Buffered() const override { return rpos_ < rlen_; }
   Status StartTls(const TlsContext& ctx) override;
   bool tls() const override { return session_ != nullptr; }
   void SetReadTimeout(int seconds) override;
