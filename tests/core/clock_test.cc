@@ -1,6 +1,8 @@
 #include "vsl/core/clock.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -130,6 +132,95 @@ TEST(RealClockTest, SubmitFromOtherThreadsWakesTheLoop) {
   clock.Run();
   for (auto& p : producers) p.join();
   EXPECT_EQ(count, kThreads * kPer);
+}
+
+// A pipe read by the engine's own thread (RealClock::FdSource): every byte written is
+// taken by the owner, whether it was spinning or asleep in ppoll (writes spaced beyond
+// any spin), each take is followed by a Flush, timers and submissions still wake it while
+// it sleeps on the pipe, a source not wanted is not read until it is wanted again and
+// the owner is woken, and after RemoveFdSource the source is never called again.
+class PipeSource : public RealClock::FdSource {
+ public:
+  explicit PipeSource(RealClock& c) : clock_(c) {
+    EXPECT_EQ(::pipe2(fds_, O_NONBLOCK | O_CLOEXEC), 0);
+  }
+  ~PipeSource() override {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  int fd() const override { return fds_[0]; }
+  bool Wanted() const override { return wanted_.load(); }
+  bool Buffered() const override { return false; }
+  bool Take() override {
+    EXPECT_TRUE(clock_.OnOwnerThread());
+    EXPECT_FALSE(removed_.load()) << "called after RemoveFdSource";
+    char b[64];
+    const ssize_t n = ::read(fds_[0], b, sizeof b);
+    if (n <= 0) return false;
+    for (ssize_t i = 0; i < n; ++i) clock_.Post([this] { ++ran_; ++unflushed_; });
+    return true;
+  }
+  void Flush() override {
+    EXPECT_FALSE(removed_.load()) << "called after RemoveFdSource";
+    flushed_ += unflushed_;
+    unflushed_ = 0;
+  }
+  void Put(int n) {
+    for (int i = 0; i < n; ++i) ASSERT_EQ(::write(fds_[1], "x", 1), 1);
+  }
+  // Waits up to 5 s for `n` bytes run and flushed.
+  bool WaitFlushed(uint64_t n) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (flushed_.load() < n) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5)) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return true;
+  }
+  RealClock& clock_;
+  int fds_[2];
+  std::atomic<bool> wanted_{true}, removed_{false};
+  std::atomic<uint64_t> ran_{0}, flushed_{0};
+  uint64_t unflushed_ = 0;  // the owner's
+};
+
+TEST(RealClockTest, AnFdSourceIsReadByTheOwnerAwakeOrAsleep) {
+  RealClock clock;
+  PipeSource src(clock);
+  std::thread owner([&] { clock.Run(); });
+  ASSERT_TRUE(clock.AddFdSource(&src));
+  uint64_t want = 0;
+  for (int i = 0; i < 20; ++i) {
+    src.Put(1 + i % 3);
+    want += 1 + i % 3;
+    ASSERT_TRUE(src.WaitFlushed(want)) << "byte " << want << " not taken";
+    // Spaced beyond the spin at times: the owner is asleep in ppoll for the next.
+    std::this_thread::sleep_for(std::chrono::microseconds(i % 2 == 0 ? 5000 : 20));
+  }
+  // A timer and a submission still wake an owner asleep on the source.
+  std::promise<void> timer, task;
+  clock.Submit([&] { clock.After(3 * kMs, [&] { timer.set_value(); }); });
+  EXPECT_EQ(timer.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(clock.Submit([&] { task.set_value(); }));
+  EXPECT_EQ(task.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  // Not wanted: not read (nor spun on); wanted again and woken: read.
+  src.wanted_ = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  src.Put(4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(src.ran_.load(), want) << "a source not wanted was read";
+  src.wanted_ = true;
+  clock.WakeFdSources();
+  want += 4;
+  EXPECT_TRUE(src.WaitFlushed(want));
+  clock.RemoveFdSource(&src);
+  src.removed_ = true;
+  src.Put(2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(src.ran_.load(), want);
+  clock.Stop();
+  owner.join();
 }
 
 TEST(RealClockTest, AFullInboxLeavesTheTaskWithTheCaller) {

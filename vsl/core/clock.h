@@ -221,8 +221,8 @@ class RealClock final : public Clock {
   // of its loop, in its idle spin and in its sleep (ppoll on the sources and the clock's
   // own eventfd), and after every run of ready tasks lets each source send what the run
   // completed (Flush: one gather write per connection per run, not one send per reply).
-  // Every call is on the owning thread, with the run token held and fd_mu_ held (so
-  // RemoveFdSource waits out a call in progress).
+  // Every call is on the owning thread with fd_mu_ held (so RemoveFdSource waits out a
+  // call in progress); Take and Flush with the run token too.
   class FdSource {
    public:
     virtual ~FdSource() = default;
