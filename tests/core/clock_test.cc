@@ -223,6 +223,44 @@ TEST(RealClockTest, AnFdSourceIsReadByTheOwnerAwakeOrAsleep) {
   owner.join();
 }
 
+// Timers chained just beyond the owner's spin horizon, while two threads keep both cores
+// busy: the owner, often preempted between choosing its sleep and making it, sleeps on
+// its sources with a deadline already passed. That sleep must not outlast the deadline
+// (with unsigned time it once lasted until the next byte on a socket: a read on the
+// modelled card stalled for seconds).
+TEST(RealClockTest, AnOwnerSleepingOnSourcesPastItsDeadlineWakesAtOnce) {
+  RealClock clock;
+  PipeSource src(clock);
+  std::thread owner([&] { clock.Run(); });
+  ASSERT_TRUE(clock.AddFdSource(&src));
+  std::atomic<bool> hog{true};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < 2; ++i) {
+    hogs.emplace_back([&] {
+      while (hog.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  constexpr int kTimers = 3000;
+  std::atomic<int> fired{0};
+  std::function<void()> next = [&] {
+    if (fired.fetch_add(1) + 1 < kTimers) clock.After(61 * kUs + (fired.load() % 7) * kUs, next);
+  };
+  ASSERT_TRUE(clock.Submit([&] { clock.After(61 * kUs, next); }));
+  const auto t0 = std::chrono::steady_clock::now();
+  while (fired.load() < kTimers && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool all = fired.load() == kTimers;
+  hog = false;
+  for (auto& h : hogs) h.join();
+  src.Put(1);  // frees an owner stuck in its sleep, so the test ends either way
+  EXPECT_TRUE(all) << fired.load() << " of " << kTimers << " timers fired in 20 s";
+  clock.RemoveFdSource(&src);
+  clock.Stop();
+  owner.join();
+}
+
 TEST(RealClockTest, AFullInboxLeavesTheTaskWithTheCaller) {
   RealClock clock(4);  // nobody drains it yet
   int ran = 0;

@@ -318,7 +318,10 @@ void RealClock::SleepOnFds(TimeNs deadline, std::unique_lock<std::mutex>& lock) 
     timespec ts{};
     const timespec* tp = nullptr;
     if (deadline != kTimeNever) {
-      const TimeNs left = std::max<TimeNs>(deadline - Now(), 0);
+      // Unsigned time: a deadline passed since the owner looked (it was preempted) is a
+      // zero timeout, not one some centuries long.
+      const TimeNs now = Now();
+      const TimeNs left = deadline > now ? deadline - now : 0;
       ts.tv_sec = static_cast<time_t>(left / 1000000000);
       ts.tv_nsec = static_cast<long>(left % 1000000000);
       tp = &ts;
