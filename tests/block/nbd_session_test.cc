@@ -432,6 +432,43 @@ class ShuffledExport : public BlockExport {
   std::thread worker_;
 };
 
+// One of `conns` libnbd connections: owns every conns-th of `blocks` 4 KiB blocks,
+// writes them all (`depth` in flight), flushes, reads them back (`depth` in flight) and
+// checks them. Returns the failures seen.
+int WriteAndReadBack(nbd_handle* h, int c, int conns, int blocks, int depth) {
+  int failures = 0;
+  std::vector<std::vector<uint8_t>> bufs(blocks / conns, std::vector<uint8_t>(4096));
+  for (int pass = 0; pass < 2; ++pass) {
+    int next = 0;
+    while (next < blocks / conns || nbd_aio_in_flight(h) > 0) {
+      while (next < blocks / conns && nbd_aio_in_flight(h) < depth) {
+        const uint64_t block = static_cast<uint64_t>(next) * conns + c;
+        auto& b = bufs[next];
+        int64_t r;
+        if (pass == 0) {
+          std::fill(b.begin(), b.end(), static_cast<uint8_t>(block * 7 + 1));
+          r = nbd_aio_pwrite(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
+        } else {
+          r = nbd_aio_pread(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
+        }
+        if (r < 0) ++failures;
+        ++next;
+      }
+      if (nbd_poll(h, -1) < 0) return failures + 1;
+      int64_t cookie;
+      while ((cookie = nbd_aio_peek_command_completed(h)) > 0) {
+        if (nbd_aio_command_completed(h, static_cast<uint64_t>(cookie)) != 1) ++failures;
+      }
+    }
+    if (pass == 0 && nbd_flush(h, 0) != 0) ++failures;
+  }
+  for (int i = 0; i < blocks / conns; ++i) {
+    const uint64_t block = static_cast<uint64_t>(i) * conns + c;
+    if (bufs[i] != std::vector<uint8_t>(4096, static_cast<uint8_t>(block * 7 + 1))) ++failures;
+  }
+  return failures;
+}
+
 TEST(ServerTest, ManyConnectionsDeepQueuesOutOfOrderReplies) {
   TempDir dir;
   auto exp = std::make_shared<ShuffledExport>(32 << 20, 4096);
@@ -454,40 +491,7 @@ TEST(ServerTest, ManyConnectionsDeepQueuesOutOfOrderReplies) {
         ++failures;
         return;
       }
-      // Each connection owns every kConns-th block: writes them all (kDepth in flight),
-      // flushes, then reads them back (kDepth in flight) and checks.
-      std::vector<std::vector<uint8_t>> bufs(kBlocks / kConns, std::vector<uint8_t>(4096));
-      for (int pass = 0; pass < 2; ++pass) {
-        int next = 0;
-        while (next < kBlocks / kConns || nbd_aio_in_flight(h) > 0) {
-          while (next < kBlocks / kConns && nbd_aio_in_flight(h) < kDepth) {
-            const uint64_t block = static_cast<uint64_t>(next) * kConns + c;
-            auto& b = bufs[next];
-            int64_t r;
-            if (pass == 0) {
-              std::fill(b.begin(), b.end(), static_cast<uint8_t>(block * 7 + 1));
-              r = nbd_aio_pwrite(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
-            } else {
-              r = nbd_aio_pread(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
-            }
-            if (r < 0) ++failures;
-            ++next;
-          }
-          if (nbd_poll(h, -1) < 0) {
-            ++failures;
-            break;
-          }
-          int64_t cookie;
-          while ((cookie = nbd_aio_peek_command_completed(h)) > 0) {
-            if (nbd_aio_command_completed(h, static_cast<uint64_t>(cookie)) != 1) ++failures;
-          }
-        }
-        if (pass == 0 && nbd_flush(h, 0) != 0) ++failures;
-      }
-      for (int i = 0; i < kBlocks / kConns; ++i) {
-        const uint64_t block = static_cast<uint64_t>(i) * kConns + c;
-        if (bufs[i] != std::vector<uint8_t>(4096, static_cast<uint8_t>(block * 7 + 1))) ++failures;
-      }
+      failures += WriteAndReadBack(h, c, kConns, kBlocks, kDepth);
       nbd_shutdown(h, 0);
       nbd_close(h);
     });
@@ -650,38 +654,7 @@ void RunFourConnections(bool polled, uint64_t* off_engine, uint64_t* calls, uint
         ++failures;
         return;
       }
-      std::vector<std::vector<uint8_t>> bufs(kBlocks / kConns, std::vector<uint8_t>(4096));
-      for (int pass = 0; pass < 2; ++pass) {
-        int next = 0;
-        while (next < kBlocks / kConns || nbd_aio_in_flight(h) > 0) {
-          while (next < kBlocks / kConns && nbd_aio_in_flight(h) < kDepth) {
-            const uint64_t block = static_cast<uint64_t>(next) * kConns + c;
-            auto& b = bufs[next];
-            int64_t r;
-            if (pass == 0) {
-              std::fill(b.begin(), b.end(), static_cast<uint8_t>(block * 7 + 1));
-              r = nbd_aio_pwrite(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
-            } else {
-              r = nbd_aio_pread(h, b.data(), 4096, block * 4096, NBD_NULL_COMPLETION, 0);
-            }
-            if (r < 0) ++failures;
-            ++next;
-          }
-          if (nbd_poll(h, -1) < 0) {
-            ++failures;
-            break;
-          }
-          int64_t cookie;
-          while ((cookie = nbd_aio_peek_command_completed(h)) > 0) {
-            if (nbd_aio_command_completed(h, static_cast<uint64_t>(cookie)) != 1) ++failures;
-          }
-        }
-        if (pass == 0 && nbd_flush(h, 0) != 0) ++failures;
-      }
-      for (int i = 0; i < kBlocks / kConns; ++i) {
-        const uint64_t block = static_cast<uint64_t>(i) * kConns + c;
-        if (bufs[i] != std::vector<uint8_t>(4096, static_cast<uint8_t>(block * 7 + 1))) ++failures;
-      }
+      failures += WriteAndReadBack(h, c, kConns, kBlocks, kDepth);
       nbd_shutdown(h, 0);
       nbd_close(h);
     });

@@ -419,22 +419,8 @@ void Session::Transmission() {
       idle_spin_.NoteBlocked(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     }
-    if (Get32(h) != kRequestMagic) {
-      Log()->info("{}: bad request magic {:#x}: closing", peer_, Get32(h));
-      break;
-    }
-    Request* r = TakeRequest();
-    r->flags = Get16(h + 4);
-    r->type = Get16(h + 6);
-    r->handle = Get64(h + 8);
-    r->offset = Get64(h + 16);
-    r->length = Get32(h + 24);
-    if (r->type == kCmdDisc) {
-      std::lock_guard<std::mutex> l(mu_);
-      free_requests_.Give(r);
-      break;
-    }
-    ++stats_.requests;
+    Request* r = NewRequest(h);
+    if (r == nullptr) break;
     const bool go_on = Dispatch(r);
     inline_last_ = !local_replies_.empty();
     if (inline_last_) SendReplies(local_replies_, local_iov_);
@@ -522,26 +508,11 @@ bool Session::TakePolled() {
       }
       poll_head_got_ = 0;
       const uint8_t* h = poll_head_;
-      if (Get32(h) != kRequestMagic) {
-        Log()->info("{}: bad request magic {:#x}: closing", peer_, Get32(h));
+      Request* r = NewRequest(h);
+      if (r == nullptr) {
         EndPolled();
         return any;
       }
-      Request* r = TakeRequest();
-      r->flags = Get16(h + 4);
-      r->type = Get16(h + 6);
-      r->handle = Get64(h + 8);
-      r->offset = Get64(h + 16);
-      r->length = Get32(h + 24);
-      if (r->type == kCmdDisc) {
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          free_requests_.Give(r);
-        }
-        EndPolled();
-        return any;
-      }
-      ++stats_.requests;
       Charge(r);
       poll_cur_ = r;
       poll_cur_admitted_ = false;
@@ -636,6 +607,22 @@ void Session::EndPolled() {
   std::lock_guard<std::mutex> l(mu_);
   poll_end_seen_ = true;
   room_cv_.notify_all();
+}
+
+Session::Request* Session::NewRequest(const uint8_t* h) {
+  if (Get32(h) != kRequestMagic) {
+    Log()->info("{}: bad request magic {:#x}: closing", peer_, Get32(h));
+    return nullptr;
+  }
+  if (Get16(h + 6) == kCmdDisc) return nullptr;
+  Request* r = TakeRequest();
+  r->flags = Get16(h + 4);
+  r->type = Get16(h + 6);
+  r->handle = Get64(h + 8);
+  r->offset = Get64(h + 16);
+  r->length = Get32(h + 24);
+  ++stats_.requests;
+  return r;
 }
 
 void Session::Fail(Request* r, uint32_t error, std::string msg) {

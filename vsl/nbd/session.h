@@ -93,6 +93,9 @@ class Session {
   bool HandleMetaContext(uint32_t opt, const std::vector<uint8_t>& data);
   uint16_t TransmissionFlags() const;
   void Transmission();
+  // A request from its header (kRequestBytes), counted; null when the connection ends
+  // there (a bad magic, or NBD_CMD_DISC).
+  Request* NewRequest(const uint8_t* h);
   // Checks and dispatches one request; false ends the connection.
   bool Dispatch(Request* r);
   // The checks and the export call, for a request admitted with its payload in; false
