@@ -2,6 +2,7 @@
 """Side-by-side A/B of the host path: two builds of vsld/vslctl/vsl-bench, run alternately.
 
     python3 bench/host_path_ab.py BUILD_A BUILD_B [--rounds 2] [--seconds 3] [--timing none|model]
+                                  [--a-vsld-args ARGS] [--b-vsld-args ARGS]
 
 Each round, for each build in turn: a fresh duo-slc-small card in /dev/shm, vsld (--ublk off,
 the given timing), lun0 written once over 256 MiB, then fio's nbd engine (4 KiB random read and
@@ -9,6 +10,8 @@ write, 1x1 and 4x4), vsl-bench attached and over NBD (the same rows), and, with 
 vsl-bench in process (QD1 4 KiB write and read: IOPS and the whole process's CPU per I/O).
 Builds alternate so this VM's drift falls on both; read the spread between rounds, not one
 figure. Build a base with `git worktree add /work/base <commit>` and `scripts/build` there.
+One build against itself with an option on one side compares the option, e.g. polled NBD
+connections against threaded ones: `host_path_ab.py build build --b-vsld-args=--nbd-threaded`.
 """
 import argparse
 import json
@@ -29,7 +32,7 @@ def wait_for(path, proc, seconds=30):
     raise SystemExit("no %s after %d s" % (path, seconds))
 
 
-def one_run(build, seconds, timing):
+def one_run(build, seconds, timing, vsld_args=()):
     tools = os.path.join(build, "tools")
     vsld, vslctl, vb = (os.path.join(tools, t) for t in ("vsld", "vslctl", "vsl-bench"))
     t = tempfile.mkdtemp(dir="/dev/shm")
@@ -39,7 +42,8 @@ def one_run(build, seconds, timing):
         subprocess.run([vslctl, "create-card", t + "/card", "--profile", "duo-slc-small"], check=True,
                        stdout=subprocess.DEVNULL)
         log = open(t + "/vsld.log", "w")
-        p = subprocess.Popen([vsld, "--card", t + "/card", "--socket", t + "/s", "--ublk", "off", "--timing", timing],
+        p = subprocess.Popen([vsld, "--card", t + "/card", "--socket", t + "/s", "--ublk", "off", "--timing", timing]
+                             + list(vsld_args),
                              stdout=log, stderr=log)
         wait_for(t + "/s", p)
         subprocess.run([vslctl, "--socket", t + "/s", "format", "--yes"], check=True, stdout=subprocess.DEVNULL)
@@ -100,13 +104,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--timing", choices=("none", "model"), default="none")
+    ap.add_argument("--a-vsld-args", default="", help="extra vsld arguments for A (space-separated)")
+    ap.add_argument("--b-vsld-args", default="", help="extra vsld arguments for B")
     a = ap.parse_args()
     runs = ([], [])  # by position: the same build may be given twice (a noise check)
+    extra = (a.a_vsld_args.split(), a.b_vsld_args.split())
     for r in range(a.rounds):
         for i, b in enumerate((a.a, a.b)):
-            runs[i].append(one_run(b, a.seconds, a.timing))
+            runs[i].append(one_run(b, a.seconds, a.timing, extra[i]))
             print("round %d of %s done" % (r + 1, b), flush=True)
-    print("\n| row (timing %s) | %s | %s |" % (a.timing, a.a, a.b))
+    names = ["%s %s" % (b, x) if x else b for b, x in ((a.a, a.a_vsld_args), (a.b, a.b_vsld_args))]
+    print("\n| row (timing %s) | %s | %s |" % (a.timing, names[0], names[1]))
     print("|---|---|---|")
     for k in runs[0][0]:
         fmt = (lambda v: "%.1f" % v) if ("us" in k) else (lambda v: "%.0f" % v)
