@@ -10,15 +10,17 @@
 // end. With several connections to one LUN, one thread serves them all, the way the
 // LUN's one engine serves everything else.
 //
-// Transmission, threaded (TLS, volumes, memory transports, or polled off): the caller of Run reads requests, checks them and
-// hands them to the export (which runs them on its LUN's engine); a completion sends its
-// reply itself when the socket takes it at once, else queues it for the connection's
-// writer thread, so replies go out in completion order, not request order, and an
-// engine never waits on a socket. A request the export completes
-// on the reader's own thread (it borrowed an idle engine, Engine::RunHere, or failed the
-// checks) is answered by the reader itself once the export call has returned: no
-// hand-off at all at queue depth 1. The two threads' socket writes are serialised. The reader stops taking requests
-// while max_inflight requests or max_inflight_bytes of buffers are outstanding.
+// Transmission, threaded (TLS, volumes, memory transports, or polled off): the caller
+// of Run reads requests, checks them and hands them to the export (which runs them on its
+// LUN's engine); a completion sends its reply itself when the socket takes it at once,
+// else queues it for the connection's writer thread, so replies go out in completion
+// order, not request order, and an engine never waits on a socket. A request the export
+// completes on the reader's own thread (it borrowed an idle engine, Engine::RunHere, or
+// failed the checks) is answered by the reader itself once the export call has returned:
+// no hand-off at all at queue depth 1. The two threads' socket writes are serialised.
+//
+// Either way the connection takes no new request while max_inflight requests or
+// max_inflight_bytes of buffers are outstanding (polled: the engine stops polling it).
 //
 // Bad input: a bad magic ends the connection; a request outside the export, misaligned,
 // too long, with unknown flags or of an unknown type gets its error (EINVAL, EOVERFLOW,
