@@ -363,11 +363,44 @@ TEST_F(SessionTest, DeviceErrorsBecomeProtocolErrorsWithTheirReason) {
 
 // ---- The threaded server under libnbd ----
 
+// A memory export whose every call runs later, where a subclass's Defer puts it: the
+// shuffled worker below, or a real engine thread.
+class DeferredMemoryExport : public BlockExport {
+ public:
+  DeferredMemoryExport(uint64_t size, uint32_t block) : mem_(size, block) {}
+  uint64_t size_bytes() const override { return mem_.size_bytes(); }
+  uint32_t block_bytes() const override { return mem_.block_bytes(); }
+  void Read(uint64_t o, uint32_t n, uint8_t* out, Done d) override {
+    Defer([this, o, n, out, d = std::move(d)]() mutable { mem_.Read(o, n, out, std::move(d)); });
+  }
+  void Write(uint64_t o, uint32_t n, const uint8_t* in, bool fua, Done d) override {
+    Defer([this, o, n, in, fua, d = std::move(d)]() mutable { mem_.Write(o, n, in, fua, std::move(d)); });
+  }
+  void Trim(uint64_t o, uint64_t n, Done d) override {
+    Defer([this, o, n, d = std::move(d)]() mutable { mem_.Trim(o, n, std::move(d)); });
+  }
+  void Flush(Done d) override {
+    Defer([d = std::move(d)]() mutable { d(Status::Ok()); });
+  }
+  // Before any session: sets the bytes at `offset`.
+  void Fill(uint64_t offset, const std::vector<uint8_t>& d) {
+    mem_.Write(offset, static_cast<uint32_t>(d.size()), d.data(), false, [](Status) {});
+  }
+  // Once no request is out.
+  const MemoryExport& mem() const { return mem_; }
+
+ protected:
+  virtual void Defer(Function<void()> f) = 0;
+
+ private:
+  MemoryExport mem_;
+};
+
 // Completes every request on a worker thread after a random delay, so replies leave in an
 // order unrelated to the requests'.
-class ShuffledExport : public BlockExport {
+class ShuffledExport : public DeferredMemoryExport {
  public:
-  ShuffledExport(uint64_t size, uint32_t block) : mem_(size, block), worker_([this] { Loop(); }) {}
+  ShuffledExport(uint64_t size, uint32_t block) : DeferredMemoryExport(size, block), worker_([this] { Loop(); }) {}
   ~ShuffledExport() override {
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -376,28 +409,10 @@ class ShuffledExport : public BlockExport {
     cv_.notify_all();
     worker_.join();
   }
-  uint64_t size_bytes() const override { return mem_.size_bytes(); }
-  uint32_t block_bytes() const override { return mem_.block_bytes(); }
-  void Read(uint64_t o, uint32_t n, uint8_t* out, Done d) override {
-    Queue([this, o, n, out, d = std::move(d)]() mutable { mem_.Read(o, n, out, std::move(d)); });
-  }
-  void Write(uint64_t o, uint32_t n, const uint8_t* in, bool fua, Done d) override {
-    Queue([this, o, n, in, fua, d = std::move(d)]() mutable { mem_.Write(o, n, in, fua, std::move(d)); });
-  }
-  void Trim(uint64_t o, uint64_t n, Done d) override {
-    Queue([this, o, n, d = std::move(d)]() mutable { mem_.Trim(o, n, std::move(d)); });
-  }
-  void Flush(Done d) override {
-    Queue([d = std::move(d)]() mutable { d(Status::Ok()); });
-  }
   uint64_t reordered() const { return reordered_; }
-  // Before any session: sets the bytes at `offset`.
-  void Fill(uint64_t offset, const std::vector<uint8_t>& d) {
-    mem_.Write(offset, static_cast<uint32_t>(d.size()), d.data(), false, [](Status) {});
-  }
 
  private:
-  void Queue(Function<void()> f) {
+  void Defer(Function<void()> f) override {
     {
       std::lock_guard<std::mutex> l(mu_);
       q_.push_back(std::move(f));
@@ -423,7 +438,6 @@ class ShuffledExport : public BlockExport {
       f();
     }
   }
-  MemoryExport mem_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Function<void()>> q_;
@@ -580,35 +594,16 @@ TEST(SessionSocketTest, RepliesTheSocketTakesInPartArriveWholeAndInOrderOfBytes)
 // A memory export whose requests run on a real engine thread, as a LUN's do, each
 // completing after a pseudo-random 0-150 us timer so replies leave out of request order.
 // engine() names that engine, so a session lets it read the connection.
-class EngineExport : public BlockExport {
+class EngineExport : public DeferredMemoryExport {
  public:
-  EngineExport(uint64_t size, uint32_t block) : mem_(size, block), et_("nbd-test") {}
-  uint64_t size_bytes() const override { return mem_.size_bytes(); }
-  uint32_t block_bytes() const override { return mem_.block_bytes(); }
+  EngineExport(uint64_t size, uint32_t block) : DeferredMemoryExport(size, block), et_("nbd-test") {}
   Engine* engine() override { return &et_.engine(); }
-  void Read(uint64_t o, uint32_t n, uint8_t* out, Done d) override {
-    OnEngine([this, o, n, out, d = std::move(d)]() mutable { mem_.Read(o, n, out, std::move(d)); });
-  }
-  void Write(uint64_t o, uint32_t n, const uint8_t* in, bool fua, Done d) override {
-    OnEngine([this, o, n, in, fua, d = std::move(d)]() mutable { mem_.Write(o, n, in, fua, std::move(d)); });
-  }
-  void Trim(uint64_t o, uint64_t n, Done d) override {
-    OnEngine([this, o, n, d = std::move(d)]() mutable { mem_.Trim(o, n, std::move(d)); });
-  }
-  void Flush(Done d) override {
-    OnEngine([d = std::move(d)]() mutable { d(Status::Ok()); });
-  }
   // Calls made on another thread than the engine's (a threaded session's reader).
   uint64_t off_engine() const { return off_engine_; }
   uint64_t calls() const { return calls_; }
-  // Once no request is out.
-  const MemoryExport& mem() const { return mem_; }
-  void Fill(uint64_t offset, const std::vector<uint8_t>& d) {
-    mem_.Write(offset, static_cast<uint32_t>(d.size()), d.data(), false, [](Status) {});
-  }
 
  private:
-  void OnEngine(Function<void()> f) {
+  void Defer(Function<void()> f) override {
     ++calls_;
     if (!et_.engine().OnEngineThread()) ++off_engine_;
     et_.engine().RunHere([this, f = std::move(f)]() mutable {
@@ -616,7 +611,6 @@ class EngineExport : public BlockExport {
       et_.engine().After(static_cast<DurNs>((rng_ >> 60) % 4) * 50'000, std::move(f));
     });
   }
-  MemoryExport mem_;
   uint64_t rng_ = 1;  // the engine's
   std::atomic<uint64_t> calls_{0}, off_engine_{0};
   EngineThread et_;  // last: stopped before the memory goes
@@ -789,8 +783,8 @@ TEST(PolledSessionTest, DribbledRequestsAndBatchesTheSocketTakesInPart) {
   EXPECT_GT(split, 0u) << "no batch was taken in part: the test proves nothing";
 }
 
-// The ways a polled connection ends: every request accepted before the end is answered,
-// and Run returns.
+// The ways a polled connection ends: every request accepted before the end is answered
+// (a misaligned write before it gets EINVAL and the connection goes on), and Run returns.
 TEST(PolledSessionTest, EndsAnswerWhatWasAcceptedAndReturn) {
   auto exp = std::make_shared<EngineExport>(1 << 20, 4096);
   StaticCatalog cat;
@@ -819,6 +813,8 @@ TEST(PolledSessionTest, EndsAnswerWhatWasAcceptedAndReturn) {
     Wire w;
     w.u32(kClientFixedNewstyle | kClientNoZeroes).go("eng");
     for (uint64_t h = 1; h <= 4; ++h) w.req(kCmdWrite, h, h * 4096, 4096).bytes(4096, 7);
+    // Bad input the connection survives: a misaligned write (its payload consumed).
+    w.req(kCmdWrite, 9, 512, 512).bytes(512, 3);
     c.tail(w);
     ASSERT_EQ(::send(sv[1], w.b.data(), w.b.size(), MSG_NOSIGNAL), static_cast<ssize_t>(w.b.size()));
     ::shutdown(sv[1], SHUT_WR);  // the end of the stream after the tail
@@ -831,12 +827,13 @@ TEST(PolledSessionTest, EndsAnswerWhatWasAcceptedAndReturn) {
       ASSERT_EQ(r.u32(), kSimpleReplyMagic);
       const uint32_t err = r.u32();
       const uint64_t h = r.u64();
-      EXPECT_EQ(err, h == 5 ? c.error_for_5 : 0u) << h;
+      EXPECT_EQ(err, h == 5 ? c.error_for_5 : h == 9 ? kEINVAL : 0u) << h;
       handles.push_back(h);
     }
     std::sort(handles.begin(), handles.end());
     std::vector<uint64_t> want = {1, 2, 3, 4};
     if (c.error_for_5 != 0) want.push_back(5);
+    want.push_back(9);
     EXPECT_EQ(handles, want);
   }
   // Stop from another thread while the connection idles: Run returns.
