@@ -515,6 +515,42 @@ TEST(ServerTest, ManyConnectionsDeepQueuesOutOfOrderReplies) {
   EXPECT_GT(exp->reordered(), 100u) << "completions were not reordered: the test proves nothing";
 }
 
+// Bytes that differ from their neighbours and from block to block.
+std::vector<uint8_t> Pattern(std::size_t n) {
+  std::vector<uint8_t> p(n);
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  return p;
+}
+
+// A socket pair whose server side (sv[0]) has a 16 KiB send buffer, smaller than one
+// 64 KiB reply: a reply the socket takes is taken in part.
+void SmallSendBufferPair(int sv[2]) {
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  const int small = 16 << 10;
+  ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+}
+
+// Reads everything the server sends until it closes.
+Reader ReadAll(int fd) {
+  Reader r;
+  uint8_t buf[65536];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    r.b.insert(r.b.end(), buf, buf + n);
+  }
+  return r;
+}
+
+// Past the greeting and GO's replies.
+void SkipHandshake(Reader& r) {
+  EXPECT_EQ(r.u64(), kNbdMagic);
+  EXPECT_EQ(r.u64(), kOptMagic);
+  r.u16();
+  auto e = r.rep();
+  while (e.type != kRepAck) e = r.rep();
+}
+
 // Replies sent by the completing thread (SendNow) to a peer that is not reading: the
 // socket takes part of a reply and the rest waits for the writer, ahead of every later
 // reply. The peer then reads the whole stream: every reply whole, each once, data right.
@@ -522,15 +558,12 @@ TEST(SessionSocketTest, RepliesTheSocketTakesInPartArriveWholeAndInOrderOfBytes)
   constexpr uint32_t kLen = 64 << 10, kReads = 48;
   constexpr uint64_t kSize = 4 << 20;
   auto exp = std::make_shared<ShuffledExport>(kSize, 4096);
-  std::vector<uint8_t> pattern(kSize);
-  for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  const std::vector<uint8_t> pattern = Pattern(kSize);
   exp->Fill(0, pattern);
   StaticCatalog cat;
   cat.Add({"shuffled", ""}, exp);
   int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  const int small = 16 << 10;  // smaller than one reply: a reply the socket takes is taken in part
-  ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+  ASSERT_NO_FATAL_FAILURE(SmallSendBufferPair(sv));
   uint64_t direct = 0, split = 0;
   std::thread server([&] {
     Session s(std::make_unique<SocketTransport>(sv[0]), cat, SessionOptions{}, "pair");
@@ -552,21 +585,11 @@ TEST(SessionSocketTest, RepliesTheSocketTakesInPartArriveWholeAndInOrderOfBytes)
   });
   // Not reading for a while: the completions meet a full socket.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  Reader r;
-  uint8_t buf[65536];
-  for (;;) {
-    const ssize_t n = ::recv(sv[1], buf, sizeof buf, 0);
-    if (n <= 0) break;
-    r.b.insert(r.b.end(), buf, buf + n);
-  }
+  Reader r = ReadAll(sv[1]);
   client_writer.join();
   server.join();
   ::close(sv[1]);
-  EXPECT_EQ(r.u64(), kNbdMagic);
-  EXPECT_EQ(r.u64(), kOptMagic);
-  r.u16();
-  auto e = r.rep();
-  while (e.type != kRepAck) e = r.rep();
+  SkipHandshake(r);
   std::vector<int> seen(kReads, 0);
   for (uint32_t k = 0; k < kReads; ++k) {
     ASSERT_EQ(r.u32(), kSimpleReplyMagic) << "reply " << k << " at byte " << r.p;
@@ -690,27 +713,6 @@ void SendDribbled(int fd, const std::vector<uint8_t>& b) {
   }
 }
 
-// Reads everything the server sends until it closes.
-Reader ReadAll(int fd) {
-  Reader r;
-  uint8_t buf[65536];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    r.b.insert(r.b.end(), buf, buf + n);
-  }
-  return r;
-}
-
-// Past the greeting and GO's replies.
-void SkipHandshake(Reader& r) {
-  EXPECT_EQ(r.u64(), kNbdMagic);
-  EXPECT_EQ(r.u64(), kOptMagic);
-  r.u16();
-  auto e = r.rep();
-  while (e.type != kRepAck) e = r.rep();
-}
-
 // Large reads and writes dribbled in a few bytes at a time while the client does not
 // read: a batch the socket takes in part leaves its tail to the writer thread, ahead of
 // every later reply. Every reply arrives whole and once, and the writes land whole.
@@ -718,15 +720,12 @@ TEST(PolledSessionTest, DribbledRequestsAndBatchesTheSocketTakesInPart) {
   constexpr uint32_t kWrites = 40, kLen = 64 << 10, kReads = 32;
   constexpr uint64_t kSize = 4 << 20;
   auto exp = std::make_shared<EngineExport>(kSize, 4096);
-  std::vector<uint8_t> pattern(kSize);
-  for (std::size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+  const std::vector<uint8_t> pattern = Pattern(kSize);
   exp->Fill(0, pattern);
   StaticCatalog cat;
   cat.Add({"eng", ""}, exp);
   int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  const int small = 16 << 10;
-  ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+  ASSERT_NO_FATAL_FAILURE(SmallSendBufferPair(sv));
   uint64_t batches = 0, split = 0;
   std::thread server([&] {
     Session s(std::make_unique<SocketTransport>(sv[0]), cat, SessionOptions{}, "pair");
