@@ -128,6 +128,10 @@ constexpr DurNs kBusyHorizonNs = 100 * 1000;
 // Borrowed request runs in a row that left work due that soon before RunInline stops
 // borrowing, and one call in kProbe borrows anyway to see whether that changed.
 constexpr uint32_t kKickLimit = 8, kProbe = 32;
+// The owner's sleep ended on a fd source's descriptor: cleared by RunUntil before each
+// sleep, set by SleepOnFds, read by RunUntil right after, all on the owning thread (so
+// the spin learns from a socket's wait without a second poll).
+thread_local bool woke_on_fd_ = false;
 }  // namespace
 
 RealClock::RealClock(std::size_t inbox_capacity)
@@ -327,6 +331,7 @@ void RealClock::SleepOnFds(TimeNs deadline, std::unique_lock<std::mutex>& lock) 
       tp = &ts;
     }
     ::ppoll(pfds_.data(), pfds_.size(), tp, nullptr);
+    for (std::size_t i = 1; i < pfds_.size(); ++i) woke_on_fd_ |= pfds_[i].revents != 0;
   }
   if ((pfds_[0].revents & POLLIN) != 0) {
     uint64_t v;
@@ -514,12 +519,12 @@ void RealClock::RunUntil(TimeNs deadline) {
       if (ArmPollers()) continue;
     }
     const TimeNs slept_from = Now();
+    woke_on_fd_ = false;
     WaitUntil(next, kicks_seen);
     // Only a submission's (or a socket's) wait teaches the spin (a timer's end, or a
     // borrower's kick, says nothing of when requests come).
     const bool submitted =
-        submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire) ||
-        FdSourcesReady();
+        submitted_.load(std::memory_order_acquire) != drained_.load(std::memory_order_acquire) || woke_on_fd_;
     idle_spin_.NoteBlocked(submitted ? static_cast<int64_t>(Now() - slept_from) : -1);
   }
   if (!armed) ArmPollers();  // no one polls now
