@@ -336,6 +336,44 @@ TEST_F(CopyTest, AccumulatorOperationsTakeEffectInSubmissionOrder) {
   EXPECT_EQ(card_->stats(0).rule_violations(), 0u);
 }
 
+// The same order on a card without timing (SimCardOptions::null_timing, vsld --timing
+// none): a copy and the take submitted right after it enter the buffer in the same
+// instant, and the clock breaks ties between equal times at random, so their landings
+// must not depend on it. Row after row, each take holds its row's copy and its own data,
+// never the copy of the row before or after. (ftl_cpu_bench found it: rows whose parity
+// missed a copied member could not be rebuilt when that member's block went bad.)
+TEST_F(CopyTest, AccumulatorOperationsTakeEffectInSubmissionOrderWithoutTiming) {
+  simcard::SimCardOptions so;
+  so.null_timing = true;
+  Make("test-small", {}, so);
+  const uint32_t b0 = Fresh(0, 1), b1 = Fresh(1, 1), b3 = Fresh(3, 1);
+  const uint32_t rows = g().pages_per_block;
+  std::vector<std::vector<uint8_t>> src(rows), own(rows);
+  for (uint32_t i = 0; i < rows; ++i) {
+    src[i] = Pattern(100 + i, page_bytes());
+    own[i] = Pattern(200 + i, page_bytes());
+    ASSERT_TRUE(Program(0, {0, b0, i}, src[i]).ok()) << "page " << i;
+  }
+  std::vector<Result> copies(rows);
+  std::vector<std::optional<Completion>> takes(rows);
+  for (uint32_t i = 0; i < rows; ++i) {
+    Submit({{0, b0, i}, {1, b1, i}, nullptr, nullptr, 0}, &copies[i]);
+    pipe(0).Program({{3, b3, i}, own[i].data(), nullptr, false, 0, nand::AccOp::kTake}, nullptr,
+                    [&takes, i](const Completion& x) { takes[i] = x; });
+  }
+  for (uint32_t i = 0; i < rows; ++i) {
+    RunUntil(copies[i].done);
+    RunUntil(takes[i]);
+    ASSERT_TRUE(copies[i].done->ok() && takes[i]->ok()) << "row " << i;
+  }
+  std::vector<uint8_t> d;
+  for (uint32_t i = 0; i < rows; ++i) {
+    ASSERT_TRUE(Read(0, {3, b3, i}, &d).ok());
+    EXPECT_TRUE(d == Xor(own[i], src[i])) << "row " << i << ": the take missed its copy or took another row's";
+  }
+  EXPECT_EQ(card_->stats(0).rule_violations(), 0u);
+}
+
 // ClearAccumulator zeroes one at once (a host attaching after another left rows
 // half-added); an add to a die the controller knows dead still reaches the accumulator.
 TEST_F(CopyTest, ClearingAndDeadDieAdds) {

@@ -592,9 +592,11 @@ bool SimPipe::TryAdmit(Op* op) {
   }
   // Host-link DMA into the controller buffer; the page is accepted when it lands. A
   // copy's page is in the controller already (read and corrected there): it lands now.
-  const TimeNs link =
+  TimeNs link =
       op->internal ? now
                    : TakeLink((op->src_data != nullptr ? uint64_t{g_.page_data_bytes} : 0) + g_.meta_bytes_per_page());
+  if (op->fence && link <= last_landing_) link = last_landing_ + 1;
+  last_landing_ = std::max(last_landing_, link);
   const uint64_t serial = op->serial;
   AtStage(link, [this, op, serial] {
     if (op->serial != serial) return;

@@ -315,6 +315,11 @@ class SimPipe final : public nand::FlashPipe {
   uint64_t next_qseq_ = 1;
   PlpJournal* journal_ = nullptr;  // owned by the card; null: not journaled
   uint64_t buffer_used_bytes_ = 0;     // accepted or in-DMA programs in the write buffer
+  // The latest time an admitted page is due to land in the buffer. A fenced page (a take,
+  // a peek, a stage, a parity page) lands strictly after it: the clock runs equal times in
+  // a random order, and without link time (null timing) a copy and the take admitted after
+  // it would otherwise land in the same instant, in either order.
+  TimeNs last_landing_ = 0;
   uint64_t stage_bytes_ = 0;           // of which staged images
   std::set<std::tuple<uint32_t, uint32_t, uint32_t>> inject_program_fail_, inject_erase_fail_;
   // Pages whose data codewords (not the last, with the metadata) read uncorrectable, and
