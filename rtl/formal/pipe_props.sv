@@ -38,6 +38,12 @@
 //                  them back: the pipe's documented choice, so a dead die cannot)
 //   6 POLL_FAIR    two status polls of busy LUNs in a row never go to the same LUN while
 //                  the other has been busy since before the first of them
+// Ownership (dual-host cards), over claims, renewals and releases free in every cycle:
+//   7 GEN_FENCE    once the pipe has been claimed, no command starts (leaves its slot for
+//                  the channel) unless its descriptor's generation is the owner's at that
+//                  moment and a host holds the pipe: a descriptor fetched under one owner
+//                  and still waiting when another claims is fenced, never sent to a die
+//                  (IDENTIFY, READ ID and PARAMETER PAGE, answers any host)
 `ifndef PROP
 `define PROP 1
 `endif
@@ -98,6 +104,9 @@ module pipe_props (
   logic        f_p_valid, f_ff_valid, f_fetch, f_fetch_rd, f_cpl_ff, f_idle;
   logic        f_cur, f_rq_take, f_rs_valid, f_rs_timeout, f_rs_rdy;
   logic [3:0]  f_rq_op;
+  logic        f_start, f_start_own_host;
+  logic [15:0] f_start_gen, f_start_own_gen;
+  logic [7:0]  f_start_op;
   logic [63:0] m_awaddr, m_wdata, m_araddr;
   logic [7:0]  m_awlen, m_wstrb, m_arlen, dq_o;
   logic [2:0]  m_awsize, m_arsize;
@@ -115,7 +124,8 @@ module pipe_props (
       .m_arburst, .m_arvalid, .m_arready(1'b0), .m_rdata(64'd0), .m_rresp(2'd0), .m_rlast(1'b0), .m_rvalid(1'b0),
       .m_rready, .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i(8'd0), .rb_n(1'b1),
       .f_slots, .f_p_valid, .f_ff_valid, .f_fetch, .f_fetch_rd, .f_cpl_ff, .f_idle,
-      .f_cur, .f_rq_take, .f_rq_op, .f_rs_valid, .f_rs_timeout, .f_rs_rdy);
+      .f_cur, .f_rq_take, .f_rq_op, .f_rs_valid, .f_rs_timeout, .f_rs_rdy,
+      .f_start, .f_start_gen, .f_start_op, .f_start_own_gen, .f_start_own_host);
 
   // --- monitors ---
   logic [31:0] completions_q = 32'd0, sq_head_q = 32'd0, cq_tail_q = 32'd0;
@@ -172,11 +182,14 @@ module pipe_props (
       end
     end
   end
-  always @* if (started && `PROP >= 4) assume (rb_timeout == 32'd0);
+  always @* if (started && `PROP >= 4 && `PROP <= 6) assume (rb_timeout == 32'd0);
 
-  logic [6:0] ok;
+  wire start_identify = f_start_op == 8'd6 || f_start_op == 8'd7;  // READ ID, READ PARAMETER PAGE
+  wire start_owned    = f_start_own_gen != 16'd0;                 // the pipe has been claimed
+  logic [7:0] ok;
   always_comb begin
     ok = '1;
+    ok[7] = !(f_start && start_owned && !start_identify && (f_start_gen != f_start_own_gen || !f_start_own_host));
     ok[4] = !(take_lunlvl && (busy[f_cur] || stuck[f_cur]));
     ok[5] = !(take_target && busy != 2'b00);
     ok[6] = !(busy_poll && lastp_valid && lastp == f_cur && other_waits);
@@ -188,7 +201,7 @@ module pipe_props (
 `ifndef COVER
   always @* if (started) assert (ok[`PROP]);
 `else
-  logic [6:0] hit;
+  logic [7:0] hit;
   logic       was_busy = 1'b0;  // some LUN has been busy (for the covers)
   always_ff @(posedge clk) if (started && busy != 2'b00) was_busy <= 1'b1;
   always_comb begin
@@ -196,6 +209,7 @@ module pipe_props (
     hit[4] = take_lunlvl && was_busy && busy == 2'b00;          // a command after a busy spell ended
     hit[5] = take_target && was_busy;                           // a target-level one after it
     hit[6] = busy_poll && lastp_valid && lastp != f_cur && busy[lastp];  // polls alternate
+    hit[7] = f_start && start_owned && !start_identify && f_start_own_gen != 16'd1;  // a start under a later owner
     hit[1] = post && cpl_ff_q;                  // a failed fetch's completion goes out
     hit[2] = post && in_cq == cq_room && cq4;   // the 4-entry completion ring is full
     hit[3] = f_fetch && in_sq == 4'd2 && sq4;   // a fetch with two more submitted behind it

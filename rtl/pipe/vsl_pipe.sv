@@ -166,7 +166,14 @@ module vsl_pipe #(
     output logic [3:0]        f_rq_op,
     output logic              f_rs_valid,  // the channel answers: timed out, or its status byte
     output logic              f_rs_timeout,
-    output logic              f_rs_rdy     // says the LUN is ready (bit 6)
+    output logic              f_rs_rdy,    // says the LUN is ready (bit 6)
+    // Last cycle the main state machine took a NEW slot's command to start it: its
+    // descriptor's generation and opcode, and the owner (generation, host held) then.
+    output logic              f_start,
+    output logic [15:0]       f_start_gen,
+    output logic [7:0]        f_start_op,
+    output logic [15:0]       f_start_own_gen,
+    output logic              f_start_own_host
 `endif
 );
   localparam int unsigned AW = $clog2(BUF_WORDS);
@@ -585,19 +592,24 @@ module vsl_pipe #(
 
   assign cq_event = (state == M_CPL_DONE);
 
-  // Ownership registers. A granted claim or a release bumps fence_seq: the main state
-  // machine then fences the slots still NEW of another generation (fence_done catches up).
+  // Ownership registers. A granted claim or a release sets fence_pend: the main state
+  // machine, when next idle, fences the slots still NEW of another generation (fence_ack),
+  // against the owner of that cycle; a change in the same cycle leaves it set for another
+  // pass. (Until issue 35's GEN_FENCE, an 8-bit count of changes against the count seen:
+  // 256 claims while the machine was busy with one command wrapped it, and the NEW slots
+  // of an earlier owner were never fenced.)
   logic [7:0]  own_tick;
   logic        own_forever;  // the lease does not expire
-  logic [7:0]  fence_seq, fence_done;
+  logic        fence_pend, fence_ack;
   logic        own_expired;
   assign own_expired = !own_forever && own_lease_left == 32'd0;
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
       own_host <= 16'd0; own_gen <= 16'd0; own_lease_left <= 32'd0; own_forever <= 1'b1;
-      own_granted <= 1'b0; own_renewed <= 1'b0; own_tick <= 8'd0; fence_seq <= 8'd0;
+      own_granted <= 1'b0; own_renewed <= 1'b0; own_tick <= 8'd0; fence_pend <= 1'b0;
     end else begin
       own_tick <= own_tick + 8'd1;
+      if (fence_ack) fence_pend <= 1'b0;
       if (own_tick == 8'hFF && own_lease_left != 32'd0) own_lease_left <= own_lease_left - 32'd1;
       if (own_claim) begin
         if (own_claim_host != 16'd0 &&
@@ -607,7 +619,7 @@ module vsl_pipe #(
           own_lease_left <= own_lease;
           own_forever    <= own_lease == 32'd0;
           own_granted    <= 1'b1;
-          fence_seq      <= fence_seq + 8'd1;
+          fence_pend     <= 1'b1;
         end else begin
           own_granted <= 1'b0;
         end
@@ -624,11 +636,12 @@ module vsl_pipe #(
           own_host       <= 16'd0;
           own_lease_left <= 32'd0;
           own_forever    <= 1'b1;
-          fence_seq      <= fence_seq + 8'd1;
+          fence_pend     <= 1'b1;
         end
       end
     end
   end
+  assign fence_ack = state == M_IDLE && fence_pend;  // the sweep below runs this cycle
   // A descriptor from a host that does not own the pipe (identification excepted).
   logic p_fenced;
   assign p_fenced = own_gen != 16'd0 && (p_w5[47:32] != own_gen || own_host == 16'd0) &&
@@ -650,11 +663,17 @@ module vsl_pipe #(
       din_ptr <= '0; din_end <= '0; din_have <= 1'b0; din_rd <= 1'b0; din_sel <= '0; din_data <= 8'd0;
       dout_ptr <= '0; enc_word <= '0; enc_words <= '0; enc_rd <= 1'b0; fetch_i <= '0; fetch_rd <= 1'b0;
       e_start <= 1'b0; e_decode <= 1'b0; error_event <= 1'b0; ecc_done <= 1'b0;
-      fence_done <= 8'd0; fenced <= 32'd0;
+      fenced <= 32'd0;
+`ifdef FORMAL
+      f_start <= 1'b0; f_start_gen <= 16'd0; f_start_op <= 8'd0; f_start_own_gen <= 16'd0; f_start_own_host <= 1'b0;
+`endif
       ff_valid <= 1'b0; cpl_ff <= 1'b0; ff_index <= 16'd0;
     end else begin
       e_start     <= 1'b0;
       error_event <= 1'b0;
+`ifdef FORMAL
+      f_start     <= 1'b0;
+`endif
       if (e_start) ecc_done <= 1'b0;
       else if (e_done) ecc_done <= 1'b1;
       s_abort     <= s_abort | lun_reset;
@@ -680,9 +699,8 @@ module vsl_pipe #(
 
       case (state)
         M_IDLE: begin
-          if (fence_done != fence_seq) begin
+          if (fence_pend) begin
             // The owner changed: commands not started yet of another generation end FENCED.
-            fence_done <= fence_seq;
             for (int l = 0; l < LUNS; l++) begin
               if (s_state[3*l +: 3] == SL_NEW &&
                   (s_w5[64*l+32 +: 16] != own_gen || own_host == 16'd0) &&
@@ -753,6 +771,10 @@ module vsl_pipe #(
           end else if (f_new) begin
             cur <= i_new;
             rr  <= i_new;
+`ifdef FORMAL
+            f_start <= 1'b1; f_start_gen <= s_w5[64*(i_new)+32 +: 16]; f_start_op <= s_op[8*(i_new) +: 8];
+            f_start_own_gen <= own_gen; f_start_own_host <= own_host != 16'd0;
+`endif
             case (s_op[8*(i_new) +: 8])
               OPC_READ, OPC_ERASE: begin
                 c_op <= s_op[8*(i_new) +: 8] == OPC_READ ? RQ_READ_START : RQ_ERASE_START;

@@ -979,5 +979,49 @@ TEST_F(CosimTest, OwnerRegistersFenceAStaleGeneration) {
   ExpectCheckerSilent();
 }
 
+// An erase waits in its LUN's slot while a program on another LUN moves its data: the pipe
+// is busy with the program the whole time. A second host takes the pipe 256 times over
+// meanwhile (claims with force, each a new generation): the erase, of the first owner's
+// generation, must still be fenced when the pipe is next free. Until issue 35's GEN_FENCE
+// the pipe counted owner changes in 8 bits against the count it had fenced for, and 256 of
+// them looked like none: the stale erase ran.
+TEST_F(CosimTest, ManyOwnerChangesDuringOneCommandStillFenceAQueuedOne) {
+  Build();
+  auto& a = *pipes_[0];
+  const uint32_t db = data_bytes();
+  ASSERT_TRUE(Wait([&](auto cb) { a.Erase(0, 7, std::move(cb)); }).ok());
+  ASSERT_TRUE(Wait([&](auto cb) { a.Erase(1, 7, std::move(cb)); }).ok());
+  const auto data = Pattern(0, 7, 0, db);
+  ASSERT_TRUE(ProgramPage(a, 0, 7, 0, data).ok());  // LUN 0 served last: LUN 1 goes next
+  ASSERT_TRUE(a.Claim(1, false, kTimeNever).granted);
+  const auto more = Pattern(1, 7, 0, db);
+  std::optional<nand::Completion> prog, erase;
+  a.Program(nand::ProgramRequest{{1, 7, 0}, more.data(), nullptr, false}, nullptr,
+            [&](const nand::Completion& c) { prog = c; });
+  a.Erase(0, 7, [&](const nand::Completion& c) { erase = c; });
+  clock_.RunFor(2 * kUs);  // both fetched, the program under way
+  ASSERT_FALSE(prog.has_value());
+  for (int i = 0; i < 256; ++i) {
+    ASSERT_TRUE(card_->Write32(pr::At(0, pr::kOwnClaim), 2u | 1u << 16));
+  }
+  ASSERT_FALSE(prog.has_value()) << "the program ended while the owner changed: the test proves nothing";
+  uint32_t v = 0;
+  ASSERT_TRUE(card_->Read32(pr::At(0, pr::kOwner), &v));
+  EXPECT_EQ(pr::kOwnerHost.get(v), 2u);
+  EXPECT_EQ(pr::kOwnerGeneration.get(v), 257u);
+  clock_.RunUntilTrue([&] { return prog.has_value() && erase.has_value(); }, kMaxEvents);
+  ASSERT_TRUE(prog.has_value() && erase.has_value());
+  EXPECT_TRUE(prog->ok()) << "a started command finishes: " << nand::FlashStatusName(prog->status);
+  EXPECT_EQ(erase->status, nand::FlashStatus::kFenced) << nand::FlashStatusName(erase->status);
+  // The erase never ran: block 7 of die 0 still holds its page.
+  ASSERT_TRUE(a.Claim(1, true, kTimeNever).granted);
+  std::vector<uint8_t> got(db);
+  ASSERT_TRUE(Wait([&](auto cb) {
+                a.Read(nand::ReadRequest{{0, 7, 0}, 0, db / 512, got.data(), nullptr}, std::move(cb));
+              }).ok());
+  EXPECT_TRUE(got == data) << "the stale erase ran";
+  ExpectCheckerSilent();
+}
+
 }  // namespace
 }  // namespace vsl::testing
