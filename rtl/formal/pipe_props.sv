@@ -44,6 +44,10 @@
 //                  moment and a host holds the pipe: a descriptor fetched under one owner
 //                  and still waiting when another claims is fenced, never sent to a die
 //                  (IDENTIFY, READ ID and PARAMETER PAGE, answers any host)
+// Completions' identity:
+//   8 CPL_TAG      every completion the pipe writes names the command it answers: the
+//                  tag the descriptor carried when it took its slot and that slot's LUN
+//                  (a failed fetch's: tag FFFFh, LUN FFh, as documented)
 `ifndef PROP
 `define PROP 1
 `endif
@@ -107,6 +111,10 @@ module pipe_props (
   logic        f_start, f_start_own_host;
   logic [15:0] f_start_gen, f_start_own_gen;
   logic [7:0]  f_start_op;
+  logic        f_take, f_take_slot, f_cpl0;
+  logic [15:0] f_take_tag;
+  logic [63:0] f_cpl_word;
+  logic [31:0] f_slot_tags;
   logic [63:0] m_awaddr, m_wdata, m_araddr;
   logic [7:0]  m_awlen, m_wstrb, m_arlen, dq_o;
   logic [2:0]  m_awsize, m_arsize;
@@ -125,7 +133,8 @@ module pipe_props (
       .m_rready, .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i(8'd0), .rb_n(1'b1),
       .f_slots, .f_p_valid, .f_ff_valid, .f_fetch, .f_fetch_rd, .f_cpl_ff, .f_idle,
       .f_cur, .f_rq_take, .f_rq_op, .f_rs_valid, .f_rs_timeout, .f_rs_rdy,
-      .f_start, .f_start_gen, .f_start_op, .f_start_own_gen, .f_start_own_host);
+      .f_start, .f_start_gen, .f_start_op, .f_start_own_gen, .f_start_own_host,
+      .f_take, .f_take_slot, .f_take_tag, .f_cpl0, .f_cpl_word, .f_slot_tags);
 
   // --- monitors ---
   logic [31:0] completions_q = 32'd0, sq_head_q = 32'd0, cq_tail_q = 32'd0;
@@ -184,11 +193,25 @@ module pipe_props (
   end
   always @* if (started && `PROP >= 4 && `PROP <= 6) assume (rb_timeout == 32'd0);
 
+  // --- the tag each slot took (property 8) ---
+  logic [15:0] slot_tag [2];
+  initial begin slot_tag[0] = 16'd0; slot_tag[1] = 16'd0; end
+  always_ff @(posedge clk) if (started && f_take) slot_tag[f_take_slot] <= f_take_tag;
+  // What each slot holds now (a take shows the cycle after it, with the slot's new tag).
+  wire [15:0] tag_now0 = f_take && !f_take_slot ? f_take_tag : slot_tag[0];
+  wire [15:0] tag_now1 = f_take && f_take_slot ? f_take_tag : slot_tag[1];
+  wire [15:0] cpl_tag = f_cpl_word[15:0];
+  wire [7:0]  cpl_lun = f_cpl_word[55:48];
   wire start_identify = f_start_op == 8'd6 || f_start_op == 8'd7;  // READ ID, READ PARAMETER PAGE
   wire start_owned    = f_start_own_gen != 16'd0;                 // the pipe has been claimed
-  logic [7:0] ok;
+  logic [8:0] ok;
   always_comb begin
     ok = '1;
+    // (With the helper invariant that each slot's tag is the one it took, which makes the
+    // property inductive: pdr did not close it alone in 300 s.)
+    ok[8] = !(f_cpl0 && (f_cpl_ff ? (cpl_tag != 16'hFFFF || cpl_lun != 8'hFF)
+                                  : (cpl_tag != (f_cur ? tag_now1 : tag_now0) || cpl_lun != {7'd0, f_cur}))) &&
+            f_slot_tags[15:0] == tag_now0 && f_slot_tags[31:16] == tag_now1;
     ok[7] = !(f_start && start_owned && !start_identify && (f_start_gen != f_start_own_gen || !f_start_own_host));
     ok[4] = !(take_lunlvl && (busy[f_cur] || stuck[f_cur]));
     ok[5] = !(take_target && busy != 2'b00);
@@ -201,7 +224,7 @@ module pipe_props (
 `ifndef COVER
   always @* if (started) assert (ok[`PROP]);
 `else
-  logic [7:0] hit;
+  logic [8:0] hit;
   logic       was_busy = 1'b0;  // some LUN has been busy (for the covers)
   always_ff @(posedge clk) if (started && busy != 2'b00) was_busy <= 1'b1;
   always_comb begin
@@ -209,6 +232,7 @@ module pipe_props (
     hit[4] = take_lunlvl && was_busy && busy == 2'b00;          // a command after a busy spell ended
     hit[5] = take_target && was_busy;                           // a target-level one after it
     hit[6] = busy_poll && lastp_valid && lastp != f_cur && busy[lastp];  // polls alternate
+    hit[8] = f_cpl0 && !f_cpl_ff && f_cur && tag_now1 != tag_now0;  // slot 1 answers, the tags differ
     hit[7] = f_start && start_owned && !start_identify && f_start_own_gen != 16'd1;  // a start under a later owner
     hit[1] = post && cpl_ff_q;                  // a failed fetch's completion goes out
     hit[2] = post && in_cq == cq_room && cq4;   // the 4-entry completion ring is full

@@ -173,7 +173,15 @@ module vsl_pipe #(
     output logic [15:0]       f_start_gen,
     output logic [7:0]        f_start_op,
     output logic [15:0]       f_start_own_gen,
-    output logic              f_start_own_host
+    output logic              f_start_own_host,
+    // Last cycle a fetched descriptor took slot f_take_slot, with tag f_take_tag; this
+    // cycle a completion's first word (f_cpl_word, as formed for the buffer) is staged.
+    output logic              f_take,
+    output logic [((LUNS > 1) ? $clog2(LUNS) : 1)-1:0] f_take_slot,
+    output logic [15:0]       f_take_tag,
+    output logic              f_cpl0,
+    output logic [63:0]       f_cpl_word,
+    output logic [LUNS*16-1:0] f_slot_tags  // each slot's tag (a helper invariant's)
 `endif
 );
   localparam int unsigned AW = $clog2(BUF_WORDS);
@@ -488,6 +496,13 @@ module vsl_pipe #(
         (p_len == 16'd0 || p_len > PAGE_MAX || p_w2[2:0] != 3'd0)) p_bad = 1'b1;
   end
 
+  // A completion's first word: a failed fetch's (LUN FFh, tag FFFFh, its SQ index), or
+  // the answer of slot `cur` with the tag it took.
+  logic [63:0] cpl_w0;
+  assign cpl_w0 = cpl_ff ? {phase, 7'd0, 8'hFF, ff_index, 8'd0, ST_DMA_ERROR, 16'hFFFF}
+                         : {phase, 7'd0, cur_lun8, s_corr[16*(cur) +: 16], s_nand[8*(cur) +: 8], s_result[8*(cur) +: 8],
+                            s_tag[16*(cur) +: 16]};
+
   // Buffer port muxes (the users never overlap: each belongs to one state).
   always_comb begin
     b_we    = 1'b0;
@@ -527,9 +542,7 @@ module vsl_pipe #(
     end else if (state == M_CPL0 || state == M_CPL1) begin
       b_we    = 1'b1;
       b_waddr = state == M_CPL0 ? CPL_W : CPL_W + 1'b1;
-      b_wdata = state != M_CPL0 ? cycles
-                : cpl_ff          ? {phase, 7'd0, 8'hFF, ff_index, 8'd0, ST_DMA_ERROR, 16'hFFFF}
-                                  : {phase, 7'd0, cur_lun8, s_corr[16*(cur) +: 16], s_nand[8*(cur) +: 8], s_result[8*(cur) +: 8], s_tag[16*(cur) +: 16]};
+      b_wdata = state != M_CPL0 ? cycles : cpl_w0;
     end
     if (c_din && state == M_SEQ_WAIT) b_raddr = din_ptr[AW+2:3];
     else if (state == M_PROG_ENC) b_raddr = enc_word[AW-1:0];
@@ -666,6 +679,7 @@ module vsl_pipe #(
       fenced <= 32'd0;
 `ifdef FORMAL
       f_start <= 1'b0; f_start_gen <= 16'd0; f_start_op <= 8'd0; f_start_own_gen <= 16'd0; f_start_own_host <= 1'b0;
+      f_take <= 1'b0; f_take_slot <= '0; f_take_tag <= 16'd0;
 `endif
       ff_valid <= 1'b0; cpl_ff <= 1'b0; ff_index <= 16'd0;
     end else begin
@@ -673,6 +687,7 @@ module vsl_pipe #(
       error_event <= 1'b0;
 `ifdef FORMAL
       f_start     <= 1'b0;
+      f_take      <= 1'b0;
 `endif
       if (e_start) ecc_done <= 1'b0;
       else if (e_done) ecc_done <= 1'b1;
@@ -732,6 +747,9 @@ module vsl_pipe #(
             s_result[8*(p_lun[LW-1:0]) +: 8] <= p_bad ? ST_INVALID : p_fenced ? ST_FENCED : ST_OK;
             s_op[8*(p_lun[LW-1:0]) +: 8]     <= p_opc;
             s_tag[16*(p_lun[LW-1:0]) +: 16]    <= p_w0[31:16];
+`ifdef FORMAL
+            f_take <= 1'b1; f_take_slot <= p_lun[LW-1:0]; f_take_tag <= p_w0[31:16];
+`endif
             s_row[24*(p_lun[LW-1:0]) +: 24]    <= p_w1[23:0];
             s_col[16*(p_lun[LW-1:0]) +: 16]    <= p_w1[47:32];
             s_len[16*(p_lun[LW-1:0]) +: 16]    <= p_len;
@@ -750,6 +768,9 @@ module vsl_pipe #(
             // No such LUN: it has no slot, so slot 0 carries the INVALID answer once free.
             if (s_state[3*(0) +: 3] == SL_FREE) begin
               s_state[3*(0) +: 3] <= SL_CPL; s_result[8*(0) +: 8] <= ST_INVALID; s_op[8*(0) +: 8] <= p_opc; s_tag[16*(0) +: 16] <= p_w0[31:16];
+`ifdef FORMAL
+              f_take <= 1'b1; f_take_slot <= '0; f_take_tag <= p_w0[31:16];
+`endif
               s_nand[8*(0) +: 8] <= 8'd0; s_corr[16*(0) +: 16] <= 16'd0;
               p_valid <= 1'b0;
             end
@@ -1153,6 +1174,9 @@ module vsl_pipe #(
   assign f_rs_valid   = rs_valid;
   assign f_rs_timeout = rs_timeout;
   assign f_rs_rdy     = rs_status[6];
+  assign f_cpl0       = state == M_CPL0;
+  assign f_cpl_word   = cpl_w0;
+  assign f_slot_tags  = s_tag;
 `endif
 
   logic unused;
