@@ -54,13 +54,18 @@ class CopyRelocationTest : public FtlFixture {
   // fill put them, so every victim has live sectors to move), trims a few.
   void Churn(uint32_t rounds) {
     for (uint64_t lba = 0; lba < n_; ++lba) Put(lba, 1);
-    Rng rng(7);
-    for (uint32_t r = 0; r < rounds; ++r) {
-      for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 2 + r);
-    }
+    OverwriteEvens(rounds, 7);
     ASSERT_TRUE(Trim(12, 3).ok());
     for (uint64_t l = 12; l < 15; ++l) version_[l] = 0;
     clock_.RunUntilIdle();
+  }
+  // `rounds` rounds of n_/2 overwrites of random even LBAs (versions 2, 3, ...; odd LBAs
+  // keep what the fill wrote, so every victim has live sectors to move).
+  void OverwriteEvens(uint32_t rounds, uint64_t seed) {
+    Rng rng(seed);
+    for (uint32_t r = 0; r < rounds; ++r) {
+      for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 2 + r);
+    }
   }
   void Put(uint64_t lba, uint64_t v) {
     ASSERT_TRUE(Write(lba, Sector(lba, v)).ok()) << lba;
@@ -347,10 +352,7 @@ TEST_F(CopyRelocationTest, CopiesIntoABlockThatGoesBadAreRebuiltAndLoseNothing) 
       ++armed;
     }
     ASSERT_GT(armed, 0u);
-    Rng rng(21);
-    for (uint32_t r = 0; r < 4; ++r) {
-      for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 2 + r);
-    }
+    OverwriteEvens(4, 21);
     clock_.RunUntilIdle();
     const ftl::FtlStats st = ftl_->stats();
     EXPECT_GT(st.program_failures, 0u);
@@ -484,10 +486,7 @@ TEST_F(CopyRelocationTest, ACopyFromAnUncorrectablePageIsRebuiltFromParity) {
     ++hit;
   }
   ASSERT_EQ(hit, 2u);
-  Rng rng(3);
-  for (uint32_t r = 0; r < 4; ++r) {
-    for (uint64_t i = 0; i < n_ / 2; ++i) Put(2 * rng.Below(n_ / 2), 2 + r);
-  }
+  OverwriteEvens(4, 3);
   clock_.RunUntilIdle();
   const ftl::FtlStats st = ftl_->stats();
   EXPECT_GT(st.copy_fallbacks, 0u) << "no copy met the decayed pages";
