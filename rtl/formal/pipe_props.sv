@@ -48,6 +48,14 @@
 //   8 CPL_TAG      every completion the pipe writes names the command it answers: the
 //                  tag the descriptor carried when it took its slot and that slot's LUN
 //                  (a failed fetch's: tag FFFFh, LUN FFh, as documented)
+// Aborts (lun_reset free in every cycle):
+//   9 ABORT        once lun_reset has pulsed for a LUN whose slot holds a command, the
+//                  pipe decides no more channel requests for that command but RESET LUN:
+//                  one that had not reached the die never does (a PROGRAM stopped while
+//                  its data came in, a command not started), one under way is only reset.
+//                  The pulse counts from the cycle after it (a request the pipe chose in
+//                  the pulse's own cycle went out on what it knew then); a pulse while the
+//                  slot is free, or in the cycle a descriptor takes it, aborts nothing.
 `ifndef PROP
 `define PROP 1
 `endif
@@ -106,7 +114,7 @@ module pipe_props (
   logic        own_granted, own_renewed, running, ring_error, dma_error, idle, cq_event, error_event, chan_busy;
   logic [5:0]  f_slots;
   logic        f_p_valid, f_ff_valid, f_fetch, f_fetch_rd, f_cpl_ff, f_idle;
-  logic        f_cur, f_rq_take, f_rs_valid, f_rs_timeout, f_rs_rdy;
+  logic        f_cur, f_rq_take, f_seq, f_rs_valid, f_rs_timeout, f_rs_rdy;
   logic [3:0]  f_rq_op;
   logic        f_start, f_start_own_host;
   logic [15:0] f_start_gen, f_start_own_gen;
@@ -132,7 +140,7 @@ module pipe_props (
       .m_arburst, .m_arvalid, .m_arready(1'b0), .m_rdata(64'd0), .m_rresp(2'd0), .m_rlast(1'b0), .m_rvalid(1'b0),
       .m_rready, .ce_n, .cle, .ale, .we_n, .re_n, .wp_n, .dq_o, .dq_oe, .dq_i(8'd0), .rb_n(1'b1),
       .f_slots, .f_p_valid, .f_ff_valid, .f_fetch, .f_fetch_rd, .f_cpl_ff, .f_idle,
-      .f_cur, .f_rq_take, .f_rq_op, .f_rs_valid, .f_rs_timeout, .f_rs_rdy,
+      .f_cur, .f_rq_take, .f_seq, .f_rq_op, .f_rs_valid, .f_rs_timeout, .f_rs_rdy,
       .f_start, .f_start_gen, .f_start_op, .f_start_own_gen, .f_start_own_host,
       .f_take, .f_take_slot, .f_take_tag, .f_cpl0, .f_cpl_word, .f_slot_tags);
 
@@ -202,11 +210,30 @@ module pipe_props (
   wire [15:0] tag_now1 = f_take && f_take_slot ? f_take_tag : slot_tag[1];
   wire [15:0] cpl_tag = f_cpl_word[15:0];
   wire [7:0]  cpl_lun = f_cpl_word[55:48];
+  // --- aborts (property 9): which slots' occupants lun_reset has aborted ---
+  // abt: pulses before this cycle since the slot's last take (a take drops the pulses up
+  // to its own cycle: they were for no command); abt_q: the same one cycle earlier, what
+  // the pipe knew when it chose the request it offers from this cycle on (seq_enter).
+  logic [1:0] abt = 2'b00, abt_q = 2'b00, began = 2'b00, sent = 2'b00;
+  logic       seq_q = 1'b0;
+  wire [1:0] take_clr = f_take ? (f_take_slot ? 2'b10 : 2'b01) : 2'b00;
+  wire [1:0] abt_now  = abt & ~take_clr;
+  wire       seq_enter = f_seq && !seq_q;
+  always_ff @(posedge clk) begin
+    if (started) begin
+      abt   <= abt_now | lun_reset;
+      abt_q <= abt_now;
+      seq_q <= f_seq;
+      began <= (began & ~take_clr) | (f_start ? (f_cur ? 2'b10 : 2'b01) : 2'b00);
+      sent  <= (sent & ~take_clr) | (seq_enter && f_rq_op != RQ_POLL_ONCE ? (f_cur ? 2'b10 : 2'b01) : 2'b00);
+    end
+  end
   wire start_identify = f_start_op == 8'd6 || f_start_op == 8'd7;  // READ ID, READ PARAMETER PAGE
   wire start_owned    = f_start_own_gen != 16'd0;                 // the pipe has been claimed
-  logic [8:0] ok;
+  logic [9:0] ok;
   always_comb begin
     ok = '1;
+    ok[9] = !(seq_enter && abt_q[f_cur] && f_rq_op != RQ_RESET_LUN);
     // (With the helper invariant that each slot's tag is the one it took, which makes the
     // property inductive: pdr did not close it alone in 300 s.)
     ok[8] = !(f_cpl0 && (f_cpl_ff ? (cpl_tag != 16'hFFFF || cpl_lun != 8'hFF)
@@ -224,7 +251,7 @@ module pipe_props (
 `ifndef COVER
   always @* if (started) assert (ok[`PROP]);
 `else
-  logic [8:0] hit;
+  logic [9:0] hit;
   logic       was_busy = 1'b0;  // some LUN has been busy (for the covers)
   always_ff @(posedge clk) if (started && busy != 2'b00) was_busy <= 1'b1;
   always_comb begin
@@ -232,6 +259,9 @@ module pipe_props (
     hit[4] = take_lunlvl && was_busy && busy == 2'b00;          // a command after a busy spell ended
     hit[5] = take_target && was_busy;                           // a target-level one after it
     hit[6] = busy_poll && lastp_valid && lastp != f_cur && busy[lastp];  // polls alternate
+    // A command the pipe had begun (its data coming in) but not sent to the die completes
+    // ABORTED: the new commit-point path.
+    hit[9] = f_cpl0 && !f_cpl_ff && began[f_cur] && !sent[f_cur] && f_cpl_word[23:16] == 8'd5;
     hit[8] = f_cpl0 && !f_cpl_ff && f_cur && tag_now1 != tag_now0;  // slot 1 answers, the tags differ
     hit[7] = f_start && start_owned && !start_identify && f_start_own_gen != 16'd1;  // a start under a later owner
     hit[1] = post && cpl_ff_q;                  // a failed fetch's completion goes out

@@ -45,8 +45,12 @@
 //   goes to the LUN. A READ's page is decoded in the buffer and its data and metadata
 //   written to the descriptor's addresses.
 // - A LUN busy longer than rb_timeout cycles ends its command with TIMEOUT (a dead die
-//   is reported, never waited on). lun_reset[l] aborts LUN l's command: a started one by
-//   RESET LUN (FAh) on that LUN alone; it completes ABORTED. After a TIMEOUT the LUN gets
+//   is reported, never waited on). lun_reset[l] aborts LUN l's command: one that has not
+//   reached the die yet never does (a PROGRAM whose data is still coming in stops before
+//   its accumulator operation, one aborted later before its page transfer, leaving the
+//   accumulator as a failed program does; a SET FEATURES before its parameters go out),
+//   one under way on the die gets RESET LUN (FAh) on that LUN alone; either completes
+//   ABORTED. After a TIMEOUT the LUN gets
 //   no new command while it still reads busy: each one is preceded by a status poll and
 //   completes TIMEOUT at once if the LUN has not come back (RESET and RESET LUN go to it
 //   regardless).
@@ -163,6 +167,7 @@ module vsl_pipe #(
     output logic              f_idle,      // the main state machine is idle
     output logic [((LUNS > 1) ? $clog2(LUNS) : 1)-1:0] f_cur,  // the LUN the channel request is for
     output logic              f_rq_take,   // the channel takes a request (f_rq_op) this cycle
+    output logic              f_seq,       // a request (f_rq_op, for LUN f_cur) is offered
     output logic [3:0]        f_rq_op,
     output logic              f_rs_valid,  // the channel answers: timed out, or its status byte
     output logic              f_rs_timeout,
@@ -939,6 +944,11 @@ module vsl_pipe #(
           x_i <= '0; x_rd <= 1'b0;
           if (r_derr) begin
             s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+          end else if (s_abort[cur]) begin
+            // Aborted while its data came in: the commit point. Nothing of it has reached
+            // the accumulator or the die, and nothing will (ABORTED, the page untouched).
+            s_abort[cur] <= 1'b0;
+            s_result[8*(cur) +: 8] <= ST_ABORTED; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
           end else if (cur_aop == ACC_NONE) begin
             state <= M_PROG_ENC; enc_word <= 16'd0; enc_rd <= 1'b0; e_start <= 1'b1; e_decode <= 1'b0;
             enc_words <= cur_dw + cur_mw;
@@ -994,7 +1004,12 @@ module vsl_pipe #(
             if (enc_rd && enc_word == enc_words) state <= M_PROG_ENC_WAIT;
           end
         end
-        M_PROG_ENC_WAIT: if (ecc_done) begin
+        M_PROG_ENC_WAIT: if (ecc_done && s_abort[cur]) begin
+          // Aborted after its accumulator operation: the page still never goes to the die;
+          // the accumulator holds it as it holds a page whose program failed.
+          s_abort[cur] <= 1'b0;
+          s_result[8*(cur) +: 8] <= ST_ABORTED; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+        end else if (ecc_done) begin
           c_op <= RQ_PROGRAM_START; c_row <= s_row[24*(cur) +: 24]; c_col <= 16'd0;
           c_len <= s_dbytes[16*(cur) +: 16] + s_sbytes[16*(cur) +: 16];
           c_din <= 1'b1; c_dout <= 1'b0; c_dec <= 1'b0;
@@ -1070,6 +1085,11 @@ module vsl_pipe #(
         M_MISC_SEQ: begin
           if (s_op[8*(cur) +: 8] == OPC_SET_FEAT && r_derr) begin
             s_result[8*(cur) +: 8] <= ST_DMA_ERROR; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
+          end else if (s_abort[cur]) begin
+            // Aborted while its parameters came in (or in the cycle it was taken): it
+            // never goes out.
+            s_abort[cur] <= 1'b0;
+            s_result[8*(cur) +: 8] <= ST_ABORTED; s_state[3*(cur) +: 3] <= SL_CPL; state <= M_IDLE;
           end else begin
             c_row <= s_row[24*(cur) +: 24]; c_col <= s_col[16*(cur) +: 16]; c_len <= s_len[16*(cur) +: 16];
             c_din <= s_op[8*(cur) +: 8] == OPC_SET_FEAT;
@@ -1170,6 +1190,7 @@ module vsl_pipe #(
   assign f_idle     = state == M_IDLE;
   assign f_cur        = cur;
   assign f_rq_take    = rq_valid && rq_ready;
+  assign f_seq        = rq_valid;
   assign f_rq_op      = rq_op;
   assign f_rs_valid   = rs_valid;
   assign f_rs_timeout = rs_timeout;

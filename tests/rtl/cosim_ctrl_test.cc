@@ -363,6 +363,48 @@ TEST_F(CosimTest, AnAbortWhoseLunResetTimesOutPollsTheLunBeforeItsNextCommand) {
   ExpectCheckerSilent();
 }
 
+// An abort (LUN_RESET) that comes while a program's data is still being fetched from
+// memory stops the program at its commit point: the page never goes to the die (no array
+// program, no RESET LUN needed), the command completes ABORTED and the page is still
+// erased, so it can be programmed as if nothing had happened. Before the fix the pipe
+// fetched the rest, programmed the page and then reset the LUN under it: a torn page for
+// an aborted command (found stating the pipe's formal ABORT property, docs/formal.md).
+TEST_F(CosimTest, AProgramAbortedWhileItsDataComesInNeverReachesTheDie) {
+  tb::CosimOptions o;
+  o.mem_latency_cycles = 400;  // 2 us to each burst's first beat: the page's data takes ~70 us
+  Build(o);
+  const uint32_t db = data_bytes();
+  auto& pipe = *pipes_[0];
+  ASSERT_TRUE(Wait([&](auto cb) { pipe.Erase(1, 6, std::move(cb)); }).ok());
+  const uint64_t programs = card_->array_programs(0), resets = card_->lun_resets(0);
+  auto data = Pattern(1, 6, 0, db);
+  std::optional<nand::Completion> prog;
+  pipe.Program(nand::ProgramRequest{{1, 6, 0}, data.data(), nullptr, false}, [](const nand::Completion&) {},
+               [&](const nand::Completion& x) { prog = x; });
+  clock_.RunFor(20 * kUs);  // the descriptor is in, its data is coming in
+  ASSERT_FALSE(prog.has_value());
+  ASSERT_EQ(card_->array_programs(0), programs);
+  ASSERT_TRUE(card_->Write32(pr::At(0, pr::kLunReset), 1u << 1));
+  clock_.RunUntilTrue([&] { return prog.has_value(); }, kMaxEvents);
+  ASSERT_TRUE(prog.has_value());
+  EXPECT_EQ(prog->status, nand::FlashStatus::kAborted);
+  EXPECT_EQ(card_->array_programs(0), programs) << "an aborted program reached the die";
+  EXPECT_EQ(card_->lun_resets(0), resets) << "nothing was under way on the die to reset";
+  std::vector<uint8_t> rd(db);
+  nand::Completion c = Wait([&](auto cb) {
+    pipe.Read(nand::ReadRequest{{1, 6, 0}, 0, db / 512, rd.data(), nullptr}, std::move(cb));
+  });
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(rd, std::vector<uint8_t>(db, 0xFF)) << "the page is not erased";
+  EXPECT_TRUE(ProgramPage(pipe, 1, 6, 0, data).ok());
+  c = Wait([&](auto cb) {
+    pipe.Read(nand::ReadRequest{{1, 6, 0}, 0, db / 512, rd.data(), nullptr}, std::move(cb));
+  });
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(rd, data);
+  ExpectCheckerSilent();
+}
+
 // A target RESET (FFh) aborts every LUN's array operation: an erase under way on LUN 1
 // would then read ready after tRST and complete OK with its block not erased. The pipe
 // holds a RESET, as it does the other target-level commands, until no LUN of the target
