@@ -364,9 +364,10 @@ TEST_F(CosimTest, AnAbortWhoseLunResetTimesOutPollsTheLunBeforeItsNextCommand) {
 }
 
 // An abort (LUN_RESET) that comes while a program's data is still being fetched from
-// memory stops the program at its commit point: the page never goes to the die (no array
-// program, no RESET LUN needed), the command completes ABORTED and the page is still
-// erased, so it can be programmed as if nothing had happened. Before the fix the pipe
+// memory stops the program at its first commit point: the page never goes to the die (no
+// array program, no RESET LUN needed) nor into its accumulator, the command completes
+// ABORTED and the page is still erased, so it can be programmed as if nothing had
+// happened. Before the fix the pipe
 // fetched the rest, programmed the page and then reset the LUN under it: a torn page for
 // an aborted command (found stating the pipe's formal ABORT property, docs/formal.md).
 TEST_F(CosimTest, AProgramAbortedWhileItsDataComesInNeverReachesTheDie) {
@@ -379,8 +380,11 @@ TEST_F(CosimTest, AProgramAbortedWhileItsDataComesInNeverReachesTheDie) {
   const uint64_t programs = card_->array_programs(0), resets = card_->lun_resets(0);
   auto data = Pattern(1, 6, 0, db);
   std::optional<nand::Completion> prog;
-  pipe.Program(nand::ProgramRequest{{1, 6, 0}, data.data(), nullptr, false}, [](const nand::Completion&) {},
-               [&](const nand::Completion& x) { prog = x; });
+  // It adds its page to accumulator 2 (a parity row's member): stopped before that
+  // operation, the accumulator must not hold it.
+  nand::ProgramRequest add{{1, 6, 0}, data.data(), nullptr, false};
+  add.acc = 2;
+  pipe.Program(add, [](const nand::Completion&) {}, [&](const nand::Completion& x) { prog = x; });
   clock_.RunFor(20 * kUs);  // the descriptor is in, its data is coming in
   ASSERT_FALSE(prog.has_value());
   ASSERT_EQ(card_->array_programs(0), programs);
@@ -402,6 +406,17 @@ TEST_F(CosimTest, AProgramAbortedWhileItsDataComesInNeverReachesTheDie) {
   });
   EXPECT_TRUE(c.ok());
   EXPECT_EQ(rd, data);
+  // Accumulator 2 is still zero: a take with no host data programs zeroes.
+  const std::vector<uint8_t> meta(meta_bytes(), 0);
+  nand::ProgramRequest take{{1, 6, 1}, nullptr, meta.data(), false};
+  take.acc = 2;
+  take.acc_op = nand::AccOp::kTake;
+  ASSERT_TRUE(Wait([&](auto cb) { pipe.Program(take, [](const nand::Completion&) {}, std::move(cb)); }).ok());
+  c = Wait([&](auto cb) {
+    pipe.Read(nand::ReadRequest{{1, 6, 1}, 0, db / 512, rd.data(), nullptr}, std::move(cb));
+  });
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(rd, std::vector<uint8_t>(db, 0)) << "the aborted program's page went into the accumulator";
   ExpectCheckerSilent();
 }
 
