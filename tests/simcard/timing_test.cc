@@ -89,6 +89,50 @@ TEST_F(TimingTest, LunsOfOneChannelOverlapArrayTimeButShareTheBus) {
   EXPECT_LE(four_channels, one + 3 * Link(uint64_t{page_bytes()} + meta_bytes()));
 }
 
+// The channel serves waiting dies as the RTL pipe does (docs/rtl.md, "Scheduling"): a
+// PROGRAM's command and data before a ready read's data out, even when the read asked
+// first, so the programming die starts its tPROG sooner.
+TEST_F(TimingTest, TheChannelStartsAProgramBeforeAReadyReadsDataOut) {
+  const uint32_t b0 = GoodBlock(0, 0, 1), b1 = GoodBlock(0, 1, 1), b2 = GoodBlock(0, 2, 1);
+  for (auto [die, b] : {std::pair{0u, b0}, std::pair{1u, b1}, std::pair{2u, b2}}) ASSERT_TRUE(Erase(0, die, b).ok());
+  auto data = Pattern(1, page_bytes());
+  ASSERT_TRUE(Program(0, {1, b1, 0}, data).ok());
+  clock_.RunUntilIdle();
+  // t0: die 1's read takes the bus for its command, then senses for tR; die 0's program
+  // lands over the link and holds the bus for its data until well after tR; die 1's data
+  // out asks for the bus at t0 + cmd + tR, die 2's program (submitted later) after it.
+  const TimeNs t0 = clock_.Now();
+  std::vector<uint8_t> out(page_bytes());
+  TimeNs read_done = 0, p0_done = 0, p2_done = 0, p2_bus_ask = 0;
+  pipe(0).Read({{1, b1, 0}, 0, g().codewords_per_page(), out.data(), nullptr},
+               [&](const Completion& c) { EXPECT_TRUE(c.ok()); read_done = c.complete_ns; });
+  pipe(0).Program({{0, b0, 0}, data.data(), nullptr}, nullptr, [&](const Completion& c) {
+    EXPECT_TRUE(c.ok());
+    p0_done = c.complete_ns;
+  });
+  const DurNs dma = Link(uint64_t{page_bytes()} + meta_bytes());
+  const DurNs read_out_ask = t().cmd_overhead_ns + t().t_read_ns;
+  ASSERT_GT(dma + t().cmd_overhead_ns + Bus(RawPage()), read_out_ask + dma);  // die 0 still on the bus then
+  clock_.At(t0 + read_out_ask + 1, [&] {
+    p2_bus_ask = clock_.Now() + dma;
+    pipe(0).Program({{2, b2, 0}, data.data(), nullptr}, nullptr, [&](const Completion& c) {
+      EXPECT_TRUE(c.ok());
+      p2_done = c.complete_ns;
+    });
+  });
+  clock_.RunUntilIdle();
+  ASSERT_NE(p0_done, 0);
+  ASSERT_NE(p2_done, 0);
+  ASSERT_NE(read_done, 0);
+  const TimeNs p0_bus_end = p0_done - t().t_prog_ns;
+  ASSERT_GT(p0_bus_end, p2_bus_ask);  // both were waiting when die 0's data was in
+  // Die 2's program went on the bus as soon as die 0's left it, the read's data after it.
+  EXPECT_EQ(p2_done, p0_bus_end + t().cmd_overhead_ns + Bus(RawPage()) + t().t_prog_ns);
+  EXPECT_EQ(read_done, p2_done - t().t_prog_ns + Bus(RawRead()) + Link(page_bytes()));
+  // The dies' wait for the bus is counted.
+  EXPECT_GT(card_->stats(0).die_bus_wait_ns, 0);
+}
+
 TEST_F(TimingTest, PipesOfOneControllerShareTheHostLink) {
   const uint32_t b0 = GoodBlock(0, 0, 1), b1 = GoodBlock(1, 0, 1), b2 = GoodBlock(2, 0, 1);
   ASSERT_TRUE(Erase(0, 0, b0).ok());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "hls/bch.h"
 #include "vsl/core/crc.h"
@@ -107,6 +108,7 @@ Op* SimPipe::NewOp(Op::Kind kind, FlashCallback done) {
   op->copy_failed = FlashStatus::kOk;
   op->submit_ns = Now();
   op->bus_start_ns = op->array_end_ns = 0;
+  op->bus_wait = false;
   op->flush_cost_ns = op->flush_xfer_ns = 0;
   op->done = std::move(done);
   return op;
@@ -577,7 +579,16 @@ bool SimPipe::TryAdmit(Op* op) {
   const TimeNs now = Now();
   if (op->stage_slot >= 0) op->flush_cost_ns = ProgramCostNs() + StageErasesNs(d, op);
   if (card_.plp_state() == nand::PlpState::kHealthy && !buffer_empty) {
-    const DurNs die_left = d.busy_until > now ? d.busy_until - now : 0;
+    DurNs die_left = d.busy_until > now ? d.busy_until - now : 0;
+    if (d.busy && !d.queue.empty() && d.queue.front().bus_wait) {
+      // Its die's op waits for the bus (bus_left and the channel's queued transfers
+      // count the wait): the die's own part of it, from when the bus takes it. A read is
+      // dropped at a cut.
+      const Op& f = d.queue.front();
+      die_left = f.kind == Op::Kind::kProgram ? t_.cmd_overhead_ns + f.flush_xfer_ns + t_.t_prog_ns
+                 : f.kind == Op::Kind::kErase ? t_.cmd_overhead_ns + t_.t_erase_ns
+                                              : 0;
+    }
     const DurNs bus_left = ch.bus_free > now ? ch.bus_free - now : 0;
     const DurNs estimate = die_left + FlushWorkAhead(d, op) + d.stage_work_ns + bus_left +
                            ch.flush_xfer_ns + op->flush_cost_ns;
@@ -779,7 +790,7 @@ void SimPipe::ReleaseBudget(Op* op) {
         d.stage_work_ns -= op->flush_cost_ns;
         stage_bytes_ -= scratch_.size();
       }
-      if (!op->started) {
+      if (!op->started || op->bus_wait) {
         ch.flush_xfer_ns -= op->flush_xfer_ns;
       }
     } else {
@@ -839,31 +850,112 @@ void SimPipe::StartRead(Op* op) {
     const uint64_t link = op->internal ? 0 : (op->data != nullptr ? uint64_t{op->sector_count} * g_.ecc_codeword_bytes : 0) + meta;
     Spend(pw.read_uj * 1e-6 + (bus * pw.channel_nj_per_byte + link * pw.link_nj_per_byte) * 1e-9);
   }
-  Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
-  const TimeNs start = std::max(Now(), ch.bus_free);
-  ch.bus_free = start + t_.cmd_overhead_ns;
-  stats_.bus_busy_ns += t_.cmd_overhead_ns;
-  stats_.die_bus_wait_ns += start - Now();
   op->started = true;
-  op->array_end_ns = ch.bus_free + t_.t_read_ns;
-  stats_.die_busy_ns += op->array_end_ns - Now();
-  dies_[op->ppa.die].busy_until = op->array_end_ns;
-  const uint64_t serial = op->serial;
-  AtStage(op->array_end_ns, [this, op, serial] { ReadDataOut(op, serial); });
+  RequestBus(op, Op::BusUse::kReadCmd);
 }
 
 void SimPipe::ReadDataOut(Op* op, uint64_t serial) {
   if (op->serial != serial) return;
+  RequestBus(op, Op::BusUse::kReadOut);
+}
+
+// ---- The channel's arbiter ----
+
+void SimPipe::RequestBus(Op* op, Op::BusUse use) {
+  const uint32_t c = g_.ChannelOf(op->ppa.die);
+  Channel& ch = channels_[c];
+  op->bus_use = use;
+  op->bus_req_ns = Now();
+  if (ch.waiters.empty() && ch.bus_free <= Now()) return GrantBus(op);
+  op->bus_wait = true;
+  ch.waiters.emplace_back(op, op->serial);
+  if (ch.waiters.size() == 1) ScheduleBusDispatch(c);
+}
+
+void SimPipe::ScheduleBusDispatch(uint32_t c) {
+  Channel& ch = channels_[c];
+  const uint64_t n = ++bus_dispatch_seq_;
+  ch.dispatch = n;
+  AtStage(std::max(Now(), ch.bus_free), [this, c, n] {
+    if (channels_[c].dispatch == n) DispatchBus(c);
+  });
+}
+
+void SimPipe::DispatchBus(uint32_t c) {
+  Channel& ch = channels_[c];
+  auto& w = ch.waiters;
+  std::erase_if(w, [](const std::pair<Op*, uint64_t>& e) { return e.first->serial != e.second || !e.first->bus_wait; });
+  if (w.empty()) return;
+  if (ch.bus_free > Now()) return ScheduleBusDispatch(c);
+  // As the RTL pipe chooses its channel work (rtl/pipe/vsl_pipe.sv, docs/rtl.md
+  // "Scheduling"): a command's start (a READ's or ERASE's command, a PROGRAM's with its
+  // data) before a ready read's data out, each kind round the dies from the one served
+  // last. Before 2026-12-07 the model served the channel in request order: the RTL's
+  // order keeps more dies in array time (stock steady state with the override +1.5%).
+  const uint32_t n = static_cast<uint32_t>(dies_.size());
+  auto rank = [&](const Op* op) {
+    return std::pair<bool, uint32_t>(op->bus_use == Op::BusUse::kReadOut, (op->ppa.die + n - ch.last_die - 1) % n);
+  };
+  std::size_t pick = 0;
+  for (std::size_t i = 1; i < w.size(); ++i) {
+    if (rank(w[i].first) < rank(w[pick].first)) pick = i;
+  }
+  Op* op = w[pick].first;
+  w.erase(w.begin() + static_cast<std::ptrdiff_t>(pick));
+  GrantBus(op);
+  if (!w.empty()) ScheduleBusDispatch(c);
+}
+
+// The op's channel work starts now: its command (and a program's data) or a read's data
+// out; the die's busy time counts from its request, the wait for the bus included.
+void SimPipe::GrantBus(Op* op) {
   Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
-  uint64_t bytes = uint64_t{op->sector_count} * (g_.ecc_codeword_bytes + g_.ecc_parity_bytes);
-  if (op->meta != nullptr) bytes += g_.meta_bytes_per_page();
-  const TimeNs start = std::max(Now(), ch.bus_free);
-  ch.bus_free = start + TransferNs(bytes, t_.bus_bytes_per_sec);
-  stats_.bus_busy_ns += ch.bus_free - start;
-  stats_.die_busy_ns += ch.bus_free - Now();
-  stats_.die_bus_wait_ns += start - Now();
-  dies_[op->ppa.die].busy_until = ch.bus_free;
-  AtStage(ch.bus_free, [this, op, serial] { ReadFinish(op, serial); });
+  Die& d = dies_[op->ppa.die];
+  const TimeNs now = Now();
+  const DurNs waited = now - op->bus_req_ns;
+  op->bus_wait = false;
+  ch.last_die = op->ppa.die;
+  stats_.die_bus_wait_ns += waited;
+  const uint64_t serial = op->serial;
+  switch (op->bus_use) {
+    case Op::BusUse::kReadCmd:
+      ch.bus_free = now + t_.cmd_overhead_ns;
+      stats_.bus_busy_ns += t_.cmd_overhead_ns;
+      op->array_end_ns = ch.bus_free + t_.t_read_ns;
+      stats_.die_busy_ns += op->array_end_ns - op->bus_req_ns;
+      d.busy_until = op->array_end_ns;
+      AtStage(op->array_end_ns, [this, op, serial] { ReadDataOut(op, serial); });
+      break;
+    case Op::BusUse::kReadOut: {
+      uint64_t bytes = uint64_t{op->sector_count} * (g_.ecc_codeword_bytes + g_.ecc_parity_bytes);
+      if (op->meta != nullptr) bytes += g_.meta_bytes_per_page();
+      ch.bus_free = now + TransferNs(bytes, t_.bus_bytes_per_sec);
+      stats_.bus_busy_ns += ch.bus_free - now;
+      stats_.die_busy_ns += ch.bus_free - op->bus_req_ns;
+      d.busy_until = ch.bus_free;
+      AtStage(ch.bus_free, [this, op, serial] { ReadFinish(op, serial); });
+      break;
+    }
+    case Op::BusUse::kProgram:
+      ch.bus_free = now + t_.cmd_overhead_ns + op->flush_xfer_ns;
+      stats_.bus_busy_ns += ch.bus_free - now;
+      op->bus_start_ns = now;
+      op->array_end_ns = ch.bus_free + t_.t_prog_ns;
+      stats_.die_busy_ns += op->array_end_ns - op->bus_req_ns;
+      d.busy_until = op->array_end_ns;
+      ch.flush_xfer_ns -= op->flush_xfer_ns;
+      AtStage(op->array_end_ns, [this, op, serial] { ProgramFinish(op, serial); });
+      break;
+    case Op::BusUse::kErase:
+      ch.bus_free = now + t_.cmd_overhead_ns;
+      stats_.bus_busy_ns += t_.cmd_overhead_ns;
+      op->bus_start_ns = now;
+      op->array_end_ns = ch.bus_free + t_.t_erase_ns;
+      stats_.die_busy_ns += op->array_end_ns - op->bus_req_ns;
+      d.busy_until = op->array_end_ns;
+      AtStage(op->array_end_ns, [this, op, serial] { EraseFinish(op, serial); });
+      break;
+  }
 }
 
 void SimPipe::ReadFinish(Op* op, uint64_t serial) {
@@ -903,20 +995,12 @@ void SimPipe::StartProgram(Op* op) {
                                           : g_.page_data_bytes + g_.meta_bytes_per_page();
     Spend(pw.program_uj * 1e-6 + (bus * pw.channel_nj_per_byte + link * pw.link_nj_per_byte) * 1e-9);
   }
-  Die& d = dies_[op->ppa.die];
-  Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
-  const TimeNs start = std::max(Now(), ch.bus_free);
-  ch.bus_free = start + t_.cmd_overhead_ns + op->flush_xfer_ns;
-  stats_.bus_busy_ns += ch.bus_free - start;
-  stats_.die_bus_wait_ns += start - Now();
   op->started = true;
-  op->bus_start_ns = start;
-  op->array_end_ns = ch.bus_free + t_.t_prog_ns;
-  stats_.die_busy_ns += op->array_end_ns - Now();
-  d.busy_until = op->array_end_ns;
-  ch.flush_xfer_ns -= op->flush_xfer_ns;
-  const uint64_t serial = op->serial;
-  AtStage(op->array_end_ns, [this, op, serial] { ProgramFinish(op, serial); });
+  // Not on the die until the channel takes its data (AbortDie tears nothing before); the
+  // hold-up estimate sees the die busy with it as though the bus were free now.
+  op->bus_start_ns = std::numeric_limits<TimeNs>::max();
+  dies_[op->ppa.die].busy_until = Now() + t_.cmd_overhead_ns + op->flush_xfer_ns + t_.t_prog_ns;
+  RequestBus(op, Op::BusUse::kProgram);
 }
 
 void SimPipe::ProgramFinish(Op* op, uint64_t serial) {
@@ -942,19 +1026,10 @@ void SimPipe::ProgramFinish(Op* op, uint64_t serial) {
 
 void SimPipe::StartErase(Op* op) {
   Spend(card_.profile_.power.erase_uj * 1e-6);
-  Die& d = dies_[op->ppa.die];
-  Channel& ch = channels_[g_.ChannelOf(op->ppa.die)];
-  const TimeNs start = std::max(Now(), ch.bus_free);
-  ch.bus_free = start + t_.cmd_overhead_ns;
-  stats_.bus_busy_ns += t_.cmd_overhead_ns;
-  stats_.die_bus_wait_ns += start - Now();
   op->started = true;
-  op->bus_start_ns = start;
-  op->array_end_ns = ch.bus_free + t_.t_erase_ns;
-  stats_.die_busy_ns += op->array_end_ns - Now();
-  d.busy_until = op->array_end_ns;
-  const uint64_t serial = op->serial;
-  AtStage(op->array_end_ns, [this, op, serial] { EraseFinish(op, serial); });
+  op->bus_start_ns = std::numeric_limits<TimeNs>::max();
+  dies_[op->ppa.die].busy_until = Now() + t_.cmd_overhead_ns + t_.t_erase_ns;
+  RequestBus(op, Op::BusUse::kErase);
 }
 
 void SimPipe::EraseFinish(Op* op, uint64_t serial) {

@@ -71,6 +71,12 @@ struct Op : QueueHook, AllHook {
   nand::FlashStatus copy_failed = nand::FlashStatus::kOk;  // copy: its first failed read's status
   std::vector<uint8_t> fail_meta;  // copy: the metadata programmed if its source fails
   TimeNs submit_ns = 0, bus_start_ns = 0, array_end_ns = 0;
+  // The channel (SimPipe::RequestBus): what the op asked its channel for and when; while
+  // `bus_wait` the die is committed to the op (`started`) but nothing has reached it yet.
+  enum class BusUse : uint8_t { kReadCmd, kReadOut, kProgram, kErase };
+  BusUse bus_use = BusUse::kReadCmd;
+  bool bus_wait = false;
+  TimeNs bus_req_ns = 0;
   DurNs flush_cost_ns = 0, flush_xfer_ns = 0;  // what the op adds to the hold-up estimate
   uint32_t gen = 0;  // the submitting port's generation (SimPipe::kUnchecked: the pipe's own calls)
   nand::FlashCallback accepted, done;
@@ -156,7 +162,12 @@ class SimPipe final : public nand::FlashPipe {
   };
   struct Channel {
     TimeNs bus_free = 0;
-    DurNs flush_xfer_ns = 0;       // bus time of queued, unstarted programs
+    DurNs flush_xfer_ns = 0;       // bus time of queued programs not yet on the bus
+    // Dies waiting for the bus, in request order (entries whose op's serial moved on are
+    // stale and skipped); a dispatch is pending whenever this is not empty.
+    std::vector<std::pair<Op*, uint64_t>> waiters;
+    uint32_t last_die = 0;         // the die served last (round-robin within a class)
+    uint64_t dispatch = 0;         // the pending dispatch's number (bus_dispatch_seq_)
   };
 
   friend class SimPipePort;
@@ -190,6 +201,13 @@ class SimPipe final : public nand::FlashPipe {
   DurNs StageErasesNs(const Die& d, const Op* op) const;
   void RetryAdmission();
   void TryStartDie(uint32_t die);
+  // The channel's arbiter: an op asks for its die's channel (its command, or its data
+  // in or out) and GrantBus runs it when the channel gives it the bus (at once when the
+  // bus is free and nobody waits).
+  void RequestBus(Op* op, Op::BusUse use);
+  void ScheduleBusDispatch(uint32_t channel);
+  void DispatchBus(uint32_t channel);
+  void GrantBus(Op* op);
   void StartRead(Op* op);
   void ReadDataOut(Op* op, uint64_t serial);
   void ReadFinish(Op* op, uint64_t serial);
@@ -284,6 +302,7 @@ class SimPipe final : public nand::FlashPipe {
   const Reliability& rel_;
   std::vector<Die> dies_;
   std::vector<Channel> channels_;
+  uint64_t bus_dispatch_seq_ = 0;  // never reset: a dispatch timer from before a cut is stale
   std::vector<Rng> die_rng_;
   // rel_'s wear terms by erase count, each computed once (std::pow per program and per
   // read was a visible share of the model's CPU): the same doubles as calling rel_.

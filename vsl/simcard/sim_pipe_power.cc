@@ -132,8 +132,9 @@ void SimPipe::InjectDieFailure(uint32_t die) {
   // The running program or erase dies with the die; queued work times out.
   if (d.busy && !d.queue.empty()) {
     Op* op = &d.queue.front();
-    if (op->started && op->kind == Op::Kind::kProgram) ApplyTornProgram(op->ppa);
-    if (op->started && op->kind == Op::Kind::kErase) ApplyTornErase(op->ppa.die, op->ppa.block);
+    const bool on_die = op->started && !op->bus_wait;
+    if (on_die && op->kind == Op::Kind::kProgram) ApplyTornProgram(op->ppa);
+    if (on_die && op->kind == Op::Kind::kErase) ApplyTornErase(op->ppa.die, op->ppa.block);
     if (op->started) {
       // Leave the dead op to time out like the rest.
       op->serial = next_serial_++;
@@ -172,7 +173,7 @@ void SimPipe::PowerCut(DurNs budget_ns) {
       Die& d = dies_[die];
       Lane lane{die, {}, now, DieFailed(die)};
       for (Op& op : d.queue) {
-        if (op.started) {
+        if (op.started && !op.bus_wait) {
           // Running on the die: finishes within the budget or is torn.
           if (op.kind == Op::Kind::kRead || lane.stopped) continue;
           if (op.array_end_ns <= deadline) {
