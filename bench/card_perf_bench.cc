@@ -554,8 +554,8 @@ int main(int argc, char** argv) {
       j["room_waits"] = after.room_waits - before.room_waits;
       iops.push_back(j["iops"]);
       rounds.push_back(j);
-      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W, %llu writes waited for the groomer (host path stopped %llu times for credits, %llu for room)\n", r,
-                   iops.back(), w.waf, j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util, 100 * w.die_wait,
+      std::fprintf(stderr, "  round %2d: %8.0f IOPS, WAF %.2f, p99 %.0f us, max %.0f us, channels %.0f%% busy, dies %.0f%% (%.0f%% waiting for the bus), NAND %.2f W, %llu writes waited for the groomer (host path stopped %llu times for credits, %llu for room)\n", r,
+                   iops.back(), w.waf, j["lat"]["p99_us"].get<double>(), j["lat"]["max_us"].get<double>(), 100 * w.bus_util, 100 * w.die_util, 100 * w.die_wait,
                    w.nand_w, static_cast<unsigned long long>(after.write_stalls - before.write_stalls),
                    static_cast<unsigned long long>(after.paced_waits - before.paced_waits),
                    static_cast<unsigned long long>(after.room_waits - before.room_waits));
