@@ -3,6 +3,8 @@
 // pages never read back as the data that was being written unless ECC flags them.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cstdlib>
 #include <map>
 
@@ -172,6 +174,54 @@ TEST_F(PowerCutFixture, CutBeforeAcceptanceLosesNothingAcknowledged) {
   std::vector<uint8_t> got;
   ASSERT_TRUE(Read(0, {0, b, 0}, &got).ok());
   EXPECT_EQ(got, std::vector<uint8_t>(page_bytes(), 0xFF));
+}
+
+// A program whose die waits for its channel (another die's data is on the bus) has been
+// accepted but has not reached its die: a power cut flushes it like any buffered page,
+// and a reset of its LUN aborts it with the page untouched (erased, not torn).
+TEST_F(PowerCutFixture, AProgramWaitingForItsChannelIsFlushedAtACutAndUntouchedByAReset) {
+  for (const bool cut : {true, false}) {
+    SCOPED_TRACE(cut ? "power cut" : "LUN reset");
+    card_.reset();
+    std::filesystem::remove_all(dir());
+    Make("duo-slc-small");
+    const uint32_t b0 = GoodBlock(0, 0, 1), b1 = GoodBlock(0, 1, 1);
+    ASSERT_TRUE(Erase(0, 0, b0).ok());
+    ASSERT_TRUE(Erase(0, 1, b1).ok());
+    const auto d0 = Pattern(1, page_bytes()), d1 = Pattern(2, page_bytes());
+    int accepted = 0;
+    std::optional<Completion> done1;
+    pipe(0).Program({{0, b0, 0}, d0.data(), nullptr}, [&](const Completion&) { ++accepted; },
+                    [](const Completion&) {});
+    pipe(0).Program({{1, b1, 0}, d1.data(), nullptr}, [&](const Completion&) { ++accepted; },
+                    [&](const Completion& c) { done1 = c; });
+    // Both land over the link (about 5 us each); die 0's data then holds the channel
+    // for about 44 us, and die 1 waits for it.
+    clock_.RunFor(15 * kUs);
+    ASSERT_EQ(accepted, 2);
+    ASSERT_EQ(card_->stats(0).die_bus_wait_ns, 0u);  // die 1 has not had the bus yet
+    if (cut) {
+      card_->PowerCut();
+      clock_.RunUntilIdle();
+      Reopen();
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(Read(0, {1, b1, 0}, &got).ok());
+      EXPECT_EQ(got, d1);
+      ASSERT_TRUE(Read(0, {0, b0, 0}, &got).ok());
+      EXPECT_EQ(got, d0);
+    } else {
+      std::optional<Completion> reset;
+      pipe(0).Reset(1, [&](const Completion& c) { reset = c; });
+      clock_.RunUntilIdle();
+      ASSERT_TRUE(reset.has_value() && reset->ok());
+      ASSERT_TRUE(done1.has_value());
+      EXPECT_EQ(done1->status, FlashStatus::kAborted);
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(Read(0, {1, b1, 0}, &got).ok()) << "the page was torn";
+      EXPECT_EQ(got, std::vector<uint8_t>(page_bytes(), 0xFF));
+      EXPECT_TRUE(Program(0, {1, b1, 0}, d1).ok());
+    }
+  }
 }
 
 }  // namespace
